@@ -1,0 +1,5 @@
+"""`python -m rtrain_tui` is the same as the `rtrain-tui` command."""
+
+from rtrain_tui.cli import main
+
+raise SystemExit(main())

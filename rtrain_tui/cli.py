@@ -1,0 +1,258 @@
+"""The command line: `rtrain-tui preflight|start|tail|status|fetch|stop|runs`, or the TUI.
+
+Thin over `rtrain_tui.core`: parse, validate, call the engine, print. Every expected
+failure is one line on stderr and exit 1 (argparse's usage errors exit 2); Textual is
+imported only when the TUI is asked for, so scripted calls start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from rtrain_tui.core import probes, validate
+from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.engine import Engine, StartRequest
+from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.index import RunIndex, default_index_path
+from rtrain_tui.core.logstream import LogFollower, LogLines
+from rtrain_tui.core.sshconfig import default_ssh_config
+from rtrain_tui.core.transfer import fetch as fetch_files
+from rtrain_tui.progress_view import TerminalProgress
+
+
+def _add_remote(p: argparse.ArgumentParser, python: bool = True) -> None:
+    p.add_argument("--workdir", default=validate.DEFAULT_WORKDIR,
+                   help="run directory parent on the host (default: %(default)s)")
+    if python:
+        p.add_argument("--python", default=validate.DEFAULT_PYTHON,
+                       help="python on the host (default: %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rtrain-tui",
+        description="Start, watch, fetch from and stop fine-tuning runs on SSH GPU hosts. "
+        "With no command: the full-screen app.",
+    )
+    parser.add_argument("--ssh-config", type=Path, default=None, help="default: ~/.ssh/config")
+    parser.add_argument("--index", type=Path, default=None,
+                        help="run index (default: $XDG_DATA_HOME/rtrain-tui/runs.toml)")
+    parser.add_argument("--demo", action="store_true",
+                        help="TUI: add the built-in demo host (no GPU box needed)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("preflight", help="check that a host is ready to train")
+    p.add_argument("host")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs needed; 0 for a CPU-only run")
+    _add_remote(p)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("start", help="ship config and dataset, launch the trainer detached")
+    p.add_argument("host")
+    p.add_argument("-c", "--config", required=True, help="training config (YAML)")
+    p.add_argument("-d", "--dataset", default=None, help="dataset file, shipped under its own name")
+    p.add_argument("--gpus", type=int, default=1, help="GPUs needed; 0 for a CPU-only run")
+    p.add_argument("--run-id", default=None, help="default: run-<epoch>")
+    _add_remote(p)
+    p.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
+                   help="stream the log until the run ends (default: on)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="environment for the trainer (repeatable)")
+    p.add_argument("--trainer", default=validate.DEFAULT_TRAINER, metavar="TEMPLATE",
+                   help="command template with {python} {dataset} {config} {gpus} "
+                   "(default: %(default)s)")
+
+    for name, text in (("tail", "replay and follow a run's log until it ends"),
+                       ("status", "print the run's state")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("host")
+        p.add_argument("run_id", metavar="RUN_ID")
+        _add_remote(p)
+        if name == "status":
+            p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("fetch", help="copy a file or directory from the run directory")
+    p.add_argument("host")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("path", metavar="PATH", help="relative to the run dir, e.g. lora_model")
+    p.add_argument("--out", type=Path, default=Path("."), help="local directory (default: .)")
+    _add_remote(p)
+
+    p = sub.add_parser("stop", help="stop the run's whole process group and verify it is gone")
+    p.add_argument("host")
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("--grace", type=float, default=10.0,
+                   help="seconds between SIGTERM and SIGKILL (default: %(default)s)")
+    _add_remote(p)
+
+    p = sub.add_parser("runs", help="list the runs in the local index")
+    p.add_argument("--refresh", action="store_true", help="update every run's state from its host")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _err(message: str) -> None:
+    print(f"rtrain-tui: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    ssh_config = args.ssh_config or default_ssh_config()
+    index = RunIndex(args.index or default_index_path())
+    if args.command is None:
+        from rtrain_tui.tui.app import run_app  # Textual only for the TUI
+
+        return run_app(ssh_config=ssh_config, index=index, demo=args.demo)
+    handler: Callable[[Engine, argparse.Namespace], Awaitable[int]] = COMMANDS[args.command]
+
+    async def run() -> int:
+        engine = Engine(ConnectionPool(ssh_config), index)
+        try:
+            return await handler(engine, args)
+        finally:
+            await engine.close()
+
+    try:
+        return asyncio.run(run())
+    except RemoteError as exc:
+        _err(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        _err("detached: nothing on the host was stopped; the run keeps going.")
+        return 130
+
+
+# -- commands -------------------------------------------------------------------
+async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
+    report = await engine.preflight(args.host, args.gpus, args.python, args.workdir)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 0 if report.ok else 1
+    if not report.reachable:
+        _err(report.error)
+        return 1
+    marks = {True: "✓", False: "✗"}
+    for c in report.checks:
+        mark = "!" if c.warning and not c.ok else marks[c.ok]
+        print(f"  {mark} {c.name:8} {c.detail}")
+    for g in report.gpus:
+        print(f"    GPU {g.index}: {g.name}  {g.memory_used_mib}/{g.memory_total_mib} MiB  "
+              f"{g.utilization_pct}% busy")
+    if report.ok:
+        print(f"{args.host} is ready")
+        return 0
+    _err(f"{args.host} is not ready: " + "; ".join(report.why_not))
+    return 1
+
+
+def _run_flags(args: argparse.Namespace) -> str:
+    return "" if args.workdir == validate.DEFAULT_WORKDIR else f" --workdir {args.workdir}"
+
+
+async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
+    request = StartRequest(
+        host=args.host, config=Path(args.config),
+        dataset=Path(args.dataset) if args.dataset else None, gpus=args.gpus,
+        run_id=args.run_id, python=args.python, workdir=args.workdir,
+        env=validate.parse_env(args.env), trainer=args.trainer,
+    ).validated()
+    with TerminalProgress() as progress:
+        started = await engine.start(request, progress=progress.update)
+    flags = _run_flags(args)
+    print(f"started {started.run_id} on {args.host}")
+    print(f"  tail: rtrain-tui tail {args.host} {started.run_id}{flags}")
+    print(f"  stop: rtrain-tui stop {args.host} {started.run_id}{flags}", flush=True)
+    if not args.follow:
+        return 0
+    return await _follow(engine, args.host, args.workdir, started.run_id)
+
+
+async def _follow(engine: Engine, host: str, workdir: str, run_id: str) -> int:
+    """Print the log until the run ends; exit 0 only when it completed."""
+    follower = LogFollower(engine, host, workdir, run_id)
+    final = probes.UNKNOWN
+    async for event in follower.events():
+        if isinstance(event, LogLines):
+            sys.stdout.write("".join(line + "\n" for line in event.lines))
+            sys.stdout.flush()
+        elif event.status == "reconnecting":
+            _err(f"lost {host} ({event.detail}); reconnecting, the run keeps going…")
+        elif event.status == "ended":
+            final = event.run_state
+    engine.remember_state(host, workdir, run_id, final)
+    print(f"{run_id} on {host}: {final}")
+    return 0 if final == probes.COMPLETED else 1
+
+
+async def cmd_tail(engine: Engine, args: argparse.Namespace) -> int:
+    validate.check_run_id(args.run_id)
+    validate.check_workdir(args.host, args.workdir)
+    return await _follow(engine, args.host, args.workdir, args.run_id)
+
+
+async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
+    probe = await engine.probe(args.host, args.workdir, args.run_id)
+    engine.remember_state(args.host, args.workdir, args.run_id, probe.state)
+    if args.json:
+        print(json.dumps({
+            "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
+            "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
+            "log_bytes": probe.log_size, "exists": probe.exists,
+        }, indent=2))
+    else:
+        print(probe.state)
+    return 0
+
+
+async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
+    validate.check_run_id(args.run_id)
+    validate.check_workdir(args.host, args.workdir)
+    rel = validate.check_fetch_path(args.path)
+    run_dir = await engine.run_dir(args.host, args.workdir, args.run_id)
+    with TerminalProgress() as progress:
+        dest = await fetch_files(engine.host(args.host), run_dir, rel, args.out, progress.update)
+    print(f"fetched to {dest}")
+    return 0
+
+
+async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
+    def step(message: str) -> None:
+        if sys.stderr.isatty():
+            print(f"  {message}", file=sys.stderr)
+
+    print(await engine.stop(args.host, args.workdir, args.run_id, args.grace, step))
+    return 0
+
+
+async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
+    if args.refresh:
+        await engine.refresh()
+    runs = engine.index.load()
+    if args.json:
+        print(json.dumps([
+            {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
+             "started_at": r.started_at, "updated_at": r.updated_at, "workdir": r.workdir}
+            for r in runs
+        ], indent=2))
+        return 0
+    if not runs:
+        print("no runs yet; start one with: rtrain-tui start HOST -c CONFIG -d DATASET")
+        return 0
+    rows = [("HOST", "RUN", "STATE", "STARTED")] + [
+        (r.host, r.run_id, r.state + (" (stale)" if r.stale else ""), r.started_at) for r in runs
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+COMMANDS: dict[str, Callable[[Engine, argparse.Namespace], Awaitable[int]]] = {
+    "preflight": cmd_preflight, "start": cmd_start, "tail": cmd_tail, "status": cmd_status,
+    "fetch": cmd_fetch, "stop": cmd_stop, "runs": cmd_runs,
+}

@@ -1,0 +1,297 @@
+"""SSH connections: one per host, shared by every caller, with a long-lived `sh`.
+
+Why a long-lived shell: every `exec` on an SSH connection starts the user's login shell
+(`bash -c`, which may run conda or pyenv init: 100 ms+). One `sh` per host, started once,
+reads scripts on stdin and answers with framed output, so a probe costs a fork on the host
+and one round trip. Scripts run in a subshell `( ... )` so they can `exit` and `cd`
+without harming the shell, with stdin from /dev/null so they can never eat the next
+script. Every script has a time bound; a shell that overruns it is discarded.
+
+Log streams and transfers use one SFTP channel per host, so following 20 runs on one
+host needs two SSH sessions, not twenty (OpenSSH's MaxSessions defaults to 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+from asyncssh.config import SSHClientConfig
+
+from rtrain_tui.core.errors import HostKeyChangedError, RemoteError, UnreachableError
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_KEEPALIVE = 15
+DEFAULT_COMMAND_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class HostOptions:
+    """The options of one alias that rtrain-tui itself needs to know about."""
+
+    alias: str
+    hostname: str
+    port: int
+    connect_timeout: float
+    keepalive: int
+    known_hosts: tuple[Path, ...]
+
+
+def host_options(alias: str, ssh_config: Path | None) -> HostOptions:
+    """Read an alias's options the way asyncssh (and OpenSSH) will apply them."""
+    paths = [str(ssh_config)] if ssh_config and ssh_config.exists() else []
+    cfg = SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(), (), alias, ())
+    known = cfg.get("UserKnownHostsFile") or ["~/.ssh/known_hosts"]
+    return HostOptions(
+        alias=alias,
+        hostname=str(cfg.get("Hostname") or alias),
+        port=int(cfg.get("Port") or 22),
+        connect_timeout=float(cfg.get("ConnectTimeout") or DEFAULT_CONNECT_TIMEOUT),
+        keepalive=int(cfg.get("ServerAliveInterval") or DEFAULT_KEEPALIVE),
+        known_hosts=tuple(Path(os.path.expanduser(p)) for p in known),
+    )
+
+
+def known_hosts_name(hostname: str, port: int) -> str:
+    return hostname if port == 22 else f"[{hostname}]:{port}"
+
+
+class _AcceptNewClient(asyncssh.SSHClient):
+    """Host-key policy `accept-new`: asyncssh calls this only for a key not on record.
+
+    A host with no key on record gets its key recorded; a host whose recorded key
+    differs is refused, and the refusal names the file and line to fix.
+    """
+
+    def __init__(self, opts: HostOptions) -> None:
+        self._opts = opts
+        self.changed: tuple[Path, int] | None = None
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
+        for path in self._opts.known_hosts:
+            line_no = _known_line(path, host, addr, port)
+            if line_no:
+                self.changed = (path, line_no)
+                return False
+        target = self._opts.known_hosts[0]
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        entry = known_hosts_name(self._opts.hostname, self._opts.port)
+        with target.open("a") as f:
+            f.write(f"{entry} {key.export_public_key().decode().strip()}\n")
+        return True
+
+
+def _read_known_hosts(paths: tuple[Path, ...]) -> asyncssh.SSHKnownHosts:
+    """All recorded host keys; missing files count as empty (accept-new records there)."""
+    text = ""
+    for path in paths:
+        try:
+            text += path.read_text() + "\n"
+        except OSError:
+            continue
+    return asyncssh.import_known_hosts(text)
+
+
+def _known_line(path: Path, host: str, addr: str, port: int) -> int:
+    """Line number of the first known_hosts entry for this host, 0 when none."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return 0
+    for no, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            trusted = asyncssh.import_known_hosts(line + "\n").match(host, addr, port)
+        except (ValueError, asyncssh.KeyImportError):
+            continue
+        if trusted[0]:
+            return no
+    return 0
+
+
+class _Shell:
+    """A long-lived `sh` on the host that runs one framed script at a time."""
+
+    def __init__(self, process: asyncssh.SSHClientProcess) -> None:
+        self._process = process
+        self._buffer = b""
+        self._count = 0
+        self._nonce = secrets.token_hex(8)
+
+    @property
+    def closed(self) -> bool:
+        return self._process.channel.is_closing() or self._process.exit_status is not None
+
+    async def run(self, script: str) -> str:
+        self._count += 1
+        marker = f"__rtrain_{self._nonce}_{self._count}__".encode()
+        self._process.stdin.write(
+            f"(\n{script}\n) </dev/null 2>&1\nprintf '\\n%s\\n' '{marker.decode()}'\n".encode()
+        )
+        end = b"\n" + marker + b"\n"
+        while end not in self._buffer:
+            chunk = await self._process.stdout.read(65536)
+            if not chunk:
+                raise ConnectionResetError("the remote shell ended")
+            self._buffer += chunk
+        out, _, self._buffer = self._buffer.partition(end)
+        return out.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        self._process.close()
+
+
+class HostConnection:
+    """The shared connection to one host alias: opened lazily, reopened after a drop."""
+
+    def __init__(self, alias: str, ssh_config: Path | None) -> None:
+        self.alias = alias
+        self.options = host_options(alias, ssh_config)
+        self._ssh_config = ssh_config
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._shell: _Shell | None = None
+        self._sftp: asyncssh.SFTPClient | None = None
+        self._connect_lock = asyncio.Lock()
+        self._shell_lock = asyncio.Lock()
+        self._sftp_lock = asyncio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def connect(self) -> asyncssh.SSHClientConnection:
+        async with self._connect_lock:
+            if self.connected:
+                assert self._conn is not None
+                return self._conn
+            self._drop()
+            client = _AcceptNewClient(self.options)
+            config = [str(self._ssh_config)] if self._ssh_config and self._ssh_config.exists() else []
+            timeout = self.options.connect_timeout
+            try:
+                self._conn = await asyncio.wait_for(
+                    asyncssh.connect(
+                        self.alias,
+                        config=config,
+                        known_hosts=_read_known_hosts(self.options.known_hosts),
+                        client_factory=lambda: client,
+                        connect_timeout=timeout,
+                        keepalive_interval=self.options.keepalive,
+                        keepalive_count_max=3,
+                    ),
+                    timeout + 1,
+                )
+            except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+                if client.changed:
+                    path, line = client.changed
+                    raise HostKeyChangedError(
+                        f"cannot reach {self.alias}: its host key changed. If the host was "
+                        f"reinstalled, remove line {line} of {path} and try again."
+                    ) from None
+                raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, timeout)}") from None
+            return self._conn
+
+    async def run(self, script: str, timeout: float = DEFAULT_COMMAND_TIMEOUT) -> str:
+        """Run a script in the host's long-lived shell and return its output."""
+        async with self._shell_lock:
+            for attempt in (1, 2):
+                shell = await self._get_shell()
+                try:
+                    return await asyncio.wait_for(shell.run(script), timeout)
+                except asyncio.TimeoutError:
+                    # The script is wedged (an nvidia-smi that never answers): this
+                    # shell cannot be trusted with the next script's framing any more.
+                    shell.close()
+                    self._shell = None
+                    raise RemoteError(
+                        f"{self.alias}: a remote command took longer than {timeout:g} s; "
+                        "check the host's load and try again."
+                    ) from None
+                except (ConnectionError, asyncssh.Error, BrokenPipeError) as exc:
+                    self._shell = None
+                    self._drop()
+                    if attempt == 2:
+                        raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _get_shell(self) -> _Shell:
+        if self._shell is None or self._shell.closed:
+            conn = await self.connect()
+            try:
+                process = await conn.create_process("exec sh", encoding=None)
+            except (asyncssh.Error, OSError) as exc:
+                self._drop()
+                raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
+            self._shell = _Shell(process)
+        return self._shell
+
+    async def sftp(self) -> asyncssh.SFTPClient:
+        """The host's shared SFTP channel (logs, uploads, fetches all use it)."""
+        async with self._sftp_lock:
+            if self._sftp is None or not self.connected:
+                conn = await self.connect()
+                try:
+                    self._sftp = await conn.start_sftp_client()
+                except (asyncssh.Error, OSError) as exc:
+                    self._drop()
+                    raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
+            return self._sftp
+
+    def _drop(self) -> None:
+        """Forget a connection that failed, so the next call reconnects."""
+        if self._conn is not None:
+            self._conn.abort()
+        self._conn = None
+        self._shell = None
+        self._sftp = None
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            try:
+                await asyncio.wait_for(self._conn.wait_closed(), 2)
+            except (asyncio.TimeoutError, OSError, asyncssh.Error):
+                pass
+        self._conn = None
+        self._shell = None
+        self._sftp = None
+
+
+def _describe(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"no answer within {timeout:g} s (ConnectTimeout)"
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return "permission denied: check User and IdentityFile in ~/.ssh/config"
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return f"host key not verifiable: {exc.reason}"
+    text = str(exc) or exc.__class__.__name__
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection refused ({text}): is sshd running on the host and the Port right?"
+    return text.splitlines()[0]
+
+
+class ConnectionPool:
+    """All hosts' connections, keyed by alias: the one place connections are opened."""
+
+    def __init__(self, ssh_config: Path | None) -> None:
+        self.ssh_config = ssh_config
+        self._hosts: dict[str, HostConnection] = {}
+
+    def get(self, alias: str) -> HostConnection:
+        if alias not in self._hosts:
+            self._hosts[alias] = HostConnection(alias, self.ssh_config)
+        return self._hosts[alias]
+
+    def add(self, connection: HostConnection) -> None:
+        """Register a prepared connection (the demo host) under its alias."""
+        self._hosts[connection.alias] = connection
+
+    async def close(self) -> None:
+        await asyncio.gather(*(h.close() for h in self._hosts.values()))

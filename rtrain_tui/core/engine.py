@@ -1,0 +1,273 @@
+"""The engine: preflight, start, status, refresh and stop, over the shared connections.
+
+The CLI and the TUI both call this and nothing below it. Input is validated by the
+caller-facing methods before any connection is opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rtrain_tui.core import probes, remote_sh, validate
+from rtrain_tui.core.connection import ConnectionPool, HostConnection
+from rtrain_tui.core.errors import RemoteError, UnreachableError
+from rtrain_tui.core.index import RunIndex, RunRecord
+from rtrain_tui.core.probes import PreflightReport, RunProbe
+from rtrain_tui.core.transfer import Progress, upload_file
+
+StepCallback = Callable[[str], None]
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    host: str
+    config: Path
+    dataset: Path | None = None
+    gpus: int = 1
+    run_id: str | None = None
+    python: str = validate.DEFAULT_PYTHON
+    workdir: str = validate.DEFAULT_WORKDIR
+    env: dict[str, str] = field(default_factory=dict)
+    trainer: str = validate.DEFAULT_TRAINER
+
+    def validated(self) -> StartRequest:
+        """Check every field the way the seed does; raises ValidationError."""
+        validate.check_host(self.host)
+        if self.run_id is not None:
+            validate.check_run_id(self.run_id)
+        validate.check_workdir(self.host, self.workdir)
+        validate.check_python(self.python)
+        validate.check_gpus(self.gpus)
+        validate.check_trainer_template(self.trainer)
+        for key in self.env:
+            validate.parse_env([f"{key}=x"])
+        validate.check_local_file("config", self.config)
+        if self.dataset is not None:
+            validate.check_local_file("dataset", self.dataset)
+        return self
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    host: str
+    run_id: str
+    run_dir: str
+    pid: int
+    record: RunRecord
+
+
+def trainer_command(template: str, python: str, dataset: str | None, gpus: int) -> str:
+    """Fill the trainer template; every value is shell-quoted."""
+    return template.format(
+        python=shlex.quote(python),
+        dataset=shlex.quote(dataset) if dataset else "",
+        config="config.yaml",
+        gpus=int(gpus),
+    ).replace("  ", " ")
+
+
+class Engine:
+    def __init__(self, pool: ConnectionPool, index: RunIndex) -> None:
+        self.pool = pool
+        self.index = index
+        self._workdirs: dict[tuple[str, str], str] = {}
+
+    def host(self, alias: str) -> HostConnection:
+        return self.pool.get(validate.check_host(alias))
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    # -- preflight -------------------------------------------------------------
+    async def preflight(
+        self, host: str, gpus: int = 1, python: str = validate.DEFAULT_PYTHON,
+        workdir: str = validate.DEFAULT_WORKDIR,
+    ) -> PreflightReport:
+        validate.check_workdir(host, workdir)
+        validate.check_python(python)
+        validate.check_gpus(gpus)
+        conn = self.host(host)
+        try:
+            out = await conn.run(remote_sh.preflight(python, workdir), timeout=30)
+        except UnreachableError as exc:
+            return PreflightReport(host=host, reachable=False, error=str(exc))
+        return probes.parse_preflight(host, out, python, gpus)
+
+    # -- start -----------------------------------------------------------------
+    async def start(
+        self, request: StartRequest, progress: Progress | None = None,
+        on_step: StepCallback | None = None,
+    ) -> StartedRun:
+        req = request.validated()
+        step = on_step or (lambda _msg: None)
+        step(f"preflight {req.host}")
+        report = await self.preflight(req.host, req.gpus, req.python, req.workdir)
+        if not report.ok:
+            raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
+        conn = self.host(req.host)
+        run_id, run_dir = await self._make_run_dir(conn, req)
+        sftp = await conn.sftp()
+        step(f"uploading to {run_dir}")
+        await upload_file(conn, sftp, req.config, f"{run_dir}/config.yaml", progress)
+        dataset_name = None
+        if req.dataset is not None:
+            dataset_name = req.dataset.name
+            await upload_file(conn, sftp, req.dataset, f"{run_dir}/{dataset_name}", progress)
+        command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
+        await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, req.env))
+        step("launching")
+        out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir))))
+        if "error" in out or not out.get("pid", "").isdigit():
+            raise RemoteError(
+                f"{req.host}: the run did not launch ({out.get('error', 'no pid written')}); "
+                f"look in {run_dir}."
+            )
+        record = RunRecord(
+            host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
+            state=probes.RUNNING, started_at=utc_now(), updated_at=utc_now(),
+            config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
+        )
+        self.index.add(record)
+        return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record)
+
+    async def _make_run_dir(self, conn: HostConnection, req: StartRequest) -> tuple[str, str]:
+        """Create the run dir atomically; an auto id is made unique, a chosen one refused."""
+        base = req.run_id or f"run-{int(time.time())}"
+        for n in range(1, 100):
+            run_id = base if n == 1 else f"{base}-{n}"
+            out = await conn.run(remote_sh.make_run_dir(req.workdir, run_id))
+            facts = dict(probes.parse_key_values(out))
+            if "dir" in facts:
+                return run_id, facts["dir"]
+            if out.strip() != "exists":
+                raise RemoteError(f"{req.host}: cannot create the run directory: {out.strip()[:200]}")
+            if req.run_id is not None:
+                raise RemoteError(
+                    f"run id {run_id!r} already exists on {req.host}; pick another --run-id."
+                )
+        raise RemoteError(f"{req.host}: could not find a free run id near {base!r}.")
+
+    # -- status ----------------------------------------------------------------
+    async def probe(self, host: str, workdir: str, run_id: str) -> RunProbe:
+        validate.check_run_id(run_id)
+        validate.check_workdir(host, workdir)
+        return (await self.probe_many(host, [(workdir, run_id)]))[0]
+
+    async def probe_many(self, host: str, runs: Sequence[tuple[str, str]]) -> list[RunProbe]:
+        """One script for every run on the host: one round trip, however many runs."""
+        out = await self.host(host).run(remote_sh.run_states(runs))
+        return probes.parse_run_states(out, len(runs))
+
+    async def refresh(self, records: Sequence[RunRecord] | None = None) -> dict[tuple[str, str, str], str]:
+        """Update the index from the hosts, all hosts at once, one probe per host.
+
+        Returns {record key: state}; a host that cannot be reached yields
+        `unreachable` for its runs, whose last known state stays in the index, stale.
+        """
+        records = list(self.index.load() if records is None else records)
+        by_host: dict[str, list[RunRecord]] = {}
+        for rec in records:
+            by_host.setdefault(rec.host, []).append(rec)
+
+        async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
+            try:
+                found = await self.probe_many(host, [(r.workdir, r.run_id) for r in recs])
+            except RemoteError:
+                return {r.key: probes.UNREACHABLE for r in recs}
+            return {r.key: p.state for r, p in zip(recs, found)}
+
+        results: dict[tuple[str, str, str], str] = {}
+        for part in await asyncio.gather(*(one_host(h, rs) for h, rs in by_host.items())):
+            results.update(part)
+        now = utc_now()
+        self.index.set_states(
+            {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()}
+        )
+        return results
+
+    # -- workdir ---------------------------------------------------------------
+    async def run_dir(self, host: str, workdir: str, run_id: str) -> str:
+        """The run dir as an absolute path on the host (SFTP does not expand `~`)."""
+        validate.check_run_id(run_id)
+        key = (host, validate.check_workdir(host, workdir))
+        if key not in self._workdirs:
+            out = (await self.host(host).run(remote_sh.resolve_workdir(workdir))).strip()
+            if not out.startswith("/"):
+                raise RemoteError(f"{host}: cannot resolve workdir {workdir!r}: {out[:200]}")
+            self._workdirs[key] = out.rstrip("/") or "/"
+        return f"{self._workdirs[key]}/{run_id}"
+
+    # -- stop ------------------------------------------------------------------
+    async def stop(
+        self, host: str, workdir: str, run_id: str, grace: float = 10.0,
+        on_step: StepCallback | None = None,
+    ) -> str:
+        """The stop ladder: SIGTERM the group, wait `grace`, SIGKILL, verify it is gone.
+
+        Returns the outcome line; raises RemoteError when the run did not or may not stop.
+        """
+        validate.check_run_id(run_id)
+        validate.check_workdir(host, workdir)
+        if grace < 0:
+            raise validate.ValidationError(f"--grace must be 0 or more seconds, not {grace:g}.")
+        step = on_step or (lambda _msg: None)
+        conn = self.host(host)
+        facts = dict(probes.parse_key_values(await conn.run(remote_sh.stop_signal(workdir, run_id))))
+        result = facts.get("result")
+        if result == "not_running":
+            return f"{run_id} was not running on {host}"
+        if result == "refused":
+            raise RemoteError(
+                f"refused to stop {run_id} on {host}: its pid file resolves to process group "
+                f"{facts.get('group') or '?'}, this session's own; check {workdir}/{run_id}/train.pid."
+            )
+        if result != "term_sent" or not facts.get("group", "").isdigit():
+            raise RemoteError(f"{host}: could not signal {run_id}: {' '.join(facts.values())[:200]}")
+        group = int(facts["group"])
+        step(f"SIGTERM sent to process group {group}")
+        step(f"waiting up to {grace:g} s for it to exit")
+        if await self._wait_group_gone(conn, group, grace):
+            self.remember_state(host, workdir, run_id, probes.STOPPED)
+            return f"stopped {run_id} on {host}"
+        step(f"SIGKILL sent to process group {group}")
+        await conn.run(remote_sh.group_kill(group))
+        if await self._wait_group_gone(conn, group, 5.0):
+            self.remember_state(host, workdir, run_id, probes.STOPPED)
+            return f"stopped {run_id} on {host}"
+        raise RemoteError(
+            f"{run_id} did not stop on {host}: process group {group} is still alive after "
+            "SIGKILL (a process stuck in the kernel?); check it with `ps -g` on the host."
+        )
+
+    async def _wait_group_gone(self, conn: HostConnection, group: int, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while True:
+            out = dict(probes.parse_key_values(await conn.run(remote_sh.group_alive(group))))
+            if out.get("alive") == "0":
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+    def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
+        key = (host, workdir, run_id)
+        if any(r.key == key for r in self.index.load()):
+            self.index.set_states({key: (state, False, utc_now())})
+
+
+async def _write_remote_text(sftp, path: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    """Write a small file under a temp name, then rename it into place."""
+    tmp = path + ".part"
+    async with sftp.open(tmp, "wb") as f:
+        await f.write(text.encode())
+    await sftp.posix_rename(tmp, path)

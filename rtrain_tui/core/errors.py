@@ -1,0 +1,25 @@
+"""The exceptions a user can act on: each message says what went wrong and what to do.
+
+The CLI prints `str(error)` on one line and exits 1; the TUI shows it in a toast.
+Anything else escaping the engine is a bug, not a user error.
+"""
+
+
+class RemoteError(Exception):
+    """An expected failure: bad input, an unreachable host, a run that will not stop."""
+
+
+class ValidationError(RemoteError):
+    """User input that is refused before any connection is opened."""
+
+
+class UnreachableError(RemoteError):
+    """The host could not be reached or authenticated against."""
+
+
+class HostKeyChangedError(UnreachableError):
+    """The host presented a key that differs from the one on record."""
+
+
+class IndexCorruptError(RemoteError):
+    """The local run index cannot be parsed; it is left untouched."""

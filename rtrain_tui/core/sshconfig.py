@@ -1,0 +1,58 @@
+"""The host list: concrete aliases from `~/.ssh/config` and the files it `Include`s.
+
+Connection options are asyncssh's business (see `connection.host_options`); this module
+only answers "which hosts can the user pick?", so patterns (`*`, `?`, `!`) are left out.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+from pathlib import Path
+
+
+def default_ssh_config() -> Path:
+    return Path(os.path.expanduser("~/.ssh/config"))
+
+
+def list_hosts(config: Path) -> list[str]:
+    """Aliases in file order, each once; a missing or unreadable file gives none."""
+    seen: dict[str, None] = {}
+    _collect(config, seen, depth=0)
+    return list(seen)
+
+
+def _collect(path: Path, seen: dict[str, None], depth: int) -> None:
+    if depth > 16:  # an Include loop
+        return
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        keyword, _, rest = stripped.replace("=", " ", 1).partition(" ")
+        try:
+            words = shlex.split(rest, comments=True)
+        except ValueError:
+            continue
+        keyword = keyword.lower()
+        if keyword == "host":
+            for word in words:
+                if not any(c in word for c in "*?!"):
+                    seen.setdefault(word, None)
+        elif keyword == "include":
+            for pattern in words:
+                for included in _include_paths(pattern):
+                    _collect(included, seen, depth + 1)
+
+
+def _include_paths(pattern: str) -> list[Path]:
+    # OpenSSH: relative Include paths are relative to ~/.ssh.
+    expanded = os.path.expanduser(pattern)
+    if not os.path.isabs(expanded):
+        expanded = os.path.join(os.path.expanduser("~/.ssh"), expanded)
+    return [Path(p) for p in sorted(glob.glob(expanded))]

@@ -1,0 +1,72 @@
+"""Fixtures: a real sshd pair on 127.0.0.1 (see tests/sshd.py) and helpers to drive the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.sshd import SshHosts, find_sshd, start_hosts
+
+
+@pytest.fixture(autouse=True)
+def _no_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+
+
+@pytest.fixture(scope="session")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
+    if find_sshd() is None and not os.environ.get("CI"):
+        pytest.skip("sshd not installed (apt-get install openssh-server); CI installs it")
+    started = start_hosts(tmp_path_factory.mktemp("sshd"))
+    yield started
+    started.stop()
+
+
+@dataclass
+class CliResult:
+    rc: int
+    out: str
+    err: str
+
+
+@dataclass
+class Cli:
+    hosts: SshHosts
+    index: Path
+
+    def __call__(self, *args: str, timeout: float = 60, cwd: Path | None = None) -> CliResult:
+        cmd = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(self.hosts.ssh_config),
+               "--index", str(self.index), *args]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env=self.hosts.env(), cwd=cwd)
+        return CliResult(p.returncode, p.stdout, p.stderr)
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        cmd = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(self.hosts.ssh_config),
+               "--index", str(self.index), *args]
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=self.hosts.env())
+
+
+@pytest.fixture
+def cli(hosts: SshHosts, tmp_path: Path) -> Cli:
+    return Cli(hosts, tmp_path / "runs.toml")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> str:
+    """A per-test workdir on the 'host' (same machine), absolute."""
+    return str(tmp_path / "work")
+
+
+def write_config(path: Path, **settings: object) -> Path:
+    """A config.yaml for the stand-in trainer (flat key: value)."""
+    path.write_text("".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}\n"
+                            for k, v in {"model": "tiny", **settings}.items()))
+    return path

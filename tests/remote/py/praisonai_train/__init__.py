@@ -1,0 +1,1 @@
+"""Stand-in for the praisonai_train package on the test hosts (see __main__)."""

@@ -1,0 +1,72 @@
+"""Stand-in trainer: `python -m praisonai_train llm [DATASET] --config config.yaml`.
+
+It checks the argv shape the real trainer demands, then behaves as config.yaml says
+(flat `key: value` lines): `steps`, `step_seconds`, `exit_code`, `ignore_term` (keep
+running after SIGTERM), `children` (spawn that many sleeping children in its group),
+`progress_bar` (write \\r-style progress), `bad_utf8` (write an invalid byte).
+It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def fail(msg):
+    print(f"praisonai_train: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def main():
+    args = sys.argv[1:]
+    if not args or args[0] != "llm":
+        fail(f"expected 'llm' first, got {args}")
+    rest = args[1:]
+    if "--config" not in rest:
+        fail("missing --config")
+    i = rest.index("--config")
+    config_path = rest[i + 1]
+    positional = rest[:i] + rest[i + 2:]
+    if len(positional) > 1 or (i + 2 < len(rest)):
+        fail(f"dataset must come before --config: {args}")
+    cfg = {}
+    with open(config_path) as f:
+        for line in f:
+            key, sep, value = line.partition(":")
+            if sep:
+                cfg[key.strip()] = value.strip()
+    dataset = positional[0] if positional else None
+    if dataset is not None and not os.path.isfile(dataset):
+        fail(f"dataset {dataset!r} not found")
+    print(f"argv={args!r}", flush=True)
+    print(f"env RTRAIN_TEST_ENV={os.environ.get('RTRAIN_TEST_ENV', '')}", flush=True)
+    if cfg.get("ignore_term") == "true":
+        signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
+    children = [subprocess.Popen(["sleep", "3600"]) for _ in range(int(cfg.get("children", 0)))]
+    if children:
+        print("children=" + ",".join(str(c.pid) for c in children), flush=True)
+    steps = int(cfg.get("steps", 5))
+    pause = float(cfg.get("step_seconds", 0.05))
+    for step in range(1, steps + 1):
+        if cfg.get("progress_bar") == "true":
+            sys.stdout.write(f"progress {step}/{steps}\r")
+        print(f"{{'loss': {2.0 / step:.4f}, 'step': {step}, 'epoch': {step / steps:.2f}}}", flush=True)
+        if cfg.get("bad_utf8") == "true" and step == 1:
+            sys.stdout.buffer.write(b"bad byte \xff here\n")
+            sys.stdout.flush()
+        time.sleep(pause)
+    os.makedirs("lora_model", exist_ok=True)
+    with open("lora_model/adapter_config.json", "w") as f:
+        f.write('{"r": 8, "lora_alpha": 16}\n')
+    with open("lora_model/adapter_model.safetensors", "wb") as f:
+        f.write(os.urandom(200_000))
+    for c in children:
+        c.terminate()
+    code = int(cfg.get("exit_code", 0))
+    print(f"training done, exit {code}", flush=True)
+    sys.exit(code)
+
+
+main()

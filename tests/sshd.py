@@ -1,0 +1,179 @@
+"""A real OpenSSH sshd on 127.0.0.1 for tests and benchmarks.
+
+Two sshd processes stand for two hosts: `gpu` has the stand-in nvidia-smi on its PATH,
+`cpu` has none. Both put the stand-in `praisonai_train` on PYTHONPATH (sshd_config
+`SetEnv`) and give the remote side a HOME of its own, so `~` on the "host" is a temp dir.
+The client side gets its own `~/.ssh/config`, key and known_hosts; nothing under the real
+HOME is read or written.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REMOTE = Path(__file__).parent / "remote"
+TWO_GPUS = "0, NVIDIA H200, 1024, 143771, 0\n1, NVIDIA H200, 70000, 143771, 97\n"
+
+
+def find_sshd() -> str | None:
+    for candidate in (shutil.which("sshd"), "/usr/sbin/sshd", "/usr/bin/sshd"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class SilentPort:
+    """A TCP port that accepts and never speaks: an SSH host that hangs at connect."""
+
+    port: int = 0
+    _sock: socket.socket | None = None
+    _conns: list[socket.socket] = field(default_factory=list)
+
+    def start(self) -> SilentPort:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.port = self._sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def _accept(self) -> None:
+        assert self._sock is not None
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self._conns.append(conn)
+
+    def close(self) -> None:
+        if self._sock:
+            self._sock.close()
+        for c in self._conns:
+            c.close()
+
+
+@dataclass
+class SshHosts:
+    root: Path
+    ssh_config: Path
+    home: Path  # the client's HOME
+    remote_homes: dict[str, Path]
+    gpu_file: Path
+    procs: list[subprocess.Popen[bytes]]
+    silent: SilentPort
+    ports: dict[str, int]
+
+    def env(self) -> dict[str, str]:
+        """Environment for a CLI subprocess that sees only the test hosts."""
+        env = dict(os.environ)
+        env["HOME"] = str(self.home)
+        env["XDG_DATA_HOME"] = str(self.root / "xdg")
+        env.pop("NO_COLOR", None)
+        return env
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.silent.close()
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+
+
+def _start_sshd(sshd: str, root: Path, name: str, port: int, path_env: str,
+                remote_home: Path, gpu_file: Path) -> subprocess.Popen[bytes]:
+    host_key = root / f"host_key_{name}"
+    _keygen(host_key)
+    config = root / f"sshd_{name}.conf"
+    pythonpath = REMOTE / "py"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
+        f"PidFile {root / f'sshd_{name}.pid'}\n"
+        f"AuthorizedKeysFile {root / 'authorized_keys'}\n"
+        "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nUsePAM no\n"
+        "MaxSessions 10\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
+        f"SetEnv PATH={path_env} PYTHONPATH={pythonpath} HOME={remote_home} "
+        f"RTRAIN_FAKE_GPUS={gpu_file}\n"
+    )
+    if os.geteuid() == 0:
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True, mode=0o755)
+    log = open(root / f"sshd_{name}.log", "wb")
+    return subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd exited with {proc.returncode}; see its log")
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2) as s:
+                if s.recv(4).startswith(b"SSH-"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"sshd on port {port} did not answer")
+
+
+def start_hosts(root: Path) -> SshHosts:
+    sshd = find_sshd()
+    if sshd is None:
+        raise RuntimeError("sshd not found: install openssh-server (the tests need a real sshd)")
+    root.mkdir(parents=True, exist_ok=True)
+    home = root / "home"
+    (home / ".ssh").mkdir(parents=True, mode=0o700)
+    client_key = home / ".ssh" / "id_test"
+    _keygen(client_key)
+    shutil.copy(f"{client_key}.pub", root / "authorized_keys")
+    gpu_file = root / "gpus.csv"
+    gpu_file.write_text(TWO_GPUS)
+    base_path = "/usr/local/bin:/usr/bin:/bin"
+    procs, ports, remote_homes = [], {}, {}
+    for name, path_env in (("gpu", f"{REMOTE / 'bin'}:{base_path}"), ("cpu", base_path)):
+        ports[name] = free_port()
+        remote_homes[name] = root / f"remote_home_{name}"
+        remote_homes[name].mkdir()
+        procs.append(_start_sshd(sshd, root, name, ports[name], path_env, remote_homes[name], gpu_file))
+    for name, proc in zip(ports, procs):
+        _wait_port(ports[name], proc)
+    silent = SilentPort().start()
+    closed = free_port()
+    user = getpass.getuser()
+    common = (
+        f"  HostName 127.0.0.1\n  User {user}\n  IdentityFile {client_key}\n"
+        f"  UserKnownHostsFile {home / '.ssh' / 'known_hosts'}\n"
+    )
+    config = home / ".ssh" / "config"
+    (home / ".ssh" / "extra.conf").write_text(f"Host included\n{common}  Port {ports['cpu']}\n")
+    config.write_text(
+        "Include extra.conf\n"
+        f"Host gpu\n{common}  Port {ports['gpu']}\n"
+        f"Host cpu\n{common}  Port {ports['cpu']}\n"
+        f"Host refused\n{common}  Port {closed}\n"
+        f"Host silent\n{common}  Port {silent.port}\n  ConnectTimeout 2\n"
+        "Host *.internal !bastion\n  User nobody\n"
+    )
+    return SshHosts(root, config, home, remote_homes, gpu_file, procs, silent, ports)
