@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -60,9 +61,19 @@ def cli(hosts: SshHosts, tmp_path: Path) -> Cli:
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> str:
-    """A per-test workdir on the 'host' (same machine), absolute."""
-    return str(tmp_path / "work")
+def workdir(tmp_path: Path) -> Iterator[str]:
+    """A per-test workdir on the 'host' (same machine), absolute.
+
+    Afterwards, any run the test left running is killed by the process group its own
+    wrapper recorded: only pids this test started, never by name.
+    """
+    work = tmp_path / "work"
+    yield str(work)
+    for pid_file in work.glob("*/train.pid"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        except (ValueError, ProcessLookupError, PermissionError):
+            pass
 
 
 def write_config(path: Path, **settings: object) -> Path:

@@ -93,9 +93,11 @@ else
   echo "python=missing"
 fi
 if command -v nvidia-smi >/dev/null 2>&1; then
-  $T nvidia-smi --query-gpu=index,name,memory.used,memory.total,utilization.gpu \\
-     --format=csv,noheader,nounits 2>&1 | sed 's/^/gpu=/'
-  echo "nvidia_smi=$?"
+  smi=$($T nvidia-smi --query-gpu=index,name,memory.used,memory.total,utilization.gpu \\
+     --format=csv,noheader,nounits 2>&1)
+  rc=$?
+  [ -n "$smi" ] && printf '%s\n' "$smi" | sed 's/^/gpu=/'
+  echo "nvidia_smi=$rc"
 else
   echo "nvidia_smi=missing"
 fi

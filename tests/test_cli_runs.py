@@ -1,0 +1,215 @@
+"""start, tail, status, stop and runs through the real CLI against a real sshd."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli, write_config
+from tests.test_validate import BAD_RUN_IDS
+
+
+def wait_state(cli: Cli, run_id: str, workdir: str, want: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while (got := cli("status", "gpu", run_id, "--workdir", workdir).out.strip()) != want:
+        assert time.monotonic() < deadline, f"{run_id} is {got!r}, wanted {want!r}"
+        time.sleep(0.2)
+
+
+def start_long(cli: Cli, tmp_path: Path, workdir: str, run_id: str, **cfg: object) -> None:
+    config = write_config(tmp_path / f"{run_id}.yaml", steps=10000, step_seconds=0.05, **cfg)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id, "--no-follow")
+    assert r.rc == 0, r.err
+    assert r.out.splitlines()[0] == f"started {run_id} on gpu"
+
+
+def test_start_follow_streams_to_completion_and_records_the_run(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=4)
+    data = tmp_path / "train data;$(touch PWNED) `id`.jsonl"
+    data.write_text('{"text": "hello"}\n')
+    r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+            "--env", "RTRAIN_TEST_ENV=two words $HOME")
+    assert r.rc == 0, r.err
+    lines = r.out.splitlines()
+    run_id = lines[0].removeprefix("started ").removesuffix(" on gpu")
+    assert lines[0] == f"started {run_id} on gpu" and run_id.startswith("run-")
+    assert lines[1] == f"  tail: rtrain-tui tail gpu {run_id} --workdir {workdir}"
+    assert lines[2] == f"  stop: rtrain-tui stop gpu {run_id} --workdir {workdir}"
+    assert f"argv=['llm', '{data.name}', '--config', 'config.yaml']" in lines[3]
+    assert "env RTRAIN_TEST_ENV=two words $HOME" in r.out
+    assert "{'loss': 0.5000, 'step': 4, 'epoch': 1.00}" in r.out
+    assert lines[-1] == f"{run_id} on gpu: completed"
+    run_dir = Path(workdir) / run_id
+    assert (run_dir / data.name).read_text() == '{"text": "hello"}\n'
+    assert (run_dir / "config.yaml").read_text() == config.read_text()
+    assert not list(Path(workdir).rglob("PWNED")) and not (tmp_path / "PWNED").exists()
+    assert not list(run_dir.glob("*.part"))
+    runs = json.loads(cli("runs", "--json").out)
+    assert [(x["host"], x["run_id"], x["state"]) for x in runs] == [("gpu", run_id, "completed")]
+    assert runs[0]["started_at"]
+
+
+def test_failed_run_exits_1_and_reads_failed(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=2, exit_code=3)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "bad")
+    assert r.rc == 1
+    assert r.out.splitlines()[-1] == "bad on gpu: failed (exit 3)"
+    assert cli("status", "gpu", "bad", "--workdir", workdir).out == "failed (exit 3)\n"
+
+
+def test_trainer_template_and_gpus_reach_the_command(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "tmpl", "--gpus", "2",
+            "--trainer", "env NPROC={gpus} {python} -m praisonai_train llm {dataset} --config {config}")
+    assert r.rc == 0, r.err
+    assert "completed" in r.out.splitlines()[-1]
+    assert "env NPROC=2 python3 -m praisonai_train llm --config config.yaml" in (
+        Path(workdir) / "tmpl" / "run.sh").read_text()
+
+
+@pytest.mark.parametrize("run_id", BAD_RUN_IDS)
+def test_bad_run_ids_are_refused_before_connecting(cli: Cli, tmp_path: Path, run_id: str) -> None:
+    config = write_config(tmp_path / "c.yaml")
+    # `refused` has no sshd: a connection attempt would show as "cannot reach".
+    r = cli("start", "refused", "-c", str(config), f"--run-id={run_id}", "--workdir", str(tmp_path / "w"))
+    assert r.rc == 1
+    assert r.err.startswith(f"rtrain-tui: run id {run_id!r} is not usable")
+    assert not Path("/tmp/pwned").exists() and not (tmp_path / "w").exists()
+    assert cli("status", "refused", "--", run_id).err.startswith(f"rtrain-tui: run id {run_id!r} is not usable")
+
+
+def test_bad_workdir_env_and_missing_files_are_refused(cli: Cli, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml")
+    r = cli("start", "refused", "-c", str(config), "--workdir", "~/x; rm -rf /")
+    assert r.err.strip() == ("rtrain-tui: refused: workdir '~/x; rm -rf /' may only contain letters, "
+                             "digits and ._-/~ -- it is expanded by the remote shell.")
+    assert "KEY=VALUE" in cli("start", "refused", "-c", str(config), "--env", "A;id=1").err
+    assert "config file 'nope.yaml' does not exist" in cli("start", "refused", "-c", "nope.yaml").err
+    r = cli("start", "refused", "-c", str(config), "-d", str(tmp_path / "none.jsonl"))
+    assert r.rc == 1 and "dataset file" in r.err
+    assert cli("start", "gpu").rc == 2  # usage error: -c is required
+
+
+def test_preflight_failure_refuses_before_uploading(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml")
+    r = cli("start", "gpu", "-c", str(config), "--gpus", "8", "--workdir", workdir)
+    assert r.rc == 1 and r.err.strip() == "rtrain-tui: gpu is not ready: needs 8 GPU(s), found 2"
+    assert not Path(workdir).exists()
+
+
+def test_existing_run_id_is_refused(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "dup").rc == 0
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "dup")
+    assert r.rc == 1 and "run id 'dup' already exists on gpu" in r.err
+
+
+def test_two_starts_in_one_second_get_distinct_ids(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    procs = [cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--no-follow")
+             for _ in range(3)]
+    firsts = [p.communicate(timeout=60)[0].splitlines()[0] for p in procs]
+    assert len(set(firsts)) == 3 and all(f.startswith("started run-") for f in firsts)
+
+
+def test_default_workdir_is_created_private_under_remote_home(cli: Cli, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    r = cli("start", "cpu", "-c", str(config), "--gpus", "0", "--run-id", "homerun")
+    assert r.rc == 0, r.err
+    assert r.out.splitlines()[1] == "  tail: rtrain-tui tail cpu homerun"
+    wd = cli.hosts.remote_homes["cpu"] / ".praisonai-train"
+    assert (wd / "homerun" / "status").read_text().strip() == "0"
+    assert oct(wd.stat().st_mode & 0o777) == "0o700"
+
+
+def test_stop_terminates_the_whole_group_and_tail_ends(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    start_long(cli, tmp_path, workdir, "long", children=2)
+    tail = cli.popen("tail", "gpu", "long", "--workdir", workdir)
+    wait_state(cli, "long", workdir, "running")
+    time.sleep(0.5)
+    log = (Path(workdir) / "long" / "train.log").read_text()
+    children = [int(p) for p in log.split("children=")[1].split()[0].split(",")]
+    r = cli("stop", "gpu", "long", "--workdir", workdir)
+    assert (r.rc, r.out) == (0, "stopped long on gpu\n"), r.err
+    for pid in children:
+        assert not _alive(pid), f"child {pid} survived the stop"
+    out, err = tail.communicate(timeout=20)
+    assert tail.returncode == 1
+    assert out.splitlines()[-1] == "long on gpu: stopped"
+    assert cli("status", "gpu", "long", "--workdir", workdir).out == "stopped\n"
+    assert cli("stop", "gpu", "long", "--workdir", workdir).out == "long was not running on gpu\n"
+    # a later tail replays the whole log and ends at once
+    again = cli("tail", "gpu", "long", "--workdir", workdir, timeout=20)
+    assert again.out.splitlines()[0].startswith("argv=") and again.out.endswith("long on gpu: stopped\n")
+
+
+def test_trainer_ignoring_sigterm_is_killed_after_grace(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    start_long(cli, tmp_path, workdir, "stubborn", ignore_term=True)
+    wait_state(cli, "stubborn", workdir, "running")
+    began = time.monotonic()
+    r = cli("stop", "gpu", "stubborn", "--workdir", workdir, "--grace", "1")
+    assert r.out == "stopped stubborn on gpu\n", r.err
+    assert time.monotonic() - began >= 1
+    assert "ignoring SIGTERM" in (Path(workdir) / "stubborn" / "train.log").read_text()
+    assert cli("status", "gpu", "stubborn", "--workdir", workdir).out == "stopped\n"
+
+
+def test_tail_ends_as_lost_when_the_wrapper_is_killed(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    start_long(cli, tmp_path, workdir, "victim")
+    tail = cli.popen("tail", "gpu", "victim", "--workdir", workdir)
+    wait_state(cli, "victim", workdir, "running")
+    pid = int((Path(workdir) / "victim" / "train.pid").read_text())
+    os.killpg(pid, signal.SIGKILL)  # the OOM-killer's way: no status gets written
+    out, _ = tail.communicate(timeout=20)
+    assert out.splitlines()[-1] == "victim on gpu: lost" and tail.returncode == 1
+
+
+def test_tail_shows_carriage_return_bars_as_lines_and_survives_bad_utf8(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=3, progress_bar=True, bad_utf8=True)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "bars").rc == 0
+    r = cli("tail", "gpu", "bars", "--workdir", workdir)
+    assert r.rc == 0
+    assert "progress 2/3" in r.out.splitlines()
+    assert "bad byte \ufffd here" in r.out.splitlines()
+    assert r.out.count("'step': 3") == 1
+
+
+def test_ctrl_c_while_following_detaches_and_the_run_goes_on(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.05)
+    p = cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "det")
+    wait_state(cli, "det", workdir, "running")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 130 and "nothing on the host was stopped" in err
+    assert "Traceback" not in err
+    time.sleep(0.5)
+    assert cli("status", "gpu", "det", "--workdir", workdir).out == "running\n"
+
+
+def test_runs_refresh_updates_states_and_marks_unreachable_hosts_stale(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "a", "--no-follow").rc == 0
+    from rtrain_tui.core.index import RunIndex, RunRecord
+    RunIndex(cli.index).add(RunRecord(host="refused", run_id="old", workdir="~/w", state="running"))
+    time.sleep(1.5)
+    r = cli("runs", "--refresh", "--json")
+    states = {x["run_id"]: (x["state"], x["stale"]) for x in json.loads(r.out)}
+    assert states == {"a": ("completed", False), "old": ("running", True)}
+    table = cli("runs").out
+    assert "running (stale)" in table and "HOST" in table.splitlines()[0]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return not stat.rsplit(") ", 1)[1].startswith("Z")

@@ -1,0 +1,149 @@
+"""The remote shell text, run under the local /bin/sh: liveness, states, quoting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from rtrain_tui.core import probes, remote_sh
+from rtrain_tui.core.engine import trainer_command
+
+
+def sh(script: str, cwd: Path | None = None) -> str:
+    return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True,
+                          cwd=cwd, timeout=30).stdout
+
+
+def state_of(workdir: Path, run_id: str) -> str:
+    out = sh(remote_sh.run_states([(str(workdir), run_id)]))
+    return probes.parse_run_states(out, 1)[0].state
+
+
+def launch(workdir: Path, run_id: str, command: str) -> Path:
+    out = sh(remote_sh.make_run_dir(str(workdir), run_id))
+    run_dir = Path(out.strip().removeprefix("dir="))
+    (run_dir / "run.sh").write_text(remote_sh.wrapper(command, {}))
+    facts = dict(probes.parse_key_values(sh(remote_sh.launch(str(run_dir)))))
+    assert facts["pid"].isdigit()
+    return run_dir
+
+
+def wait_for(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+def test_workdir_tilde_is_expanded_by_the_shell(tmp_path: Path) -> None:
+    out = sh(f"HOME={tmp_path}; export HOME\n" + remote_sh.make_run_dir("~/wd", "r1"))
+    assert out.strip() == f"dir={tmp_path}/wd/r1"
+    assert (tmp_path / "wd" / "r1").is_dir()
+    assert oct((tmp_path / "wd").stat().st_mode & 0o777) == "0o700"
+    assert sh(f"HOME={tmp_path}; export HOME\n" + remote_sh.make_run_dir("~/wd", "r1")).strip() == "exists"
+
+
+def test_run_goes_running_then_completed_with_exit_code(tmp_path: Path) -> None:
+    launch(tmp_path, "ok", "sleep 0.5; echo hi")
+    assert state_of(tmp_path, "ok") == "running"
+    wait_for(lambda: state_of(tmp_path, "ok") != "running")
+    assert state_of(tmp_path, "ok") == "completed"
+    assert (tmp_path / "ok" / "train.log").read_text() == "hi\n"
+
+
+def test_failed_run_reads_failed_with_its_code(tmp_path: Path) -> None:
+    launch(tmp_path, "bad", "sh -c 'exit 3'")
+    wait_for(lambda: state_of(tmp_path, "bad") != "running")
+    assert state_of(tmp_path, "bad") == "failed (exit 3)"
+
+
+def test_trainer_killed_by_signal_records_128_plus_n(tmp_path: Path) -> None:
+    run_dir = launch(tmp_path, "sig", "sleep 30")
+    pid = int((run_dir / "train.pid").read_text())
+    wait_for(lambda: subprocess.run(["pgrep", "-g", str(pid), "sleep"], capture_output=True).returncode == 0)
+    os.killpg(pid, 15)
+    wait_for(lambda: state_of(tmp_path, "sig") != "running")
+    assert state_of(tmp_path, "sig") == "failed (exit 143)"
+
+
+def test_killed_wrapper_reads_lost_not_running(tmp_path: Path) -> None:
+    run_dir = launch(tmp_path, "lost", "sleep 30")
+    pid = int((run_dir / "train.pid").read_text())
+    os.killpg(pid, 9)
+    wait_for(lambda: state_of(tmp_path, "lost") != "running")
+    assert state_of(tmp_path, "lost") == "lost"
+
+
+def test_recycled_pid_never_reads_running(tmp_path: Path) -> None:
+    """train.pid names a live process, but not the one recorded at launch."""
+    run_dir = tmp_path / "old"
+    run_dir.mkdir()
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        (run_dir / "train.pid").write_text(f"{other.pid}\n")
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        (run_dir / "train.ident").write_text(f"1 {boot}\n")  # a start time that is not its own
+        assert state_of(tmp_path, "old") == "lost"
+        (run_dir / "train.ident").write_text(f"{_start_time(other.pid)} {boot}\n")
+        assert state_of(tmp_path, "old") == "running"
+        (run_dir / "train.ident").write_text(f"{_start_time(other.pid)} another-boot\n")
+        assert state_of(tmp_path, "old") == "lost"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_zombie_wrapper_is_dead(tmp_path: Path) -> None:
+    """A zombie answers kill -0; it must still read as gone."""
+    zombie = subprocess.Popen(["true"])
+    wait_for(lambda: Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1].startswith("Z"))
+    run_dir = tmp_path / "z"
+    run_dir.mkdir()
+    (run_dir / "train.pid").write_text(f"{zombie.pid}\n")
+    try:
+        assert state_of(tmp_path, "z") == "lost"
+    finally:
+        zombie.wait()
+
+
+def test_missing_run_is_unknown(tmp_path: Path) -> None:
+    assert state_of(tmp_path, "nope") == "unknown"
+
+
+def test_one_probe_reports_many_runs_in_order(tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / f"r{i}").mkdir()
+        (tmp_path / f"r{i}" / "status").write_text(f"{i}\n")
+    out = sh(remote_sh.run_states([(str(tmp_path), f"r{i}") for i in range(5)]))
+    states = [p.state for p in probes.parse_run_states(out, 5)]
+    assert states == ["completed"] + [f"failed (exit {i})" for i in range(1, 5)]
+
+
+def test_stop_ladder_scripts_signal_the_group_and_count_it(tmp_path: Path) -> None:
+    launch(tmp_path, "st", "sleep 30 & sleep 30")
+    facts = dict(probes.parse_key_values(sh(remote_sh.stop_signal(str(tmp_path), "st"))))
+    assert facts["result"] == "term_sent"
+    group = int(facts["group"])
+    wait_for(lambda: sh(remote_sh.group_alive(group)).strip() == "alive=0")
+    assert state_of(tmp_path, "st") == "stopped"
+
+
+def test_trainer_command_quotes_every_value() -> None:
+    cmd = trainer_command("{python} -m praisonai_train llm {dataset} --config {config}",
+                          "python3", "a b;$(touch x).jsonl", 1)
+    assert cmd == "python3 -m praisonai_train llm 'a b;$(touch x).jsonl' --config config.yaml"
+    assert trainer_command("{python} -m praisonai_train llm {dataset} --config {config}",
+                           "python3", None, 1) == "python3 -m praisonai_train llm --config config.yaml"
+
+
+def test_env_values_reach_the_wrapper_unexpanded(tmp_path: Path) -> None:
+    (tmp_path / "run.sh").write_text(remote_sh.wrapper("echo \"$V\"", {"V": "$(touch pwned) `id` 'q'"}))
+    sh("sh ./run.sh", cwd=tmp_path)
+    assert (tmp_path / "train.log").read_text() == "$(touch pwned) `id` 'q'\n"
+    assert not (tmp_path / "pwned").exists()
+
+
+def _start_time(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
