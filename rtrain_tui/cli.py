@@ -202,7 +202,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         print(json.dumps({
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
-            "log_bytes": probe.log_size, "exists": probe.exists,
+            "exists": probe.exists, "stop_requested": probe.stop_group is not None,
         }, indent=2))
     else:
         print(probe.state)

@@ -236,18 +236,17 @@ class Engine:
         group = int(facts["group"])
         step(f"SIGTERM sent to process group {group}")
         step(f"waiting up to {grace:g} s for it to exit")
-        if await self._wait_group_gone(conn, group, grace):
-            self.remember_state(host, workdir, run_id, probes.STOPPED)
-            return f"stopped {run_id} on {host}"
-        step(f"SIGKILL sent to process group {group}")
-        await conn.run(remote_sh.group_kill(group))
-        if await self._wait_group_gone(conn, group, 5.0):
-            self.remember_state(host, workdir, run_id, probes.STOPPED)
-            return f"stopped {run_id} on {host}"
-        raise RemoteError(
-            f"{run_id} did not stop on {host}: process group {group} is still alive after "
-            "SIGKILL (a process stuck in the kernel?); check it with `ps -g` on the host."
-        )
+        if not await self._wait_group_gone(conn, group, grace):
+            step(f"SIGKILL sent to process group {group}")
+            await conn.run(remote_sh.group_kill(group))
+            if not await self._wait_group_gone(conn, group, 5.0):
+                raise RemoteError(
+                    f"{run_id} did not stop on {host}: process group {group} is still alive "
+                    "after SIGKILL (a process stuck in the kernel?); check it with `ps -g` on the host."
+                )
+        await conn.run(remote_sh.mark_stopped(workdir, run_id))
+        self.remember_state(host, workdir, run_id, probes.STOPPED)
+        return f"stopped {run_id} on {host}"
 
     async def _wait_group_gone(self, conn: HostConnection, group: int, seconds: float) -> bool:
         deadline = time.monotonic() + seconds

@@ -210,7 +210,6 @@ class RunProbe:
     exit_code: int | None = None
     stop_group: int | None = None  # set once a stop was issued
     group_left: int | None = None  # live members of that group at probe time
-    log_size: int = 0
     ident: str = ""
     facts: dict[str, str] = field(default_factory=dict)
 
@@ -252,7 +251,6 @@ def parse_run_states(output: str, count: int) -> list[RunProbe]:
             exit_code=_int_or_none(facts.get("code", "")),
             stop_group=_int_or_none(facts.get("stop_group", "")),
             group_left=_int_or_none(facts.get("group_left", "")),
-            log_size=_int_or_none(facts.get("log_size", "")) or 0,
             ident=facts.get("ident", ""),
             facts=facts,
         )

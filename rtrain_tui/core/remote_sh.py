@@ -28,8 +28,8 @@ from rtrain_tui.core import validate
 _LIVENESS = r"""
 proc_fields() {
   state= pgrp= start=
-  if [ -r "/proc/$1/stat" ]; then
-    pf_line=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  if [ -d /proc/self ]; then
+    read -r pf_line 2>/dev/null < "/proc/$1/stat" || return 1
     pf_rest=${pf_line##*) }
     set -- $pf_rest
     state=$1 pgrp=$3 start=${20}
@@ -40,13 +40,16 @@ proc_fields() {
   fi
   [ -n "$state" ]
 }
-boot_id() { cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo none; }
+boot_id() { bi=none; read -r bi 2>/dev/null < /proc/sys/kernel/random/boot_id; }
+# Read a one-line file into a variable without forking (probes run this per run).
+read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
 is_live() {
   case $1 in ''|*[!0-9]*) return 1;; esac
   proc_fields "$1" || return 1
   case $state in Z*|X*|x*) return 1;; esac
   if [ -n "$2" ]; then
-    [ "$2" = "$start $(boot_id)" ] || return 1
+    boot_id
+    [ "$2" = "$start $bi" ] || return 1
   fi
   return 0
 }
@@ -54,7 +57,7 @@ group_live_count() {
   glc=0
   if [ -d /proc/self ]; then
     for glc_stat in /proc/[0-9]*/stat; do
-      glc_line=$(cat "$glc_stat" 2>/dev/null) || continue
+      read -r glc_line 2>/dev/null < "$glc_stat" || continue
       glc_rest=${glc_line##*) }
       set -- $glc_rest
       if [ "$3" = "$GROUP" ]; then
@@ -131,7 +134,8 @@ def wrapper(trainer_cmd: str, env: dict[str, str]) -> str:
 # Written by rtrain-tui: the detached wrapper of one training run.
 {_LIVENESS}
 proc_fields $$
-printf '%s %s\\n' "$start" "$(boot_id)" > train.ident
+boot_id
+printf '%s %s\\n' "$start" "$bi" > train.ident
 echo $$ > train.pid.tmp && mv train.pid.tmp train.pid
 trap 'rt_signalled=1' TERM INT HUP
 {exports}{trainer_cmd} > train.log 2>&1 < /dev/null
@@ -168,15 +172,19 @@ def run_states(runs: Sequence[tuple[str, str]]) -> str:
     lines.append(r"""probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
-  pid=$(cat "$rd/train.pid" 2>/dev/null); ident=$(cat "$rd/train.ident" 2>/dev/null)
+  read_file "$rd/train.pid"; pid=$rf; read_file "$rd/train.ident"; ident=$rf
   if is_live "$pid" "$ident"; then alive=1; else alive=0; fi
-  code=$(cat "$rd/status" 2>/dev/null)
+  read_file "$rd/status"; code=$rf
   # After a stop we issued, "stopped" means the whole group is gone: count it.
-  stop_group=$(cat "$rd/stop_requested" 2>/dev/null); group_left=
-  case $stop_group in ''|*[!0-9]*) stop_group=;; *) GROUP=$stop_group; group_left=$(group_live_count);; esac
-  size=$(wc -c < "$rd/train.log" 2>/dev/null || echo 0)
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop_group=%s\tgroup_left=%s\tlog_size=%s\tident=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop_group" "$group_left" $size "$ident"
+  read_file "$rd/stop_requested"; stop_group=$rf; group_left=
+  case $stop_group in
+    ''|*[!0-9]*) stop_group=;;
+    # `stopped` is written once a stop saw the group gone: no need to scan /proc again.
+    *) if [ -e "$rd/stopped" ]; then group_left=0
+       else GROUP=$stop_group; group_left=$(group_live_count); fi;;
+  esac
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop_group=%s\tgroup_left=%s\tident=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop_group" "$group_left" "$ident"
 }""")
     for i, (workdir, run_id) in enumerate(runs):
         lines.append(f"probe {i} {run_dir_word(workdir, run_id)}")
@@ -221,6 +229,11 @@ def group_alive(group: int) -> str:
 
 def group_kill(group: int) -> str:
     return f"kill -KILL -{int(group)} 2>/dev/null; echo killed=1\n"
+
+
+def mark_stopped(workdir: str, run_id: str) -> str:
+    """Record that a stop saw the whole group gone, so later probes need not scan /proc."""
+    return f"set -- {run_dir_word(workdir, run_id)}; rd=$1\n: > \"$rd/stopped\" && echo marked=1\n"
 
 
 def checksums(directory: str, rel_paths: Sequence[str]) -> str:

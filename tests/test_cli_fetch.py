@@ -1,0 +1,67 @@
+"""`rtrain-tui fetch`: files and directories, verified, and confined to the run dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli, write_config
+from tests.test_validate import BAD_FETCH_PATHS
+
+
+@pytest.fixture
+def done_run(cli: Cli, tmp_path: Path, workdir: str) -> Path:
+    config = write_config(tmp_path / "c.yaml", steps=2)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "done").rc == 0
+    return Path(workdir) / "done"
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_fetch_a_directory_lands_verified(cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = cli("fetch", "gpu", "done", "lora_model", "--out", str(out), "--workdir", workdir)
+    assert r.rc == 0, r.err
+    assert r.out == f"fetched to {out / 'lora_model'}\n"
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        assert _sha(out / "lora_model" / name) == _sha(done_run / "lora_model" / name)
+    assert not list(out.rglob("*.part"))
+
+
+def test_fetch_a_file_into_the_current_directory_by_default(cli: Cli, done_run: Path, workdir: str,
+                                                           tmp_path: Path) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    r = cli("fetch", "gpu", "done", "train.log", "--workdir", workdir, cwd=here)
+    assert r.out == "fetched to train.log\n"
+    assert (here / "train.log").read_text() == (done_run / "train.log").read_text()
+
+
+@pytest.mark.parametrize("path", BAD_FETCH_PATHS)
+def test_paths_outside_are_refused_before_connecting(cli: Cli, path: str) -> None:
+    r = cli("fetch", "refused", "r1", path)
+    assert r.rc == 1
+    assert r.err.strip() == (f"rtrain-tui: {path!r} points outside the run directory. Fetch paths "
+                             "are relative to it, e.g. 'lora_model' or 'train.log'.")
+
+
+def test_symlink_out_of_the_run_dir_is_refused(cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
+    os.symlink("/etc", done_run / "sneaky")
+    os.symlink("/etc/hostname", done_run / "lora_model" / "inner")
+    out = tmp_path / "out"
+    r = cli("fetch", "gpu", "done", "sneaky", "--out", str(out), "--workdir", workdir)
+    assert r.rc == 1 and "'sneaky' points outside the run directory" in r.err
+    r = cli("fetch", "gpu", "done", "lora_model", "--out", str(out), "--workdir", workdir)
+    assert r.rc == 1 and "'lora_model/inner' points outside the run directory" in r.err
+    assert not (out / "sneaky").exists() and not (out / "lora_model" / "inner").exists()
+
+
+def test_missing_path_is_named(cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
+    r = cli("fetch", "gpu", "done", "checkpoint-500", "--out", str(tmp_path), "--workdir", workdir)
+    assert r.rc == 1
+    assert r.err.strip() == f"rtrain-tui: 'checkpoint-500' does not exist in the run directory {done_run}."

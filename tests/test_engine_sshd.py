@@ -1,0 +1,148 @@
+"""Engine behaviour only visible from inside: host keys, sessions, reconnects, refusals."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import ConnectionPool, Engine, LogFollower, LogLines, RunIndex, StartRequest
+from rtrain_tui.core.errors import HostKeyChangedError, RemoteError
+from tests.conftest import write_config
+from tests.sshd import SshHosts
+
+
+def make_engine(hosts: SshHosts, tmp_path: Path, config: Path | None = None) -> Engine:
+    return Engine(ConnectionPool(config or hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+
+
+def test_changed_host_key_is_refused_naming_file_and_line(hosts: SshHosts, tmp_path: Path) -> None:
+    known = tmp_path / "known_hosts"
+    port = hosts.ports["gpu"]
+    # line 2 claims another key for this host: what a reinstalled host or an attacker shows
+    known.write_text(
+        "# comment\n"
+        f"[127.0.0.1]:{port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHb+vY5WLcM6cbkJ4YbXU2p6zq3r8GgS4H1RkZJdS0rA\n"
+    )
+    cfg = tmp_path / "config"
+    cfg.write_text(hosts.ssh_config.read_text().replace(
+        str(hosts.home / ".ssh" / "known_hosts"), str(known)).replace("Include extra.conf\n", ""))
+    engine = make_engine(hosts, tmp_path, cfg)
+
+    async def go() -> None:
+        try:
+            await engine.host("gpu").run("echo hi")
+        finally:
+            await engine.close()
+
+    with pytest.raises(HostKeyChangedError) as err:
+        asyncio.run(go())
+    assert str(err.value) == (f"cannot reach gpu: its host key changed. If the host was reinstalled, "
+                              f"remove line 2 of {known} and try again.")
+    report = asyncio.run(make_engine(hosts, tmp_path, cfg).preflight("gpu"))
+    assert not report.ok and "host key changed" in report.why_not[0]
+
+
+def test_twenty_runs_followed_on_one_host_over_one_connection(hosts: SshHosts, tmp_path: Path) -> None:
+    """OpenSSH allows 10 sessions per connection; 20 live logs must still stream."""
+    engine = make_engine(hosts, tmp_path)
+    workdir = str(tmp_path / "work")
+    config = write_config(tmp_path / "c.yaml", steps=30, step_seconds=0.05)
+
+    async def go() -> dict[str, list[str]]:
+        started = [await engine.start(StartRequest("gpu", config, run_id=f"r{i}", workdir=workdir))
+                   for i in range(20)]
+
+        async def follow(run_id: str) -> list[str]:
+            lines: list[str] = []
+            async for ev in LogFollower(engine, "gpu", workdir, run_id).events():
+                if isinstance(ev, LogLines):
+                    lines += ev.lines
+            return lines
+
+        try:
+            got = await asyncio.gather(*(follow(s.run_id) for s in started))
+        finally:
+            await engine.close()
+        return dict(zip([s.run_id for s in started], got))
+
+    results = asyncio.run(go())
+    for run_id, lines in results.items():
+        assert sum("'step'" in line for line in lines) == 30, run_id
+        assert lines[-1] == "training done, exit 0"
+
+
+def test_stream_resumes_after_a_dropped_connection_without_loss_or_repeat(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    engine = make_engine(hosts, tmp_path)
+    workdir = str(tmp_path / "work")
+    config = write_config(tmp_path / "c.yaml", steps=60, step_seconds=0.03)
+
+    async def go() -> tuple[list[str], list[str]]:
+        await engine.start(StartRequest("gpu", config, run_id="drop", workdir=workdir))
+        lines: list[str] = []
+        states: list[str] = []
+        dropped = False
+        async for ev in LogFollower(engine, "gpu", workdir, "drop").events():
+            if isinstance(ev, LogLines):
+                lines += ev.lines
+                if not dropped and len(lines) > 5:
+                    dropped = True
+                    engine.host("gpu")._conn.abort()  # the Wi-Fi goes away
+            else:
+                states.append(ev.status)
+        await engine.close()
+        return lines, states
+
+    lines, states = asyncio.run(go())
+    steps = [line for line in lines if "'step'" in line]
+    assert len(steps) == 60 and len(set(steps)) == 60
+    assert "reconnecting" in states and states[-1] == "ended"
+
+
+def test_stop_refuses_when_the_pid_file_names_our_own_group(hosts: SshHosts, tmp_path: Path) -> None:
+    engine = make_engine(hosts, tmp_path)
+    run_dir = tmp_path / "work" / "self"
+    run_dir.mkdir(parents=True)
+
+    async def go() -> None:
+        try:
+            shell_pid = (await engine.host("gpu").run("echo $$")).strip()  # the probe shell
+            (run_dir / "train.pid").write_text(shell_pid + "\n")
+            await engine.stop("gpu", str(tmp_path / "work"), "self", grace=1)
+        finally:
+            await engine.close()
+
+    with pytest.raises(RemoteError, match="refused to stop self on gpu"):
+        asyncio.run(go())
+
+
+def test_refresh_probes_each_host_once_for_many_runs(hosts: SshHosts, tmp_path: Path) -> None:
+    engine = make_engine(hosts, tmp_path)
+    workdir = str(tmp_path / "work")
+    from rtrain_tui.core.index import RunRecord
+    for i in range(15):
+        (Path(workdir) / f"x{i}").mkdir(parents=True)
+        (Path(workdir) / f"x{i}" / "status").write_text("0\n")
+        engine.index.add(RunRecord(host="gpu" if i % 2 else "cpu", run_id=f"x{i}", workdir=workdir))
+    calls: list[str] = []
+    for alias in ("gpu", "cpu"):
+        conn = engine.host(alias)
+        original = conn.run
+
+        async def counted(script: str, timeout: float = 30, _o=original, _a=alias) -> str:
+            calls.append(_a)
+            return await _o(script, timeout)
+
+        conn.run = counted  # type: ignore[method-assign]
+
+    async def go() -> dict:
+        try:
+            return await engine.refresh()
+        finally:
+            await engine.close()
+
+    states = asyncio.run(go())
+    assert sorted(calls) == ["cpu", "gpu"]
+    assert set(states.values()) == {"completed"} and len(states) == 15
