@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--index", type=Path, default=None,
                         help="run index (default: $XDG_DATA_HOME/rtrain-tui/runs.toml)")
     parser.add_argument("--demo", action="store_true",
-                        help="TUI: add the built-in demo host (no GPU box needed)")
+                        help="add the built-in demo host `demo` (no GPU box needed)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("preflight", help="check that a host is ready to train")
@@ -112,10 +112,18 @@ def main(argv: list[str] | None = None) -> int:
 
     async def run() -> int:
         engine = Engine(ConnectionPool(ssh_config), index)
+        demo = None
+        if args.demo:
+            from rtrain_tui.demo.server import start_demo_host
+
+            demo = await start_demo_host()
+            engine.pool.add(demo.connection())
         try:
             return await handler(engine, args)
         finally:
             await engine.close()
+            if demo is not None:
+                await demo.close()
 
     try:
         return asyncio.run(run())

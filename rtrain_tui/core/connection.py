@@ -148,12 +148,27 @@ class _Shell:
         self._process.close()
 
 
+@dataclass(frozen=True)
+class DirectTarget:
+    """A host reached without ~/.ssh/config: the built-in demo host.
+
+    Its host key is known in advance (the app generated it), so it is pinned exactly.
+    """
+
+    host: str
+    port: int
+    username: str
+    client_key: asyncssh.SSHKey
+    server_key: asyncssh.SSHKey
+
+
 class HostConnection:
     """The shared connection to one host alias: opened lazily, reopened after a drop."""
 
-    def __init__(self, alias: str, ssh_config: Path | None) -> None:
+    def __init__(self, alias: str, ssh_config: Path | None, direct: DirectTarget | None = None) -> None:
         self.alias = alias
-        self.options = host_options(alias, ssh_config)
+        self.options = host_options(alias, ssh_config if direct is None else None)
+        self.direct = direct
         self._ssh_config = ssh_config
         self._conn: asyncssh.SSHClientConnection | None = None
         self._shell: _Shell | None = None
@@ -175,13 +190,17 @@ class HostConnection:
             client = _AcceptNewClient(self.options)
             config = [str(self._ssh_config)] if self._ssh_config and self._ssh_config.exists() else []
             timeout = self.options.connect_timeout
+            if self.direct is not None:
+                d = self.direct
+                target = dict(host=d.host, port=d.port, username=d.username, config=[],
+                              client_keys=[d.client_key], known_hosts=([d.server_key.convert_to_public()], [], []))
+            else:
+                target = dict(host=self.alias, config=config, client_factory=lambda: client,
+                              known_hosts=_read_known_hosts(self.options.known_hosts))
             try:
                 self._conn = await asyncio.wait_for(
                     asyncssh.connect(
-                        self.alias,
-                        config=config,
-                        known_hosts=_read_known_hosts(self.options.known_hosts),
-                        client_factory=lambda: client,
+                        **target,  # type: ignore[arg-type]
                         connect_timeout=timeout,
                         keepalive_interval=self.options.keepalive,
                         keepalive_count_max=3,
