@@ -21,7 +21,6 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunIndex, default_index_path
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.sshconfig import default_ssh_config
-from rtrain_tui.core.transfer import fetch as fetch_files
 from rtrain_tui.progress_view import TerminalProgress
 
 
@@ -220,10 +219,10 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
 async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
     validate.check_run_id(args.run_id)
     validate.check_workdir(args.host, args.workdir)
-    rel = validate.check_fetch_path(args.path)
-    run_dir = await engine.run_dir(args.host, args.workdir, args.run_id)
+    validate.check_fetch_path(args.path)
     with TerminalProgress() as progress:
-        dest = await fetch_files(engine.host(args.host), run_dir, rel, args.out, progress.update)
+        dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
+                                  progress.update)
     print(f"fetched to {dest}")
     return 0
 

@@ -224,6 +224,12 @@ class HostConnection:
                 shell = await self._get_shell()
                 try:
                     return await asyncio.wait_for(shell.run(script), timeout)
+                except asyncio.CancelledError:
+                    # Cancelled mid-script (a closed pane, a quitting app): the script's
+                    # output would land in front of the next one's, so drop this shell.
+                    shell.close()
+                    self._shell = None
+                    raise
                 except asyncio.TimeoutError:
                     # The script is wedged (an nvidia-smi that never answers): this
                     # shell cannot be trusted with the next script's framing any more.

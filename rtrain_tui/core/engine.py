@@ -19,7 +19,7 @@ from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.probes import PreflightReport, RunProbe
-from rtrain_tui.core.transfer import Progress, upload_file
+from rtrain_tui.core.transfer import Progress, RemoteEntry, fetch, list_tree, upload_file
 
 StepCallback = Callable[[str], None]
 
@@ -206,6 +206,19 @@ class Engine:
                 raise RemoteError(f"{host}: cannot resolve workdir {workdir!r}: {out[:200]}")
             self._workdirs[key] = out.rstrip("/") or "/"
         return f"{self._workdirs[key]}/{run_id}"
+
+    # -- fetch ---------------------------------------------------------------
+    async def list_run(self, host: str, workdir: str, run_id: str) -> list[RemoteEntry]:
+        """Everything in the run dir (recursively), for the fetch browser."""
+        run_dir = await self.run_dir(host, workdir, run_id)
+        return await list_tree(await self.host(host).sftp(), run_dir)
+
+    async def fetch(self, host: str, workdir: str, run_id: str, path: str, out: Path,
+                    progress: Progress | None = None) -> Path:
+        """Fetch `path` (relative to the run dir) into `out`; returns the local path."""
+        rel = validate.check_fetch_path(path)
+        run_dir = await self.run_dir(host, workdir, run_id)
+        return await fetch(self.host(host), run_dir, rel, out, progress)
 
     # -- stop ------------------------------------------------------------------
     async def stop(

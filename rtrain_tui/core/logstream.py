@@ -132,3 +132,19 @@ class LogFollower:
             lines += self._splitter.feed(data)
             if len(data) < READ_SIZE:
                 return lines
+
+
+async def read_tail(engine, host: str, workdir: str, run_id: str,  # type: ignore[no-untyped-def]
+                    nbytes: int = 4096) -> list[str]:
+    """The last lines of a run's log (over SFTP: no process started on the host)."""
+    run_dir = await engine.run_dir(host, workdir, run_id)
+    sftp = await engine.host(host).sftp()
+    try:
+        async with sftp.open(f"{run_dir}/train.log", "rb") as f:
+            size = (await f.stat()).size or 0
+            data = await f.read(nbytes, max(0, size - nbytes))
+    except asyncssh.SFTPNoSuchFile:
+        return []
+    splitter = LineSplitter()
+    lines = splitter.feed(data) + splitter.flush()
+    return lines[1:] if size > nbytes else lines  # the first may be a partial line

@@ -1,0 +1,1 @@
+"""The full-screen app (Textual). Everything remote goes through rtrain_tui.core."""

@@ -1,0 +1,376 @@
+"""The full-screen app: wiring, key bindings and the top-level handlers.
+
+All engine calls run in named worker groups, so nothing blocks the screen; the refresh
+poll re-arms only after the previous refresh finished, so a slow host never stacks
+probes. `make_app` is the one factory the CLI, the tests and the screenshot script use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+
+from rtrain_tui.core import probes
+from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.engine import Engine, StartedRun
+from rtrain_tui.core.errors import IndexCorruptError, RemoteError
+from rtrain_tui.core.index import RunIndex, RunRecord
+from rtrain_tui.core.logparse import progress_of
+from rtrain_tui.core.logstream import read_tail
+from rtrain_tui.core.probes import PreflightReport
+from rtrain_tui.core.sshconfig import list_hosts
+from rtrain_tui.tui.screens.fetch_screen import FetchScreen
+from rtrain_tui.tui.screens.help_screen import HelpScreen
+from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
+from rtrain_tui.tui.screens.stop_screen import StopScreen
+from rtrain_tui.tui.widgets.host_list import HostList
+from rtrain_tui.tui.widgets.log_pane import LogPane
+from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
+from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
+
+Clock = Callable[[], datetime]
+
+
+def utc_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class RTrainApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "rtrain-tui"
+    SUB_TITLE = "fine-tuning runs on your SSH GPU hosts"
+    BINDINGS = [
+        Binding("p", "preflight", "Preflight", id="preflight", tooltip="Check the selected host"),
+        Binding("n", "new_run", "New run", id="new_run", tooltip="Start a training run"),
+        Binding("enter", "open_log", "Log", id="open_log", tooltip="Open the run's live log"),
+        Binding("f", "fetch", "Fetch", id="fetch", tooltip="Fetch adapter, checkpoints, log"),
+        Binding("x", "stop", "Stop", id="stop", tooltip="Stop the run's whole process group"),
+        Binding("r", "refresh", "Refresh", id="refresh", tooltip="Refresh run states now"),
+        Binding("/", "filter", "Filter", id="filter", tooltip="Filter runs"),
+        Binding("h", "host_filter", "This host", id="host_filter", show=False),
+        Binding("w", "close_log", "Close log", id="close_log", show=False),
+        Binding("question_mark", "help", "Help", id="help", tooltip="All keys"),
+        Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep running"),
+    ]
+
+    def __init__(self, engine: Engine, hosts: list[str], demo: bool = False,
+                 clock: Clock = utc_clock, poll_runs: bool = True,
+                 refresh_seconds: float = 2.0, out_dir: Path | None = None) -> None:
+        super().__init__()
+        self.engine = engine
+        self.hosts = hosts
+        self.demo = demo
+        self.clock = clock
+        self.poll_runs = poll_runs
+        self.refresh_seconds = refresh_seconds
+        self.out_dir = out_dir or Path.cwd()
+        self.reports: dict[str, tuple[PreflightReport, str]] = {}
+        self.checking: set[str] = set()
+        self.last_states: dict[RunKey, str] = {}
+        self.log_panes: dict[RunKey, str] = {}
+        self._demo_host = None
+        self._refreshing = False
+        self._refresh_again = False
+
+    # -- layout ------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield HostList(self.hosts, id="hosts")
+                yield PreflightPanel(id="preflight")
+            with Vertical(id="right"):
+                yield Input(placeholder="filter runs by host, id, state or progress (esc: close)",
+                            id="run-filter", classes="hidden")
+                yield RunsTable(self.clock, id="runs")
+                yield Static("No log open — select a run and press enter.", id="logs-empty")
+                yield TabbedContent(id="logs", classes="hidden")
+        yield Footer()
+
+    @property
+    def host_list(self) -> HostList:
+        return self.query_one("#hosts", HostList)
+
+    @property
+    def runs_table(self) -> RunsTable:
+        return self.query_one("#runs", RunsTable)
+
+    def on_mount(self) -> None:
+        self.load_runs()
+        self.show_preflight()
+        if self.demo:
+            self.start_demo()
+        if self.poll_runs:
+            self.refresh_runs()
+        self.runs_table.focus() if self.runs_table.row_count else self.host_list.focus()
+
+    async def on_unmount(self) -> None:
+        await self.engine.close()
+        if self._demo_host is not None:
+            await self._demo_host.close()
+
+    # -- the demo host -------------------------------------------------------------
+    @work(group="demo", exclusive=True, exit_on_error=False)
+    async def start_demo(self) -> None:
+        from rtrain_tui.demo.server import DEMO_ALIAS, start_demo_host
+
+        self._demo_host = await start_demo_host()
+        self.engine.pool.add(self._demo_host.connection())
+        self.preflight_host(DEMO_ALIAS)
+
+    def gpus_for(self, host: str) -> int:
+        return 0 if self.demo and host == "demo" else 1
+
+    # -- runs ----------------------------------------------------------------------
+    def load_runs(self, progress: dict[RunKey, str] | None = None) -> list[RunRecord]:
+        try:
+            records = self.engine.index.load()
+        except IndexCorruptError as exc:
+            self.notify(str(exc), title="Run index", severity="error", timeout=30)
+            return []
+        self.runs_table.set_runs(records, progress)
+        return records
+
+    @work(group="refresh", exit_on_error=False)
+    async def refresh_runs(self) -> None:
+        if self._refreshing:
+            self._refresh_again = True
+            return
+        self._refreshing = True
+        try:
+            records = self.engine.index.load()
+            states = await self.engine.refresh(records) if records else {}
+            self._mark_unreachable_hosts(records, states)
+            running = [r for r in records if states.get(r.key) == probes.RUNNING]
+            progress = await self._progress_of(running)
+            records = self.load_runs(progress)
+            self._notify_transitions(records)
+        except IndexCorruptError as exc:
+            self.notify(str(exc), title="Run index", severity="error", timeout=30)
+        finally:
+            self._refreshing = False
+            if self._refresh_again:
+                self._refresh_again = False
+                self.refresh_runs()
+            elif self.poll_runs:
+                self.set_timer(self.refresh_seconds, self.refresh_runs)
+
+    async def _progress_of(self, records: list[RunRecord]) -> dict[RunKey, str]:
+        out = {}
+        for r in records:
+            try:
+                out[r.key] = progress_of(await read_tail(self.engine, r.host, r.workdir, r.run_id))
+            except (RemoteError, OSError):
+                continue
+        return out
+
+    def _mark_unreachable_hosts(self, records: list[RunRecord], states: dict[RunKey, str]) -> None:
+        for host in {r.host for r in records}:
+            host_states = [states.get(r.key) for r in records if r.host == host]
+            if host_states and all(s == probes.UNREACHABLE for s in host_states):
+                self.host_list.set_status(host, "unreachable")
+
+    def _notify_transitions(self, records: list[RunRecord]) -> None:
+        for r in records:
+            before = self.last_states.get(r.key)
+            if before == probes.RUNNING and r.state != before and not r.stale:
+                if r.state in (probes.COMPLETED,) or r.state.startswith("failed") or r.state == probes.LOST:
+                    severity = "information" if r.state == probes.COMPLETED else "error"
+                    self.notify(f"{r.run_id} on {r.host}: {r.state}", title="Run ended",
+                                severity=severity, timeout=10)
+                    self.bell()
+            self.last_states[r.key] = r.state
+
+    def action_refresh(self) -> None:
+        self.refresh_runs()
+
+    # -- hosts and preflight -------------------------------------------------------
+    @on(HostList.HostSelected)
+    def _host_selected(self, event: HostList.HostSelected) -> None:
+        self.show_preflight()
+        if self.runs_table.host_filter is not None:
+            self.runs_table.host_filter = event.alias
+            self.runs_table.refilter()
+
+    def show_preflight(self) -> None:
+        host = self.host_list.selected_alias
+        report, checked = self.reports.get(host or "", (None, ""))
+        self.query_one("#preflight", PreflightPanel).show(report, host, checked, host in self.checking)
+
+    def action_preflight(self) -> None:
+        host = self.host_list.selected_alias
+        if host is None:
+            self.notify("No host selected.", severity="warning")
+            return
+        self.preflight_host(host)
+
+    def preflight_host(self, host: str) -> None:
+        self.checking.add(host)
+        self.host_list.set_status(host, "checking")
+        self.show_preflight()
+        self.run_worker(self._preflight(host), group=f"preflight:{host}", exclusive=True,
+                        exit_on_error=False)
+
+    async def _preflight(self, host: str) -> None:
+        try:
+            report = await self.engine.preflight(host, gpus=self.gpus_for(host))
+        except RemoteError as exc:
+            report = PreflightReport(host=host, reachable=False, error=str(exc))
+        self.set_preflight(report)
+
+    def set_preflight(self, report: PreflightReport) -> None:
+        """Show a preflight result (also how tests and screenshots inject one)."""
+        host = report.host
+        self.checking.discard(host)
+        self.reports[host] = (report, self.clock().strftime("%H:%M:%S"))
+        status = "ready" if report.ok else ("unreachable" if not report.reachable else "not ready")
+        self.host_list.set_status(host, status, report.gpu_summary() if report.reachable else "")
+        self.show_preflight()
+
+    # -- start ---------------------------------------------------------------------
+    def action_new_run(self) -> None:
+        host = self.host_list.selected_alias or (self.hosts[0] if self.hosts else None)
+        if host is None:
+            self.notify("No hosts: add one to ~/.ssh/config or start with --demo.", severity="warning")
+            return
+        self.push_screen(StartScreen(self.engine, self.hosts, self.start_defaults(host)),
+                         self._started)
+
+    def start_defaults(self, host: str) -> StartDefaults:
+        if self.demo and host == "demo":
+            from rtrain_tui.demo.server import SAMPLES
+
+            return StartDefaults(host, str(SAMPLES / "config.yaml"),
+                                 str(SAMPLES / "pirate_chat.jsonl"), gpus=0)
+        return StartDefaults(host, gpus=self.gpus_for(host))
+
+    def _started(self, started: StartedRun | None) -> None:
+        if started is None:
+            return
+        self.notify(f"started {started.run_id} on {started.host}", title="Run started")
+        self.last_states[started.record.key] = probes.RUNNING
+        self.load_runs()
+        self.runs_table.select_run(started.record.key)
+        self.open_log(started.record)
+
+    # -- logs ----------------------------------------------------------------------
+    @on(RunsTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_open_log()
+
+    def action_open_log(self) -> None:
+        view = self.runs_table.selected
+        if view is None:
+            self.notify("No run selected.", severity="warning")
+            return
+        self.open_log(view.record)
+
+    def open_log(self, record: RunRecord, follow: bool = True) -> LogPane:
+        tabs = self.query_one("#logs", TabbedContent)
+        tabs.remove_class("hidden")
+        self.query_one("#logs-empty").add_class("hidden")
+        if record.key in self.log_panes:
+            tabs.active = self.log_panes[record.key]
+            return self.query_one(f"#{self.log_panes[record.key]} LogPane", LogPane)
+        pane_id = f"log-{len(self.log_panes)}"
+        self.log_panes[record.key] = pane_id
+        pane = LogPane(self.engine if follow else None, record)
+        tabs.add_pane(TabPane(f"{record.host}/{record.run_id}", pane, id=pane_id))
+        tabs.active = pane_id
+        return pane
+
+    def action_close_log(self) -> None:
+        tabs = self.query_one("#logs", TabbedContent)
+        active = tabs.active
+        if not active:
+            return
+        self.log_panes = {k: v for k, v in self.log_panes.items() if v != active}
+        tabs.remove_pane(active)
+        if not self.log_panes:
+            tabs.add_class("hidden")
+            self.query_one("#logs-empty").remove_class("hidden")
+
+    # -- fetch and stop ------------------------------------------------------------
+    def _selected_record(self) -> RunRecord | None:
+        view = self.runs_table.selected
+        if view is None:
+            self.notify("No run selected.", severity="warning")
+            return None
+        return view.record
+
+    def action_fetch(self) -> None:
+        record = self._selected_record()
+        if record is not None:
+            self.push_screen(FetchScreen(self.engine, record, self.out_dir), self._fetched)
+
+    def _fetched(self, dest: Path | None) -> None:
+        if dest is not None:
+            self.notify(f"fetched to {dest}", title="Fetched")
+
+    def action_stop(self) -> None:
+        record = self._selected_record()
+        if record is not None:
+            self.push_screen(StopScreen(self.engine, record), self._stopped)
+
+    def _stopped(self, result: tuple[bool, str] | None) -> None:
+        if result is None:
+            return
+        ok, verdict = result
+        self.notify(verdict, title="Stop", severity="information" if ok else "error",
+                    timeout=10 if ok else 30)
+        self.load_runs()
+        self.refresh_runs()
+
+    # -- filter and help -----------------------------------------------------------
+    def action_filter(self) -> None:
+        box = self.query_one("#run-filter", Input)
+        box.remove_class("hidden")
+        box.focus()
+
+    @on(Input.Changed, "#run-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.runs_table.text_filter = event.value
+        self.runs_table.refilter()
+
+    @on(Input.Submitted, "#run-filter")
+    def _filter_done(self) -> None:
+        self.runs_table.focus()
+
+    def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
+        box = self.query_one("#run-filter", Input)
+        if event.key == "escape" and box.has_focus:
+            box.value = ""
+            box.add_class("hidden")
+            self.runs_table.focus()
+            event.stop()
+
+    def action_host_filter(self) -> None:
+        table = self.runs_table
+        table.host_filter = None if table.host_filter else self.host_list.selected_alias
+        table.refilter()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+
+def make_app(ssh_config: Path, index: RunIndex, demo: bool = False, clock: Clock = utc_clock,
+             poll_runs: bool = True, refresh_seconds: float = 2.0,
+             out_dir: Path | None = None) -> RTrainApp:
+    hosts = list_hosts(ssh_config)
+    if demo and "demo" not in hosts:
+        hosts = ["demo", *hosts]
+    engine = Engine(ConnectionPool(ssh_config), index)
+    return RTrainApp(engine, hosts, demo=demo, clock=clock, poll_runs=poll_runs,
+                     refresh_seconds=refresh_seconds, out_dir=out_dir)
+
+
+def run_app(ssh_config: Path, index: RunIndex, demo: bool = False) -> int:
+    make_app(ssh_config, index, demo=demo).run()
+    return 0

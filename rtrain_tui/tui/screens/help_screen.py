@@ -1,0 +1,47 @@
+"""The `?` screen: every key, what it does."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = [
+    ("p", "preflight the selected host"),
+    ("n", "new run (start form)"),
+    ("enter", "open the selected run's live log"),
+    ("f", "fetch from the selected run (adapter, checkpoints, log)"),
+    ("x", "stop the selected run (whole process group, verified)"),
+    ("r", "refresh every run's state now"),
+    ("/", "filter runs; in a log pane: search it"),
+    ("h", "show only the selected host's runs (again: all)"),
+    ("F", "in a log pane: follow on/off"),
+    ("w", "close the current log pane"),
+    ("tab", "next panel"),
+    ("j / k, ↑ / ↓", "move in lists"),
+    ("ctrl+p", "command palette"),
+    ("?", "this help"),
+    ("q", "quit — runs keep running on their hosts"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", justify="right")
+        table.add_column()
+        for key, what in KEYS:
+            table.add_row(key, what)
+        with Vertical(id="dialog"):
+            yield Static("[b]rtrain-tui keys[/b]", id="title")
+            yield Static(table)
+            yield Static("Runs are detached on their hosts: quitting never stops them.",
+                         id="explain")
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)

@@ -1,0 +1,179 @@
+"""The start form: every field validated as you type, then preflight, upload, launch."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, ProgressBar, Select, Static
+
+from rtrain_tui.core import validate
+from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
+from rtrain_tui.core.errors import RemoteError, ValidationError
+
+
+@dataclass(frozen=True)
+class StartDefaults:
+    host: str
+    config: str = ""
+    dataset: str = ""
+    gpus: int = 1
+
+
+FIELDS = ("config", "dataset", "gpus", "run_id", "python", "workdir", "trainer", "env")
+LABELS = {"config": "Config", "dataset": "Dataset", "gpus": "GPUs", "run_id": "Run id",
+          "python": "Python", "workdir": "Workdir", "trainer": "Trainer", "env": "Env"}
+
+
+def build_request(host: str, values: dict[str, str]) -> StartRequest:
+    """The form's text as a validated StartRequest; raises ValidationError naming the field."""
+    try:
+        gpus = int(values["gpus"] or "0")
+    except ValueError:
+        raise ValidationError(f"GPUs must be a whole number, not {values['gpus']!r}.") from None
+    try:
+        env_pairs = shlex.split(values["env"])
+    except ValueError as exc:
+        raise ValidationError(f"env: {exc}; write KEY=VALUE pairs separated by spaces.") from None
+    return StartRequest(
+        host=host, config=Path(values["config"]).expanduser(),
+        dataset=Path(values["dataset"]).expanduser() if values["dataset"].strip() else None,
+        gpus=gpus, run_id=values["run_id"].strip() or None,
+        python=values["python"].strip(), workdir=values["workdir"].strip(),
+        env=validate.parse_env(env_pairs), trainer=values["trainer"].strip(),
+    ).validated()
+
+
+def field_error(host: str, name: str, values: dict[str, str]) -> str:
+    """The engine's complaint about one field, or '' when it is fine."""
+    value = values[name].strip()
+    try:
+        if name == "config":
+            validate.check_local_file("config", value)
+        elif name == "dataset" and value:
+            validate.check_local_file("dataset", value)
+        elif name == "gpus":
+            validate.check_gpus(int(value or "0"))
+        elif name == "run_id" and value:
+            validate.check_run_id(value)
+        elif name == "python":
+            validate.check_python(value)
+        elif name == "workdir":
+            validate.check_workdir(host, value)
+        elif name == "trainer":
+            validate.check_trainer_template(value)
+        elif name == "env":
+            validate.parse_env(shlex.split(value))
+    except ValueError:
+        return f"GPUs must be a whole number, not {value!r}."
+    except ValidationError as exc:
+        return str(exc)
+    return ""
+
+
+class StartScreen(ModalScreen[StartedRun | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Start")]
+
+    def __init__(self, engine: Engine | None, hosts: list[str], defaults: StartDefaults) -> None:
+        super().__init__()
+        self.engine = engine
+        self.hosts = hosts
+        self.defaults = defaults
+
+    def compose(self) -> ComposeResult:
+        d = self.defaults
+        initial = {"config": d.config, "dataset": d.dataset, "gpus": str(d.gpus), "run_id": "",
+                   "python": validate.DEFAULT_PYTHON, "workdir": validate.DEFAULT_WORKDIR,
+                   "trainer": validate.DEFAULT_TRAINER, "env": ""}
+        with Vertical(id="dialog"):
+            yield Static("[b]New run[/b]  preflight runs before anything is uploaded", id="title")
+            with Grid(id="form"):
+                yield Label("Host")
+                yield Select([(h, h) for h in self.hosts], value=d.host, allow_blank=False, id="host")
+                for name in FIELDS:
+                    yield Label(LABELS[name])
+                    yield Input(initial[name], id=name, placeholder=_placeholder(name))
+            yield Static("", id="errors")
+            yield Static("", id="step")
+            yield ProgressBar(id="upload", show_eta=False)
+            with Horizontal(id="buttons"):
+                yield Button("Start", variant="primary", id="start")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#upload", ProgressBar).display = False
+        self.revalidate()
+
+    @property
+    def values(self) -> dict[str, str]:
+        return {name: self.query_one(f"#{name}", Input).value for name in FIELDS}
+
+    @property
+    def host(self) -> str:
+        return str(self.query_one("#host", Select).value)
+
+    def revalidate(self) -> list[str]:
+        errors = []
+        values = self.values
+        for name in FIELDS:
+            err = field_error(self.host, name, values)
+            self.query_one(f"#{name}", Input).set_class(bool(err), "invalid")
+            if err:
+                errors.append(err)
+        self.query_one("#errors", Static).update("\n".join(f"✗ {e}" for e in errors))
+        self.query_one("#start", Button).disabled = bool(errors)
+        return errors
+
+    @on(Input.Changed)
+    @on(Select.Changed)
+    def _changed(self) -> None:
+        self.revalidate()
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.workers.cancel_group(self, "start")
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#start")
+    @on(Input.Submitted)
+    def action_submit(self) -> None:
+        if self.revalidate() or self.engine is None:
+            return
+        try:
+            request = build_request(self.host, self.values)
+        except ValidationError as exc:
+            self.query_one("#errors", Static).update(f"✗ {exc}")
+            return
+        self.query_one("#start", Button).disabled = True
+        self.launch(request)
+
+    @work(group="start", exclusive=True, exit_on_error=False)
+    async def launch(self, request: StartRequest) -> None:
+        bar = self.query_one("#upload", ProgressBar)
+        step = self.query_one("#step", Static)
+
+        def progress(label: str, done: int, total: int) -> None:
+            bar.display = True
+            bar.update(total=max(total, 1), progress=done)
+            step.update(f"uploading {label}")
+
+        try:
+            assert self.engine is not None
+            started = await self.engine.start(request, progress=progress, on_step=step.update)
+        except RemoteError as exc:
+            self.query_one("#errors", Static).update(f"✗ {exc}")
+            step.update("")
+            self.query_one("#start", Button).disabled = False
+            return
+        self.dismiss(started)
+
+
+def _placeholder(name: str) -> str:
+    return {"config": "path to config.yaml", "dataset": "optional: path to the dataset file",
+            "run_id": "optional: run-<epoch>", "env": "optional: KEY=VALUE KEY2=VALUE2"}.get(name, "")

@@ -1,0 +1,70 @@
+"""Stop: a confirmation naming run and host, then the ladder as it happens."""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+from rtrain_tui.core.engine import Engine
+from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.index import RunRecord
+
+
+class StopScreen(ModalScreen[tuple[bool, str] | None]):
+    """Dismisses with (ok, the engine's verdict), or None when cancelled."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Stop it")]
+
+    def __init__(self, engine: Engine | None, record: RunRecord, grace: float = 10.0) -> None:
+        super().__init__()
+        self.engine = engine
+        self.record = record
+        self.grace = grace
+        self.running = False
+
+    def compose(self) -> ComposeResult:
+        r = self.record
+        with Vertical(id="dialog"):
+            yield Static(f"[b]Stop {r.run_id} on {r.host}?[/b]", id="title")
+            yield Static(
+                f"Its whole process group gets SIGTERM; whatever is left after {self.grace:g} s "
+                "gets SIGKILL. The trainer can save a checkpoint in between.", id="explain")
+            yield Static("", id="ladder")
+            with Horizontal(id="buttons"):
+                yield Button("Stop (y)", variant="error", id="confirm")
+                yield Button("Cancel (esc)", id="cancel")
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        if not self.running:
+            self.dismiss(None)
+
+    @on(Button.Pressed, "#confirm")
+    def action_confirm(self) -> None:
+        if self.running or self.engine is None:
+            return
+        self.running = True
+        self.query_one("#confirm", Button).disabled = True
+        self.query_one("#cancel", Button).disabled = True
+        self.stop_run()
+
+    @work(group="stop", exclusive=True, exit_on_error=False)
+    async def stop_run(self) -> None:
+        ladder = self.query_one("#ladder", Static)
+        steps: list[str] = []
+
+        def step(message: str) -> None:
+            steps.append(f"→ {message}")
+            ladder.update("\n".join(steps))
+
+        r = self.record
+        assert self.engine is not None
+        try:
+            verdict = await self.engine.stop(r.host, r.workdir, r.run_id, self.grace, step)
+            self.dismiss((True, verdict))
+        except RemoteError as exc:
+            self.dismiss((False, str(exc)))

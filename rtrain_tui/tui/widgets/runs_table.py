@@ -1,0 +1,108 @@
+"""The runs table: host, run id, status badge, started, elapsed, latest progress."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.probes import is_final
+from rtrain_tui.tui.badges import elapsed, run_badge, started_text
+
+RunKey = tuple[str, str, str]
+
+
+@dataclass
+class RunView:
+    record: RunRecord
+    progress: str = ""
+    ended_at: str = ""  # when we first saw it final, for a frozen elapsed time
+
+    @property
+    def key(self) -> RunKey:
+        return self.record.key
+
+
+def row_key(key: RunKey) -> str:
+    return "\x1f".join(key)
+
+
+class RunsTable(DataTable):
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+    COLUMNS = ("host", "run", "status", "started", "elapsed", "progress")
+
+    def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+        self.clock = clock
+        self.views: dict[RunKey, RunView] = {}
+        self.host_filter: str | None = None
+        self.text_filter = ""
+
+    def on_mount(self) -> None:
+        self.border_title = "Runs"
+        for name in self.COLUMNS:
+            self.add_column(name, key=name)
+
+    @property
+    def selected(self) -> RunView | None:
+        if not self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return next((v for v in self.views.values() if row_key(v.key) == key), None)
+
+    def set_runs(self, records: list[RunRecord], progress: dict[RunKey, str] | None = None) -> None:
+        """Replace the data; keep the cursor on the same run."""
+        now = self.clock().isoformat()
+        old = self.views
+        self.views = {}
+        for rec in records:
+            prev = old.get(rec.key)
+            view = RunView(rec, prev.progress if prev else "", prev.ended_at if prev else "")
+            if is_final(rec.state) and not view.ended_at:
+                view.ended_at = rec.updated_at or now
+            if progress and rec.key in progress:
+                view.progress = progress[rec.key]
+            self.views[rec.key] = view
+        self._render_rows()
+
+    def select_run(self, key: RunKey) -> None:
+        try:
+            self.move_cursor(row=self.get_row_index(row_key(key)))
+        except Exception:
+            pass
+
+    def _visible(self, view: RunView) -> bool:
+        r = view.record
+        if self.host_filter and r.host != self.host_filter:
+            return False
+        needle = self.text_filter.lower()
+        return not needle or any(needle in s.lower() for s in (r.host, r.run_id, r.state, view.progress))
+
+    def _render_rows(self) -> None:
+        selected = self.selected
+        now = self.clock()
+        self.clear()
+        for view in sorted(self.views.values(), key=lambda v: v.record.started_at, reverse=True):
+            if not self._visible(view):
+                continue
+            r = view.record
+            self.add_row(
+                r.host, r.run_id, run_badge(r.state, r.stale), started_text(r.started_at),
+                elapsed(r.started_at, now, view.ended_at if is_final(r.state) else ""),
+                view.progress, key=row_key(r.key),
+            )
+        if selected is not None:
+            self.select_run(selected.key)
+
+    def refilter(self) -> None:
+        self._render_rows()
+        self.border_subtitle = " · ".join(
+            f for f in (f"host: {self.host_filter}" if self.host_filter else "",
+                        f"filter: {self.text_filter}" if self.text_filter else "") if f)
