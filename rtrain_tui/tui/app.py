@@ -36,6 +36,7 @@ from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
 from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 
 Clock = Callable[[], datetime]
+PROGRESS_WIDTH = 28  # keeps the runs table inside a 140-column terminal
 
 
 def utc_clock() -> datetime:
@@ -166,7 +167,8 @@ class RTrainApp(App[int]):
         out = {}
         for r in records:
             try:
-                out[r.key] = progress_of(await read_tail(self.engine, r.host, r.workdir, r.run_id))
+                lines = await read_tail(self.engine, r.host, r.workdir, r.run_id)
+                out[r.key] = progress_of(lines, width=PROGRESS_WIDTH)
             except (RemoteError, OSError):
                 continue
         return out

@@ -49,7 +49,7 @@ class FetchScreen(ModalScreen[Path | None]):
             yield tree
             with Horizontal(id="dest-row"):
                 yield Label("to ")
-                yield Input(str(self.out_dir), id="dest")
+                yield Input(str(self.out_dir), id="dest", compact=True)
             yield Static("", id="errors")
             yield ProgressBar(id="progress", show_eta=False)
             with Horizontal(id="buttons"):

@@ -95,10 +95,11 @@ class StartScreen(ModalScreen[StartedRun | None]):
             yield Static("[b]New run[/b]  preflight runs before anything is uploaded", id="title")
             with Grid(id="form"):
                 yield Label("Host")
-                yield Select([(h, h) for h in self.hosts], value=d.host, allow_blank=False, id="host")
+                yield Select([(h, h) for h in self.hosts], value=d.host, allow_blank=False, id="host",
+                             compact=True)
                 for name in FIELDS:
                     yield Label(LABELS[name])
-                    yield Input(initial[name], id=name, placeholder=_placeholder(name))
+                    yield Input(initial[name], id=name, placeholder=_placeholder(name), compact=True)
             yield Static("", id="errors")
             yield Static("", id="step")
             yield ProgressBar(id="upload", show_eta=False)

@@ -24,9 +24,9 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
         return Text(f"checking {host}…", style="italic cyan")
     if report is None:
         return Text.assemble((f"{host}", "bold"), " not checked yet — press ", ("p", "bold reverse"))
-    table = Table.grid(padding=(0, 1))
-    table.add_column(width=1)
-    table.add_column()
+    table = Table.grid(padding=(0, 1), expand=True)
+    table.add_column(width=1, min_width=1)
+    table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     if not report.reachable:
         table.add_row(Text("✗", style="bold red"), Text(report.error, style="red"))
     for c in report.checks:

@@ -33,6 +33,7 @@ def row_key(key: RunKey) -> str:
 
 class RunsTable(DataTable):
     BINDINGS = [
+        Binding("enter", "select_cursor", "Open log", tooltip="Open the run's live log"),
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
     ]

@@ -1,0 +1,173 @@
+"""Deterministic scenes of the app for snapshot tests and `screenshots/`.
+
+No connection is opened: the hosts come from a fixed ssh config, the runs from a fixed
+index, the clock is fixed, and preflight results and log lines are injected the way
+the workers would deliver them. So the pictures depend on neither the clock nor ports.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from rtrain_tui.core import probes
+from rtrain_tui.core.index import RunIndex, RunRecord
+from rtrain_tui.core.transfer import RemoteEntry
+from rtrain_tui.tui.app import RTrainApp, make_app
+from rtrain_tui.tui.screens.fetch_screen import FetchScreen
+from rtrain_tui.tui.screens.help_screen import HelpScreen
+from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
+from rtrain_tui.tui.screens.stop_screen import StopScreen
+from rtrain_tui.tui.widgets.log_pane import LogPane
+
+SIZE = (140, 40)
+NOW = datetime(2026, 11, 29, 14, 30, 0, tzinfo=UTC)
+SSH_CONFIG = """\
+Host h100-lab
+  HostName 10.0.0.12
+Host a100-rented
+  HostName gpu.example.net
+Host uni-cluster
+  HostName login.cluster.example.edu
+Host *.internal
+  User me
+"""
+H100_PREFLIGHT = """\
+python=3.11.9
+trainer=ok
+gpu=0, NVIDIA H100 80GB HBM3, 1024, 81559, 0
+gpu=1, NVIDIA H100 80GB HBM3, 61440, 81559, 98
+nvidia_smi=0
+disk_free_kb=412316860
+setsid=yes
+"""
+RUNS = [
+    RunRecord("h100-lab", "llama3-sft-r16", "~/.praisonai-train", state="running",
+              started_at="2026-11-29T13:12:00+00:00", updated_at="2026-11-29T14:30:00+00:00"),
+    RunRecord("h100-lab", "qwen-dpo-try2", "~/.praisonai-train", state="failed (exit 1)",
+              started_at="2026-11-29T11:02:00+00:00", updated_at="2026-11-29T11:09:41+00:00"),
+    RunRecord("h100-lab", "run-1795961234", "~/.praisonai-train", state="completed",
+              started_at="2026-11-29T08:40:00+00:00", updated_at="2026-11-29T10:55:13+00:00"),
+    RunRecord("a100-rented", "mistral-lora", "/scratch/me/runs", state="running", stale=True,
+              started_at="2026-11-29T12:00:00+00:00", updated_at="2026-11-29T14:10:00+00:00"),
+    RunRecord("uni-cluster", "phi3-chat", "~/.praisonai-train", state="stopped",
+              started_at="2026-11-28T22:15:00+00:00", updated_at="2026-11-28T23:01:30+00:00"),
+    RunRecord("uni-cluster", "gemma-night", "~/.praisonai-train", state="lost",
+              started_at="2026-11-28T20:00:00+00:00", updated_at="2026-11-29T02:11:00+00:00"),
+]
+PROGRESS = {
+    RUNS[0].key: "step 1840/3000 · loss 0.8123",
+    RUNS[1].key: "CUDA out of memory. Tried t…",
+    RUNS[2].key: "step 3000/3000 · loss 0.6410",
+    RUNS[3].key: "step 410/1200 · loss 1.2034",
+}
+LOG_LINES = [
+    "***** Running training *****",
+    "  Num examples = 24,000",
+    "  Num Epochs = 2",
+    "  Total optimization steps = 3,000",
+    *(f"{{'loss': {1.9 - i * 0.06:.4f}, 'grad_norm': 0.41, 'learning_rate': 0.0002, "
+      f"'epoch': {i * 0.06:.2f}, 'step': {1840 - (18 - i) * 10}}}" for i in range(18)),
+    " 61%|██████▏   | 1840/3000 [1:17:44<48:58,  2.53s/it]",
+]
+
+
+def make_scene_app(root: Path | None = None) -> RTrainApp:
+    root = root or Path(tempfile.mkdtemp(prefix="rtrain-scene-"))
+    config = root / "ssh_config"
+    config.write_text(SSH_CONFIG)
+    index = RunIndex(root / "runs.toml")
+    for r in RUNS:
+        index.add(r)
+    return make_app(config, index, clock=lambda: NOW, poll_runs=False, out_dir=Path("~/adapters"))
+
+
+async def _settle(pilot: Pilot) -> None:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def main_screen(pilot: Pilot) -> None:
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    app.load_runs(PROGRESS)
+    app.set_preflight(probes.parse_preflight("h100-lab", H100_PREFLIGHT, "python3", 1))
+    app.set_preflight(probes.PreflightReport(
+        "a100-rented", reachable=False,
+        error="cannot reach a100-rented: no answer within 10 s (ConnectTimeout)"))
+    app.runs_table.focus()
+    await _settle(pilot)
+
+
+async def preflight_panel(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    app.host_list.focus()
+    app.host_list.highlighted = 0
+    await _settle(pilot)
+
+
+async def log_pane(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    pane: LogPane = app.open_log(RUNS[0], follow=False)
+    await pilot.pause()
+    pane.stream = "live"
+    pane.add_lines(LOG_LINES)
+    pane._flush()
+    await _settle(pilot)
+
+
+async def start_form_error(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    screen = StartScreen(None, app.hosts, StartDefaults("h100-lab", config="no-such-config.yaml"))
+    await app.push_screen(screen)
+    await pilot.pause()
+    screen.query_one("#run_id").value = "llama;rm -rf ~"  # type: ignore[attr-defined]
+    await _settle(pilot)
+
+
+async def fetch_browser(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    entries = [
+        RemoteEntry("checkpoint-1500", 0, True),
+        RemoteEntry("checkpoint-1500/adapter_model.safetensors", 167_832_240, False),
+        RemoteEntry("config.yaml", 912, False),
+        RemoteEntry("lora_model", 0, True),
+        RemoteEntry("lora_model/adapter_config.json", 733, False),
+        RemoteEntry("lora_model/adapter_model.safetensors", 167_832_240, False),
+        RemoteEntry("sft_data.jsonl", 48_221_904, False),
+        RemoteEntry("train.log", 1_204_551, False),
+    ]
+    await app.push_screen(FetchScreen(None, RUNS[2], Path("~/adapters"), entries))
+    await _settle(pilot)
+
+
+async def stop_confirm(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    await app.push_screen(StopScreen(None, RUNS[0]))
+    await _settle(pilot)
+
+
+async def help_screen(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    await pilot.app.push_screen(HelpScreen())
+    await _settle(pilot)
+
+
+SCENES: dict[str, Callable[[Pilot], Awaitable[None]]] = {
+    "main": main_screen,
+    "preflight": preflight_panel,
+    "log_pane": log_pane,
+    "start_form_error": start_form_error,
+    "fetch_browser": fetch_browser,
+    "stop_confirm": stop_confirm,
+    "help": help_screen,
+}

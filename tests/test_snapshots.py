@@ -1,0 +1,53 @@
+"""SVG snapshots of each screen, from the deterministic scenes in tests/scenes.py.
+
+Regenerate after an intended change with `pytest tests/test_snapshots.py --snapshot-update`
+(and `python -m tests.make_screenshots` for screenshots/), in a commit of its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.scenes import SCENES, SIZE, make_scene_app
+
+
+def _compare(snap_compare, name: str, tmp_path: Path) -> bool:  # type: ignore[no-untyped-def]
+    return snap_compare(make_scene_app(tmp_path), run_before=SCENES[name], terminal_size=SIZE)
+
+
+class TestMainScreen:
+    def test_hosts_and_runs(self, snap_compare, tmp_path: Path) -> None:
+        """Hosts with badges (ready with a GPU summary, unreachable, not checked); the runs
+        table with one colour per state, the a100 run marked `?stale`, progress column."""
+        assert _compare(snap_compare, "main", tmp_path)
+
+    def test_preflight_panel(self, snap_compare, tmp_path: Path) -> None:
+        """The h100-lab host focused; its preflight: five ✓ checks, one row per GPU with a
+        memory bar (GPU1 nearly full, 98%), and `ready  checked 14:30:00`."""
+        assert _compare(snap_compare, "preflight", tmp_path)
+
+
+class TestLogPane:
+    def test_log_pane(self, snap_compare, tmp_path: Path) -> None:
+        """A tab `h100-lab/llama3-sft-r16`: status line `● live … follow on (F) 23 lines`,
+        HF-style loss lines, and a tqdm bar as its own line at the bottom."""
+        assert _compare(snap_compare, "log_pane", tmp_path)
+
+
+class TestModals:
+    def test_start_form_with_validation_error(self, snap_compare, tmp_path: Path) -> None:
+        """The start form: Config and Run id highlighted red, the engine's two messages
+        below (missing config file; the seed's run id message), Start disabled."""
+        assert _compare(snap_compare, "start_form_error", tmp_path)
+
+    def test_fetch_browser(self, snap_compare, tmp_path: Path) -> None:
+        """The run directory as a tree with sizes; folders collapsed; destination ~/adapters."""
+        assert _compare(snap_compare, "fetch_browser", tmp_path)
+
+    def test_stop_confirmation(self, snap_compare, tmp_path: Path) -> None:
+        """`Stop llama3-sft-r16 on h100-lab?`, what will happen (SIGTERM, 10 s, SIGKILL)."""
+        assert _compare(snap_compare, "stop_confirm", tmp_path)
+
+    def test_help_screen(self, snap_compare, tmp_path: Path) -> None:
+        """Every key with what it does, and that quitting never stops runs."""
+        assert _compare(snap_compare, "help", tmp_path)
