@@ -107,7 +107,8 @@ class LogPane(Vertical):
                  Text(f"  follow {'on' if self.follow else 'off'} (F)", style="dim"),
                  Text(f"  {self.total_lines} lines", style="dim")]
         if self.total_lines > self.max_lines:
-            parts.append(Text(f" (last {self.max_lines} kept; fetch train.log for all)", style="dim"))
+            # the whole log stays on the host: `f` fetches train.log
+            parts.append(Text(f" (last {self.max_lines} shown)", style="dim"))
         if self.new_lines:
             parts.append(Text(f"  ▼ {self.new_lines} new lines", style="bold reverse"))
         if self._match:

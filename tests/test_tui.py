@@ -1,0 +1,294 @@
+"""The TUI driven by Pilot against the real sshd pair and the built-in demo host."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from rtrain_tui.core import Engine, RunIndex, StartRequest
+from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.tui.app import RTrainApp, make_app
+from rtrain_tui.tui.screens.fetch_screen import FetchScreen
+from rtrain_tui.tui.screens.start_screen import StartScreen
+from rtrain_tui.tui.widgets.log_pane import LogPane
+from tests.conftest import write_config
+from tests.scenes import RUNS, make_scene_app
+from tests.sshd import SshHosts
+
+SIZE = (140, 40)
+
+
+@pytest.fixture(autouse=True)
+def _client_home(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process tests see the test client's ~/.ssh, as the CLI subprocesses do."""
+    if "hosts" in request.fixturenames:
+        monkeypatch.setenv("HOME", str(request.getfixturevalue("hosts").home))
+
+
+def screen_text(app: RTrainApp) -> str:
+    svg = app.export_screenshot()
+    return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+
+
+async def until(pilot: Pilot, predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    """Wait (bounded) for something a remote process does; the app keeps running meanwhile."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.05)
+
+
+def notifications(app: RTrainApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+def tui(hosts: SshHosts, tmp_path: Path, **kwargs: object) -> RTrainApp:
+    return make_app(hosts.ssh_config, RunIndex(tmp_path / "runs.toml"), poll_runs=False,
+                    out_dir=tmp_path / "out", **kwargs)  # type: ignore[arg-type]
+
+
+def start_run(hosts: SshHosts, tmp_path: Path, run_id: str, **cfg: object) -> None:
+    async def go() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        config = write_config(tmp_path / f"{run_id}.yaml", **cfg)
+        await engine.start(StartRequest("gpu", config, run_id=run_id, workdir=str(tmp_path / "work")))
+        await engine.close()
+
+    asyncio.run(go())
+
+
+def test_host_list_matches_the_ssh_config(hosts: SshHosts, tmp_path: Path) -> None:
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE):
+            assert list(app.host_list.hosts) == ["included", "gpu", "cpu", "refused", "silent"]
+
+    asyncio.run(go())
+
+
+def test_preflight_fills_the_panel_and_the_badge(hosts: SshHosts, tmp_path: Path) -> None:
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.host_list.focus()
+            app.host_list.highlighted = 1  # gpu
+            assert app.host_list.hosts["gpu"].status == "not checked"
+            await pilot.press("p")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.host_list.hosts["gpu"].status == "ready"
+            assert app.host_list.hosts["gpu"].summary == "2× H200 · 1 busy"
+            text = screen_text(app)
+            assert "2 GPU(s), 1 busy" in text and "GPU1" in text and "97%" in text
+
+    asyncio.run(go())
+
+
+def test_an_unreachable_host_does_not_block_the_others(hosts: SshHosts, tmp_path: Path) -> None:
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.host_list.focus()
+            app.host_list.highlighted = 4  # silent: ConnectTimeout 2
+            await pilot.press("p")
+            app.host_list.highlighted = 1  # gpu
+            await pilot.press("p")
+            await until(pilot, lambda: app.host_list.hosts["gpu"].status == "ready", "gpu ready")
+            assert app.host_list.hosts["silent"].status == "checking"
+            await until(pilot, lambda: app.host_list.hosts["silent"].status == "unreachable",
+                        "silent unreachable")
+
+    asyncio.run(go())
+
+
+def test_start_form_launches_a_run_whose_log_streams(hosts: SshHosts, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=5, step_seconds=0.1)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.host_list.highlighted = 1  # gpu
+            await pilot.press("n")
+            await pilot.pause()
+            form = app.screen
+            assert isinstance(form, StartScreen)
+            form.query_one("#config").value = str(config)  # type: ignore[attr-defined]
+            form.query_one("#workdir").value = str(tmp_path / "work")  # type: ignore[attr-defined]
+            form.query_one("#run_id").value = "from-tui"  # type: ignore[attr-defined]
+            await pilot.pause()
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: app.query(LogPane), "a log pane")
+            pane = app.query_one(LogPane)
+            await until(pilot, lambda: pane.stream == "ended", "the run to end")
+            await pilot.pause(0.1)
+            lines = pane.log_widget.lines
+            assert lines[-1] == "training done, exit 0" and pane.final_state == "completed"
+            assert [v.record.run_id for v in app.runs_table.views.values()] == ["from-tui"]
+            app.refresh_runs()
+            await until(pilot, lambda: "from-tui on gpu: completed" in notifications(app),
+                        "the completion toast")
+            assert "completed" in screen_text(app)
+
+    asyncio.run(go())
+
+
+def test_start_form_validates_as_you_type(hosts: SshHosts, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml")
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("n")
+            await pilot.pause()
+            form = app.screen
+            form.query_one("#config").value = str(config)  # type: ignore[attr-defined]
+            form.query_one("#run_id").value = "a b"  # type: ignore[attr-defined]
+            await pilot.pause()
+            assert form.query_one("#start").disabled  # type: ignore[attr-defined]
+            assert "run id 'a b' is not usable" in screen_text(app)
+            form.query_one("#run_id").value = "ab"  # type: ignore[attr-defined]
+            await pilot.pause()
+            assert not form.query_one("#start").disabled  # type: ignore[attr-defined]
+
+    asyncio.run(go())
+
+
+def test_fetch_brings_the_file_home(hosts: SshHosts, tmp_path: Path) -> None:
+    start_run(hosts, tmp_path, "done", steps=2)
+    time.sleep(1.0)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.runs_table.focus()
+            await pilot.press("f")
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, FetchScreen)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            tree = screen.query_one("#tree")
+            node = next(n for n in tree.root.children if n.data and n.data.path == "train.log")  # type: ignore[attr-defined]
+            tree.move_cursor(node)  # type: ignore[attr-defined]
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: any(m.startswith("fetched to") for m in notifications(app)),
+                        "the fetch toast")
+            fetched = tmp_path / "out" / "train.log"
+            assert fetched.read_text() == (tmp_path / "work" / "done" / "train.log").read_text()
+
+    asyncio.run(go())
+
+
+def test_stop_turns_the_badge_to_stopped(hosts: SshHosts, tmp_path: Path) -> None:
+    start_run(hosts, tmp_path, "long", steps=10000, step_seconds=0.05)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.runs_table.focus()
+            await pilot.press("x")
+            await pilot.pause()
+            assert "Stop long on gpu?" in screen_text(app)
+            await pilot.press("y")
+            await until(pilot, lambda: "stopped long on gpu" in notifications(app), "the verdict")
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            view = next(iter(app.runs_table.views.values()))
+            assert view.record.state == "stopped"
+            assert "stopped" in screen_text(app)
+
+    asyncio.run(go())
+
+
+def test_log_pane_counts_new_lines_when_scrolled_up_and_searches(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = app.open_log(RUNS[0], follow=False)
+            await pilot.pause()
+            pane.add_lines([f"line {i}" for i in range(300)])
+            pane._flush()
+            await pilot.pause()
+            pane.log_widget.scroll_home(animate=False)
+            await pilot.pause()
+            pane.add_lines(["fresh 1", "fresh 2", "fresh 3"])
+            pane._flush()
+            await pilot.pause()
+            assert pane.new_lines == 3 and "▼ 3 new lines" in screen_text(app)
+            pane.log_widget.focus()
+            await pilot.press("G")
+            assert pane.new_lines == 0
+            assert pane.find_next("line 150") == 150 and not pane.follow
+            assert "match 1/1 for 'line 150'" in screen_text(app)
+
+    asyncio.run(go())
+
+
+def test_log_pane_keeps_a_bounded_window(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = app.open_log(RUNS[0], follow=False)
+            await pilot.pause()
+            pane.max_lines = 1000
+            pane.log_widget.max_lines = 1000
+            for batch in range(5):
+                pane.add_lines([f"{batch}-{i}" for i in range(500)])
+                pane._flush()
+            await pilot.pause()
+            assert len(pane.log_widget.lines) == 1000 and pane.log_widget.lines[-1] == "4-499"
+            assert "2500 lines (last 1000 shown)" in screen_text(app)
+
+    asyncio.run(go())
+
+
+def test_filter_narrows_the_runs_table(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("slash", "u", "n", "i")
+            await pilot.pause()
+            assert app.runs_table.row_count == 2
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.runs_table.row_count == len(RUNS)
+
+    asyncio.run(go())
+
+
+def test_demo_host_preflights_trains_and_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    (tmp_path / "ssh_config").write_text("")
+    quick = tmp_path / "quick.yaml"
+    quick.write_text("max_steps: 12\nstep_seconds: 0.02\nsave_steps: 5\n")
+
+    async def go() -> None:
+        app = make_app(tmp_path / "ssh_config", RunIndex(tmp_path / "runs.toml"), demo=True,
+                       poll_runs=False, out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.host_list.hosts["demo"].status == "ready", "demo ready")
+            assert app.host_list.hosts["demo"].summary == "no GPU"
+            await pilot.press("n")
+            await pilot.pause()
+            app.screen.query_one("#config").value = str(quick)  # type: ignore[attr-defined]
+            await pilot.pause()
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: app.query(LogPane), "a log pane")
+            pane = app.query_one(LogPane)
+            await until(pilot, lambda: pane.stream == "ended", "the demo run to end")
+            await pilot.pause(0.1)
+            assert pane.final_state == "completed"
+            assert "Saved adapter to lora_model/" in pane.log_widget.lines
+        run_dirs = list((tmp_path / "xdg" / "rtrain-tui" / "demo-host" / ".praisonai-train").iterdir())
+        assert len(run_dirs) == 1
+        assert (run_dirs[0] / "lora_model" / "adapter_model.safetensors").stat().st_size > 0
+        assert (run_dirs[0] / "checkpoint-10" / "adapter_config.json").exists()
+
+    asyncio.run(go())
