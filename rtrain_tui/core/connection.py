@@ -19,12 +19,15 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import asyncssh
-from asyncssh.config import SSHClientConfig
+from typing import TYPE_CHECKING, Any
 
 from rtrain_tui.core.errors import HostKeyChangedError, RemoteError, UnreachableError
+
+if TYPE_CHECKING:
+    import asyncssh
+
+# asyncssh (and the cryptography it loads) is imported on first use, not at import time:
+# it is a third of the TUI's start-up, and the first frame needs no connection.
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE = 15
@@ -45,6 +48,8 @@ class HostOptions:
 
 def host_options(alias: str, ssh_config: Path | None) -> HostOptions:
     """Read an alias's options the way asyncssh (and OpenSSH) will apply them."""
+    from asyncssh.config import SSHClientConfig
+
     paths = [str(ssh_config)] if ssh_config and ssh_config.exists() else []
     cfg = SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(), (), alias, ())
     known = cfg.get("UserKnownHostsFile") or ["~/.ssh/known_hosts"]
@@ -62,33 +67,38 @@ def known_hosts_name(hostname: str, port: int) -> str:
     return hostname if port == 22 else f"[{hostname}]:{port}"
 
 
-class _AcceptNewClient(asyncssh.SSHClient):
-    """Host-key policy `accept-new`: asyncssh calls this only for a key not on record.
+def _accept_new_client(opts: HostOptions) -> Any:
+    """An asyncssh client with host-key policy `accept-new`.
 
-    A host with no key on record gets its key recorded; a host whose recorded key
-    differs is refused, and the refusal names the file and line to fix.
+    asyncssh calls `validate_host_public_key` only for a key not on record. A host with
+    no key on record gets its key recorded; a host whose recorded key differs is
+    refused, and `changed` names the file and line to fix.
     """
+    import asyncssh
 
-    def __init__(self, opts: HostOptions) -> None:
-        self._opts = opts
-        self.changed: tuple[Path, int] | None = None
+    class AcceptNewClient(asyncssh.SSHClient):
+        changed: tuple[Path, int] | None = None
 
-    def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
-        for path in self._opts.known_hosts:
-            line_no = _known_line(path, host, addr, port)
-            if line_no:
-                self.changed = (path, line_no)
-                return False
-        target = self._opts.known_hosts[0]
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        entry = known_hosts_name(self._opts.hostname, self._opts.port)
-        with target.open("a") as f:
-            f.write(f"{entry} {key.export_public_key().decode().strip()}\n")
-        return True
+        def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
+            for path in opts.known_hosts:
+                line_no = _known_line(path, host, addr, port)
+                if line_no:
+                    self.changed = (path, line_no)
+                    return False
+            target = opts.known_hosts[0]
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            entry = known_hosts_name(opts.hostname, opts.port)
+            with target.open("a") as f:
+                f.write(f"{entry} {key.export_public_key().decode().strip()}\n")
+            return True
+
+    return AcceptNewClient()
 
 
 def _read_known_hosts(paths: tuple[Path, ...]) -> asyncssh.SSHKnownHosts:
     """All recorded host keys; missing files count as empty (accept-new records there)."""
+    import asyncssh
+
     text = ""
     for path in paths:
         try:
@@ -100,6 +110,8 @@ def _read_known_hosts(paths: tuple[Path, ...]) -> asyncssh.SSHKnownHosts:
 
 def _known_line(path: Path, host: str, addr: str, port: int) -> int:
     """Line number of the first known_hosts entry for this host, 0 when none."""
+    import asyncssh
+
     try:
         lines = path.read_text().splitlines()
     except OSError:
@@ -182,12 +194,14 @@ class HostConnection:
         return self._conn is not None and not self._conn.is_closed()
 
     async def connect(self) -> asyncssh.SSHClientConnection:
+        import asyncssh
+
         async with self._connect_lock:
             if self.connected:
                 assert self._conn is not None
                 return self._conn
             self._drop()
-            client = _AcceptNewClient(self.options)
+            client = _accept_new_client(self.options)
             config = [str(self._ssh_config)] if self._ssh_config and self._ssh_config.exists() else []
             timeout = self.options.connect_timeout
             if self.direct is not None:
@@ -219,6 +233,8 @@ class HostConnection:
 
     async def run(self, script: str, timeout: float = DEFAULT_COMMAND_TIMEOUT) -> str:
         """Run a script in the host's long-lived shell and return its output."""
+        import asyncssh
+
         async with self._shell_lock:
             for attempt in (1, 2):
                 shell = await self._get_shell()
@@ -247,6 +263,8 @@ class HostConnection:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _get_shell(self) -> _Shell:
+        import asyncssh
+
         if self._shell is None or self._shell.closed:
             conn = await self.connect()
             try:
@@ -259,6 +277,8 @@ class HostConnection:
 
     async def sftp(self) -> asyncssh.SFTPClient:
         """The host's shared SFTP channel (logs, uploads, fetches all use it)."""
+        import asyncssh
+
         async with self._sftp_lock:
             if self._sftp is None or not self.connected:
                 conn = await self.connect()
@@ -278,6 +298,8 @@ class HostConnection:
         self._sftp = None
 
     async def close(self) -> None:
+        import asyncssh
+
         if self._conn is not None:
             self._conn.close()
             try:
@@ -290,6 +312,8 @@ class HostConnection:
 
 
 def _describe(exc: BaseException, timeout: float) -> str:
+    import asyncssh
+
     if isinstance(exc, asyncio.TimeoutError):
         return f"no answer within {timeout:g} s (ConnectTimeout)"
     if isinstance(exc, asyncssh.PermissionDenied):

@@ -67,13 +67,19 @@ class StartedRun:
 
 
 def trainer_command(template: str, python: str, dataset: str | None, gpus: int) -> str:
-    """Fill the trainer template; every value is shell-quoted."""
+    """Fill the trainer template; every value is shell-quoted.
+
+    Without a dataset, `{dataset}` and the space before it go, so the default shape
+    becomes `... llm --config config.yaml`; nothing else in the template is touched.
+    """
+    if not dataset:
+        template = template.replace(" {dataset}", "").replace("{dataset}", "")
     return template.format(
         python=shlex.quote(python),
         dataset=shlex.quote(dataset) if dataset else "",
         config="config.yaml",
         gpus=int(gpus),
-    ).replace("  ", " ")
+    )
 
 
 class Engine:

@@ -15,11 +15,13 @@ import codecs
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-
-import asyncssh
+from typing import TYPE_CHECKING
 
 from rtrain_tui.core import probes
 from rtrain_tui.core.errors import RemoteError
+
+if TYPE_CHECKING:
+    import asyncssh  # imported on first use: see connection.py
 
 MAX_LINE = 8192  # longer lines are cut: one runaway line must not stall a pane
 READ_SIZE = 1 << 20
@@ -77,6 +79,8 @@ class LogFollower:
         self._splitter = LineSplitter()
 
     async def events(self) -> AsyncIterator[LogLines | StreamState]:
+        import asyncssh
+
         conn = self.engine.host(self.host)
         backoff = 0.5
         handle = None
@@ -116,6 +120,8 @@ class LogFollower:
 
     async def _open(self, conn, run_dir: str):  # type: ignore[no-untyped-def]
         """The open log, or None while the trainer has not created it yet."""
+        import asyncssh
+
         sftp = await conn.sftp()
         try:
             return await sftp.open(f"{run_dir}/train.log", "rb")
@@ -137,6 +143,8 @@ class LogFollower:
 async def read_tail(engine, host: str, workdir: str, run_id: str,  # type: ignore[no-untyped-def]
                     nbytes: int = 4096) -> list[str]:
     """The last lines of a run's log (over SFTP: no process started on the host)."""
+    import asyncssh
+
     run_dir = await engine.run_dir(host, workdir, run_id)
     sftp = await engine.host(host).sftp()
     try:

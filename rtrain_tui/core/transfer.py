@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import asyncssh
-
 from rtrain_tui.core import remote_sh, validate
 from rtrain_tui.core.errors import RemoteError
 
 if TYPE_CHECKING:
+    import asyncssh
+
     from rtrain_tui.core.connection import HostConnection
 
 # progress(label, bytes done, bytes total)
@@ -57,6 +57,8 @@ async def upload_file(
         if progress:
             progress(label, done, total)
 
+    import asyncssh
+
     if progress:
         progress(label, 0, size)
     try:
@@ -83,6 +85,8 @@ class RemoteEntry:
 
 async def _confined(sftp: asyncssh.SFTPClient, run_dir: str, path: str, shown: str) -> str:
     """Resolve `path` on the host; refuse it if it leaves the run dir (symlinks too)."""
+    import asyncssh
+
     try:
         real_root = await sftp.realpath(run_dir)
         real = await sftp.realpath(path)
@@ -131,6 +135,8 @@ async def fetch(
     progress: Progress | None = None,
 ) -> Path:
     """Fetch a file or directory from the run dir into `out`; returns the local path."""
+    import asyncssh
+
     rel = validate.check_fetch_path(rel)
     sftp = await conn.sftp()
     files = [e for e in await list_tree(sftp, run_dir, rel) if not e.is_dir]

@@ -106,10 +106,11 @@ class RTrainApp(App[int]):
     def on_mount(self) -> None:
         self.load_runs()
         self.show_preflight()
+        # Connections start after the first frame: loading asyncssh takes ~150 ms.
         if self.demo:
-            self.start_demo()
+            self.call_after_refresh(self.start_demo)
         if self.poll_runs:
-            self.refresh_runs()
+            self.call_after_refresh(self.refresh_runs)
         self.runs_table.focus() if self.runs_table.row_count else self.host_list.focus()
 
     async def on_unmount(self) -> None:
