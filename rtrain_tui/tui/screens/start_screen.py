@@ -110,6 +110,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
     def on_mount(self) -> None:
         self.query_one("#upload", ProgressBar).display = False
         self.revalidate()
+        self.query_one("#config", Input).focus()
 
     @property
     def values(self) -> dict[str, str]:
