@@ -146,3 +146,27 @@ def test_refresh_probes_each_host_once_for_many_runs(hosts: SshHosts, tmp_path: 
     states = asyncio.run(go())
     assert sorted(calls) == ["cpu", "gpu"]
     assert set(states.values()) == {"completed"} and len(states) == 15
+
+
+def test_a_failed_host_is_retried_with_backoff_not_on_every_call(hosts: SshHosts, tmp_path: Path) -> None:
+    """After `silent` times out once, the next caller is answered at once, not in 2 s."""
+    import time
+
+    engine = make_engine(hosts, tmp_path)
+
+    async def go() -> tuple[float, str, float]:
+        conn = engine.host("silent")
+        t0 = time.monotonic()
+        with pytest.raises(RemoteError):
+            await conn.run("true")
+        first = time.monotonic() - t0
+        t0 = time.monotonic()
+        with pytest.raises(RemoteError) as err:
+            await conn.run("true")
+        await engine.close()
+        return first, str(err.value), time.monotonic() - t0
+
+    first, message, second = asyncio.run(go())
+    assert first >= 2.0
+    assert message.startswith("cannot reach silent: no answer within 2 s (ConnectTimeout) (next try in")
+    assert second < first

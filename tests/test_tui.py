@@ -292,3 +292,28 @@ def test_demo_host_preflights_trains_and_completes(tmp_path: Path, monkeypatch: 
         assert (run_dirs[0] / "checkpoint-10" / "adapter_config.json").exists()
 
     asyncio.run(go())
+
+
+def test_refresh_of_a_silent_host_does_not_hold_up_the_others(hosts: SshHosts, tmp_path: Path) -> None:
+    from rtrain_tui.core.index import RunRecord
+
+    run_dir = tmp_path / "work" / "ok"
+    run_dir.mkdir(parents=True)
+    (run_dir / "status").write_text("0\n")
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add(RunRecord("gpu", "ok", str(tmp_path / "work"), state="running"))
+    index.add(RunRecord("silent", "far", "~/w", state="running"))
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.refresh_runs()
+            states = lambda: {v.record.run_id: (v.record.state, v.record.stale)  # noqa: E731
+                              for v in app.runs_table.views.values()}
+            await until(pilot, lambda: states()["ok"] == ("completed", False), "gpu's run")
+            assert "silent" in app._in_flight  # still waiting out its ConnectTimeout
+            await until(pilot, lambda: states()["far"] == ("running", True), "silent's run stale")
+            assert app.host_list.hosts["silent"].status == "unreachable"
+            assert "?stale" in screen_text(app)
+
+    asyncio.run(go())

@@ -17,6 +17,7 @@ import asyncio
 import getpass
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE = 15
 DEFAULT_COMMAND_TIMEOUT = 30.0
+MAX_BACKOFF = 30.0
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,11 @@ class HostConnection:
         self._sftp: asyncssh.SFTPClient | None = None
         self._connect_lock = asyncio.Lock()
         self._shell_lock = asyncio.Lock()
+        # Reconnect backoff: after a failed connect, callers within the window get the
+        # same error at once instead of each waiting out a ConnectTimeout.
+        self._backoff = 0.0
+        self._next_attempt = 0.0
+        self._last_error: UnreachableError | None = None
         self._sftp_lock = asyncio.Lock()
 
     @property
@@ -194,42 +201,61 @@ class HostConnection:
         return self._conn is not None and not self._conn.is_closed()
 
     async def connect(self) -> asyncssh.SSHClientConnection:
-        import asyncssh
-
         async with self._connect_lock:
             if self.connected:
                 assert self._conn is not None
                 return self._conn
             self._drop()
-            client = _accept_new_client(self.options)
-            config = [str(self._ssh_config)] if self._ssh_config and self._ssh_config.exists() else []
-            timeout = self.options.connect_timeout
-            if self.direct is not None:
-                d = self.direct
-                target = dict(host=d.host, port=d.port, username=d.username, config=[],
-                              client_keys=[d.client_key], known_hosts=([d.server_key.convert_to_public()], [], []))
-            else:
-                target = dict(host=self.alias, config=config, client_factory=lambda: client,
-                              known_hosts=_read_known_hosts(self.options.known_hosts))
+            wait = self._next_attempt - time.monotonic()
+            if wait > 0 and self._last_error is not None:
+                raise UnreachableError(f"{self._last_error} (next try in {wait:.0f} s)")
             try:
-                self._conn = await asyncio.wait_for(
-                    asyncssh.connect(
-                        **target,  # type: ignore[arg-type]
-                        connect_timeout=timeout,
-                        keepalive_interval=self.options.keepalive,
-                        keepalive_count_max=3,
-                    ),
-                    timeout + 1,
-                )
-            except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
-                if client.changed:
-                    path, line = client.changed
-                    raise HostKeyChangedError(
-                        f"cannot reach {self.alias}: its host key changed. If the host was "
-                        f"reinstalled, remove line {line} of {path} and try again."
-                    ) from None
-                raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, timeout)}") from None
+                self._conn = await self._open()
+            except UnreachableError as exc:
+                self._backoff = min(max(1.0, self._backoff * 2), MAX_BACKOFF)
+                self._next_attempt = time.monotonic() + self._backoff
+                self._last_error = exc
+                raise
+            self._backoff = self._next_attempt = 0.0
+            self._last_error = None
             return self._conn
+
+    def retry_now(self) -> None:
+        """Forget the backoff: the user asked for this host explicitly."""
+        self._next_attempt = 0.0
+
+    async def _open(self) -> asyncssh.SSHClientConnection:
+        """One connection attempt, bounded by ConnectTimeout."""
+        import asyncssh
+
+        client = _accept_new_client(self.options)
+        config = [str(self._ssh_config)] if self._ssh_config and self._ssh_config.exists() else []
+        timeout = self.options.connect_timeout
+        if self.direct is not None:
+            d = self.direct
+            target = dict(host=d.host, port=d.port, username=d.username, config=[],
+                          client_keys=[d.client_key], known_hosts=([d.server_key.convert_to_public()], [], []))
+        else:
+            target = dict(host=self.alias, config=config, client_factory=lambda: client,
+                          known_hosts=_read_known_hosts(self.options.known_hosts))
+        try:
+            return await asyncio.wait_for(
+                asyncssh.connect(
+                    **target,  # type: ignore[arg-type]
+                    connect_timeout=timeout,
+                    keepalive_interval=self.options.keepalive,
+                    keepalive_count_max=3,
+                ),
+                timeout + 1,
+            )
+        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            if client.changed:
+                path, line = client.changed
+                raise HostKeyChangedError(
+                    f"cannot reach {self.alias}: its host key changed. If the host was "
+                    f"reinstalled, remove line {line} of {path} and try again."
+                ) from None
+            raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, timeout)}") from None
 
     async def run(self, script: str, timeout: float = DEFAULT_COMMAND_TIMEOUT) -> str:
         """Run a script in the host's long-lived shell and return its output."""

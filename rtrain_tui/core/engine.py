@@ -103,6 +103,7 @@ class Engine:
         validate.check_python(python)
         validate.check_gpus(gpus)
         conn = self.host(host)
+        conn.retry_now()  # a preflight is always a fresh attempt, never a backed-off one
         try:
             out = await conn.run(remote_sh.preflight(python, workdir), timeout=30)
         except UnreachableError as exc:

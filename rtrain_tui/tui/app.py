@@ -1,8 +1,8 @@
 """The full-screen app: wiring, key bindings and the top-level handlers.
 
-All engine calls run in named worker groups, so nothing blocks the screen; the refresh
-poll re-arms only after the previous refresh finished, so a slow host never stacks
-probes. `make_app` is the one factory the CLI, the tests and the screenshot script use.
+All engine calls run in named worker groups, so nothing blocks the screen. Each host's
+refresh re-arms only after its previous one finished, so a slow or unreachable host
+never stacks probes and never delays the others. `make_app` is the one factory the CLI, the tests and the screenshot script use.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
 from rtrain_tui.core import probes
@@ -77,8 +78,9 @@ class RTrainApp(App[int]):
         self.last_states: dict[RunKey, str] = {}
         self.log_panes: dict[RunKey, str] = {}
         self._demo_host = None
-        self._refreshing = False
-        self._refresh_again = False
+        self.progress: dict[RunKey, str] = {}
+        self._in_flight: set[str] = set()
+        self._timers: dict[str, Timer] = {}
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -111,6 +113,9 @@ class RTrainApp(App[int]):
             self.call_after_refresh(self.start_demo)
         if self.poll_runs:
             self.call_after_refresh(self.refresh_runs)
+            # Cheap and cannot stack: it only starts hosts that are neither being probed
+            # nor already armed.
+            self.set_interval(self.refresh_seconds * 5, self._discover_hosts)
         self.runs_table.focus() if self.runs_table.row_count else self.host_list.focus()
 
     async def on_unmount(self) -> None:
@@ -140,29 +145,50 @@ class RTrainApp(App[int]):
         self.runs_table.set_runs(records, progress)
         return records
 
-    @work(group="refresh", exit_on_error=False)
-    async def refresh_runs(self) -> None:
-        if self._refreshing:
-            self._refresh_again = True
-            return
-        self._refreshing = True
+    def refresh_runs(self) -> None:
+        """Refresh every host that has runs now (those already refreshing are left be)."""
+        for host in self._hosts_with_runs():
+            self._refresh_host_now(host)
+
+    def _hosts_with_runs(self) -> list[str]:
         try:
-            records = self.engine.index.load()
+            return sorted({r.host for r in self.engine.index.load()})
+        except IndexCorruptError as exc:
+            self.notify(str(exc), title="Run index", severity="error", timeout=30)
+            return []
+
+    def _discover_hosts(self) -> None:
+        """Start polling hosts that gained runs elsewhere (e.g. `rtrain-tui start`)."""
+        for host in self._hosts_with_runs():
+            if host not in self._in_flight and host not in self._timers:
+                self._refresh_host_now(host)
+
+    def _refresh_host_now(self, host: str) -> None:
+        if host in self._in_flight:
+            return  # never two probes of one host at once
+        timer = self._timers.pop(host, None)
+        if timer is not None:
+            timer.stop()
+        self._in_flight.add(host)
+        self.run_worker(self._refresh_host(host), group=f"refresh:{host}", exit_on_error=False)
+
+    async def _refresh_host(self, host: str) -> None:
+        """One probe of one host; re-armed when it finishes, so a slow host delays only itself."""
+        try:
+            records = [r for r in self.engine.index.load() if r.host == host]
             states = await self.engine.refresh(records) if records else {}
-            self._mark_unreachable_hosts(records, states)
+            reached = any(s != probes.UNREACHABLE for s in states.values())
+            self._show_reachability(host, reached or not states)
             running = [r for r in records if states.get(r.key) == probes.RUNNING]
-            progress = await self._progress_of(running)
-            records = self.load_runs(progress)
-            self._notify_transitions(records)
+            self.progress.update(await self._progress_of(running))
+            self._notify_transitions(self.load_runs(self.progress))
         except IndexCorruptError as exc:
             self.notify(str(exc), title="Run index", severity="error", timeout=30)
         finally:
-            self._refreshing = False
-            if self._refresh_again:
-                self._refresh_again = False
-                self.refresh_runs()
-            elif self.poll_runs:
-                self.set_timer(self.refresh_seconds, self.refresh_runs)
+            self._in_flight.discard(host)
+            if self.poll_runs:
+                self._timers[host] = self.set_timer(
+                    self.refresh_seconds, lambda: self._refresh_host_now(host))
 
     async def _progress_of(self, records: list[RunRecord]) -> dict[RunKey, str]:
         out = {}
@@ -174,11 +200,15 @@ class RTrainApp(App[int]):
                 continue
         return out
 
-    def _mark_unreachable_hosts(self, records: list[RunRecord], states: dict[RunKey, str]) -> None:
-        for host in {r.host for r in records}:
-            host_states = [states.get(r.key) for r in records if r.host == host]
-            if host_states and all(s == probes.UNREACHABLE for s in host_states):
-                self.host_list.set_status(host, "unreachable")
+    def _show_reachability(self, host: str, reached: bool) -> None:
+        """An unanswered probe marks the host unreachable; an answer restores its badge."""
+        current = self.host_list.hosts.get(host)
+        if not reached:
+            self.host_list.set_status(host, "unreachable")
+        elif current is not None and current.status == "unreachable" and host not in self.checking:
+            report = self.reports.get(host, (None, ""))[0]
+            status = "not checked" if report is None else ("ready" if report.ok else "not ready")
+            self.host_list.set_status(host, status)
 
     def _notify_transitions(self, records: list[RunRecord]) -> None:
         for r in records:
@@ -260,6 +290,7 @@ class RTrainApp(App[int]):
         self.notify(f"started {started.run_id} on {started.host}", title="Run started")
         self.last_states[started.record.key] = probes.RUNNING
         self.load_runs()
+        self._refresh_host_now(started.host)
         self.runs_table.select_run(started.record.key)
         self.open_log(started.record)
 
