@@ -213,3 +213,19 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return not stat.rsplit(") ", 1)[1].startswith("Z")
+
+
+def test_a_dataset_already_on_the_host_is_not_sent_again(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = tmp_path / "big data.jsonl"
+    data.write_bytes(b'{"text": "x"}\n' * 20000)
+    for run_id in ("first", "second"):
+        r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir, "--run-id", run_id)
+        assert r.rc == 0, r.err
+    cached = list((Path(workdir) / ".datasets").iterdir())
+    assert [p.name for p in cached] == [__import__("hashlib").sha256(data.read_bytes()).hexdigest()]
+    # one inode for all three: the second start linked the verified copy, sent nothing
+    inodes = {p.stat().st_ino for p in (cached[0], Path(workdir) / "first" / data.name,
+                                         Path(workdir) / "second" / data.name)}
+    assert len(inodes) == 1
+    assert (Path(workdir) / "second" / data.name).read_bytes() == data.read_bytes()

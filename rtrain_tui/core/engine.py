@@ -19,7 +19,9 @@ from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.probes import PreflightReport, RunProbe
-from rtrain_tui.core.transfer import Progress, RemoteEntry, fetch, list_tree, upload_file
+from rtrain_tui.core.transfer import (
+    Progress, RemoteEntry, fetch, list_tree, ship_dataset, upload_file,
+)
 
 StepCallback = Callable[[str], None]
 
@@ -129,7 +131,7 @@ class Engine:
         dataset_name = None
         if req.dataset is not None:
             dataset_name = req.dataset.name
-            await upload_file(conn, sftp, req.dataset, f"{run_dir}/{dataset_name}", progress)
+            await ship_dataset(conn, sftp, req.dataset, run_dir, progress)
         command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
         await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, req.env))
         step("launching")

@@ -236,6 +236,12 @@ def mark_stopped(workdir: str, run_id: str) -> str:
     return f"set -- {run_dir_word(workdir, run_id)}; rd=$1\n: > \"$rd/stopped\" && echo marked=1\n"
 
 
+def link_or_copy(source: str, target: str) -> str:
+    """Hard-link `source` to `target` (same file system), copying where links fail."""
+    src, dst = shlex.quote(source), shlex.quote(target)
+    return f"{{ ln -- {src} {dst} 2>/dev/null || cp -- {src} {dst}; }} && echo linked=1\n"
+
+
 def checksums(directory: str, rel_paths: Sequence[str]) -> str:
     """Print `sha256  path` for each file, relative to an absolute directory."""
     files = " ".join(shlex.quote(p) for p in rel_paths)

@@ -8,6 +8,7 @@ connection (validate.check_fetch_path) and again on the host after symlinks reso
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import posixpath
@@ -72,6 +73,37 @@ async def upload_file(
     await sftp.posix_rename(tmp, remote)
     if progress:
         progress(label, size, size)
+
+
+async def ship_dataset(
+    conn: HostConnection, sftp: asyncssh.SFTPClient, local: Path, run_dir: str,
+    progress: Progress | None = None,
+) -> None:
+    """Put the dataset in the run dir under its own name, uploading it only once per host.
+
+    Datasets are kept by content in `<workdir>/.datasets/<sha256>`, written there only
+    after their size and hash were verified, so a file of that name *is* that content:
+    a second run on the same data links it instead of sending gigabytes again.
+    """
+    import asyncssh
+
+    digest = await asyncio.to_thread(sha256_file, local)
+    size = local.stat().st_size
+    cache_dir = posixpath.join(posixpath.dirname(run_dir), ".datasets")
+    cached = posixpath.join(cache_dir, digest)
+    try:
+        already = (await sftp.stat(cached)).size == size
+    except asyncssh.SFTPNoSuchFile:
+        already = False
+    if already:
+        if progress:
+            progress(f"{local.name} (already on the host)", size, size)
+    else:
+        await sftp.makedirs(cache_dir, exist_ok=True)
+        await upload_file(conn, sftp, local, cached, progress)
+    out = await conn.run(remote_sh.link_or_copy(cached, posixpath.join(run_dir, local.name)))
+    if out.strip() != "linked=1":
+        raise RemoteError(f"{conn.alias}: could not place {local.name} in {run_dir}: {out.strip()[:200]}")
 
 
 @dataclass(frozen=True)

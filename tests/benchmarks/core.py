@@ -7,13 +7,16 @@ real engine, then times, side by side:
   * refreshing every run's state: `Engine.refresh` (one probe per host, all hosts at once)
     vs `ssh HOST '<probe>'` once per run, as `praisonai train remote status` does;
   * a cold preflight: `rtrain-tui preflight` as a fresh process vs the seed's three
-    separate ssh calls (python, nvidia-smi, df).
+    separate ssh calls (python, nvidia-smi, df);
+  * starting a run whose dataset is already on the host (rtrain-tui links its verified
+    copy) vs `scp` of config and dataset plus an `ssh nohup` launch.
 Prints a Markdown table (medians of --repeat runs) for the README.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import asyncio
 import statistics
 import subprocess
@@ -104,7 +107,37 @@ def run(hosts, root: Path, n_runs: int, repeat: int) -> None:  # type: ignore[no
             "utilization.gpu --format=csv,noheader,nounits")
         ssh(hosts.ssh_config, "gpu", f"df -Pk {workdir}")
 
+    dataset = root / "dataset.jsonl"
+    with dataset.open("wb") as f:
+        for i in range(1_000_000):
+            f.write(b'{"text": "sample %07d for the benchmark, a line of training data"}\n' % i)
+    counter = iter(range(10_000))
+
+    def start_with_dataset() -> None:
+        async def go() -> None:
+            engine = Engine(ConnectionPool(hosts.ssh_config), index)
+            await engine.start(StartRequest("gpu", config, dataset, run_id=f"d{next(counter)}",
+                                            workdir=workdir, gpus=0))
+            await engine.close()
+        asyncio.run(go())
+
+    def start_plain_scp() -> None:
+        rd = f"{workdir}/p{next(counter)}"
+        ssh(hosts.ssh_config, "gpu", f"mkdir -p {rd}")
+        subprocess.run(["scp", "-q", "-F", str(hosts.ssh_config), str(config), str(dataset),
+                        f"gpu:{rd}/"], check=True, capture_output=True)
+        ssh(hosts.ssh_config, "gpu", f"cd {rd} && nohup python3 -m praisonai_train llm "
+            f"dataset.jsonl --config c.yaml > train.log 2>&1 < /dev/null &")
+
+    def start_first_time() -> None:
+        shutil.rmtree(Path(workdir) / ".datasets", ignore_errors=True)  # the "host" is local
+        start_with_dataset()
+
+    start_with_dataset()  # the first start puts the dataset in the host's cache
+    mib = dataset.stat().st_size / 2**20
     rows = [
+        (f"start with a {mib:.0f} MiB dataset, first time", start_first_time, start_plain_scp),
+        (f"start with a {mib:.0f} MiB dataset already on the host", start_with_dataset, start_plain_scp),
         (f"refresh {n_runs} run states (cold: new connections)", refresh_cold, refresh_ssh_per_run),
         (f"refresh {n_runs} run states (warm: app already connected)", refresh_warm, refresh_ssh_per_run),
         ("cold preflight (new process, new connection)", preflight_cli, preflight_three_ssh),
