@@ -286,7 +286,8 @@ def test_demo_host_preflights_trains_and_completes(tmp_path: Path, monkeypatch: 
             await pilot.pause(0.1)
             assert pane.final_state == "completed"
             assert "Saved adapter to lora_model/" in pane.log_widget.lines
-        run_dirs = list((tmp_path / "xdg" / "rtrain-tui" / "demo-host" / ".praisonai-train").iterdir())
+        workdir = tmp_path / "xdg" / "rtrain-tui" / "demo-host" / ".praisonai-train"
+        run_dirs = [p for p in workdir.iterdir() if not p.name.startswith(".")]  # not .datasets
         assert len(run_dirs) == 1
         assert (run_dirs[0] / "lora_model" / "adapter_model.safetensors").stat().st_size > 0
         assert (run_dirs[0] / "checkpoint-10" / "adapter_config.json").exists()
