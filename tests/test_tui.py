@@ -318,3 +318,14 @@ def test_refresh_of_a_silent_host_does_not_hold_up_the_others(hosts: SshHosts, t
             assert "?stale" in screen_text(app)
 
     asyncio.run(go())
+
+
+def test_command_palette_offers_every_action(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE):
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            for wanted in ("Preflight (p)", "New run (n)", "Fetch (f)", "Stop (x)", "Refresh (r)"):
+                assert wanted in titles
+
+    asyncio.run(go())

@@ -7,12 +7,13 @@ never stacks probes and never delays the others. `make_app` is the one factory t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
+from textual.screen import Screen
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.timer import Timer
@@ -37,7 +38,8 @@ from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
 from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 
 Clock = Callable[[], datetime]
-PROGRESS_WIDTH = 28  # keeps the runs table inside a 140-column terminal
+PROGRESS_WIDTH = 28
+PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
 
 
 def utc_clock() -> datetime:
@@ -56,8 +58,10 @@ class RTrainApp(App[int]):
         Binding("x", "stop", "Stop", id="stop", tooltip="Stop the run's whole process group"),
         Binding("r", "refresh", "Refresh", id="refresh", tooltip="Refresh run states now"),
         Binding("/", "filter", "Filter", id="filter", tooltip="Filter runs"),
-        Binding("h", "host_filter", "This host", id="host_filter", show=False),
-        Binding("w", "close_log", "Close log", id="close_log", show=False),
+        Binding("h", "host_filter", "This host", id="host_filter", show=False,
+                tooltip="Show only the selected host's runs"),
+        Binding("w", "close_log", "Close log", id="close_log", show=False,
+                tooltip="Close the current log pane"),
         Binding("question_mark", "help", "Help", id="help", tooltip="All keys"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep running"),
     ]
@@ -392,6 +396,16 @@ class RTrainApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every key's action in the command palette (ctrl+p) too, for those who search."""
+        yield from super().get_system_commands(screen)
+        for binding in self.BINDINGS:
+            assert isinstance(binding, Binding)
+            if binding.action in PALETTE_SKIP:
+                continue
+            yield SystemCommand(f"{binding.description} ({binding.key_display or binding.key})",
+                                binding.tooltip, getattr(self, f"action_{binding.action}"))
 
 
 def make_app(ssh_config: Path, index: RunIndex, demo: bool = False, clock: Clock = utc_clock,
