@@ -25,8 +25,9 @@ from rtrain_tui.progress_view import TerminalProgress
 
 
 def _add_remote(p: argparse.ArgumentParser, python: bool = True) -> None:
-    p.add_argument("--workdir", default=validate.DEFAULT_WORKDIR,
-                   help="run directory parent on the host (default: %(default)s)")
+    p.add_argument("--workdir", default=None,
+                   help="run directory parent on the host (default: the one the run index "
+                   f"recorded for this run, else {validate.DEFAULT_WORKDIR})")
     if python:
         p.add_argument("--python", default=validate.DEFAULT_PYTHON,
                        help="python on the host (default: %(default)s)")
@@ -108,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_app(ssh_config=ssh_config, index=index, demo=args.demo)
     handler: Callable[[Engine, argparse.Namespace], Awaitable[int]] = COMMANDS[args.command]
+    if hasattr(args, "workdir") and args.workdir is None:
+        try:
+            args.workdir = _recorded_workdir(index, args)
+        except RemoteError as exc:
+            _err(str(exc))
+            return 1
 
     async def run() -> int:
         engine = Engine(ConnectionPool(ssh_config), index)
@@ -132,6 +139,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("detached: nothing on the host was stopped; the run keeps going.")
         return 130
+
+
+def _recorded_workdir(index: RunIndex, args: argparse.Namespace) -> str:
+    """`tail/status/fetch/stop HOST RUN` find the run where `start` put it."""
+    run_id = getattr(args, "run_id", None)
+    if run_id and args.command != "start":
+        record = index.get(args.host, run_id)
+        if record is not None:
+            return record.workdir
+    return validate.DEFAULT_WORKDIR
 
 
 # -- commands -------------------------------------------------------------------

@@ -229,3 +229,13 @@ def test_a_dataset_already_on_the_host_is_not_sent_again(cli: Cli, tmp_path: Pat
                                          Path(workdir) / "second" / data.name)}
     assert len(inodes) == 1
     assert (Path(workdir) / "second" / data.name).read_bytes() == data.read_bytes()
+
+
+def test_later_commands_find_the_workdir_start_recorded(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "rec").rc == 0
+    assert cli("status", "gpu", "rec").out == "completed\n"
+    r = cli("fetch", "gpu", "rec", "train.log", "--out", str(tmp_path / "o"))
+    assert r.rc == 0 and (tmp_path / "o" / "train.log").exists()
+    # a run the index does not know is looked for in the default workdir
+    assert cli("status", "gpu", "never-started").out == "unknown\n"
