@@ -329,3 +329,28 @@ def test_command_palette_offers_every_action(tmp_path: Path) -> None:
                 assert wanted in titles
 
     asyncio.run(go())
+
+
+def test_quitting_the_app_leaves_runs_running(hosts: SshHosts, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.05)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            started = await app.engine.start(StartRequest("gpu", config, run_id="outlives", workdir=workdir))
+            app._started(started)
+            await until(pilot, lambda: app.query(LogPane) and app.query_one(LogPane).stream == "live",
+                        "the live log")
+            await pilot.press("q")
+
+    asyncio.run(go())
+
+    async def status() -> str:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        try:
+            return (await engine.probe("gpu", workdir, "outlives")).state
+        finally:
+            await engine.close()
+
+    time.sleep(0.5)
+    assert asyncio.run(status()) == "running"
