@@ -170,3 +170,27 @@ def test_a_failed_host_is_retried_with_backoff_not_on_every_call(hosts: SshHosts
     assert first >= 2.0
     assert message.startswith("cannot reach silent: no answer within 2 s (ConnectTimeout) (next try in")
     assert second < first
+
+
+def test_a_chatty_login_shell_does_not_garble_answers(hosts: SshHosts, tmp_path: Path) -> None:
+    """A host whose login shell prints a banner (conda, motd) before `exec sh`."""
+    home = hosts.remote_homes["cpu"]
+    (home / ".bashrc").write_text('echo "Welcome to the cluster! dir=/wrong"\necho "noise on stderr" >&2\n')
+    engine = make_engine(hosts, tmp_path)
+    workdir = str(tmp_path / "work")
+    config = write_config(tmp_path / "c.yaml", steps=1)
+
+    async def go() -> str:
+        try:
+            # the first script on the new connection is the one the banner would precede
+            run_dir = await engine.run_dir("cpu", workdir, "chatty")
+            await engine.start(StartRequest("cpu", config, run_id="chatty", workdir=workdir, gpus=0))
+            return run_dir
+        finally:
+            await engine.close()
+
+    try:
+        assert asyncio.run(go()) == f"{workdir}/chatty"
+    finally:
+        (home / ".bashrc").unlink()
+    assert (Path(workdir) / "chatty" / "config.yaml").exists()

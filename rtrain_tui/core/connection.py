@@ -294,11 +294,18 @@ class HostConnection:
         if self._shell is None or self._shell.closed:
             conn = await self.connect()
             try:
-                process = await conn.create_process("exec sh", encoding=None)
-            except (asyncssh.Error, OSError) as exc:
+                # stderr only ever carries the login shell's own chatter (scripts merge
+                # theirs into stdout); unread, it could stall the channel.
+                process = await conn.create_process("exec sh", encoding=None,
+                                                    stderr=asyncssh.DEVNULL)
+                shell = _Shell(process)
+                # A first empty script swallows whatever the login shell printed before
+                # `exec sh` (a motd, a conda banner), so it never precedes a real answer.
+                await asyncio.wait_for(shell.run(":"), DEFAULT_COMMAND_TIMEOUT)
+            except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
                 self._drop()
                 raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
-            self._shell = _Shell(process)
+            self._shell = shell
         return self._shell
 
     async def sftp(self) -> asyncssh.SFTPClient:
