@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -150,7 +151,12 @@ def start_hosts(root: Path) -> SshHosts:
     shutil.copy(f"{client_key}.pub", root / "authorized_keys")
     gpu_file = root / "gpus.csv"
     gpu_file.write_text(TWO_GPUS)
-    base_path = "/usr/local/bin:/usr/bin:/bin"
+    # The "host" runs python3 = the interpreter running the tests, so the stand-ins work
+    # on any machine that can run the tests, whatever python the system has.
+    py_bin = root / "py_bin"
+    py_bin.mkdir()
+    (py_bin / "python3").symlink_to(sys.executable)
+    base_path = f"{py_bin}:/usr/local/bin:/usr/bin:/bin"
     procs, ports, remote_homes = [], {}, {}
     for name, path_env in (("gpu", f"{REMOTE / 'bin'}:{base_path}"), ("cpu", base_path)):
         ports[name] = free_port()
