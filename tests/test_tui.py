@@ -104,6 +104,11 @@ def test_an_unreachable_host_does_not_block_the_others(hosts: SshHosts, tmp_path
             assert app.host_list.hosts["silent"].status == "checking"
             await until(pilot, lambda: app.host_list.hosts["silent"].status == "unreachable",
                         "silent unreachable")
+            # enter on a host checks it again (a fresh attempt, not a backed-off one)
+            app.host_list.highlighted = 2  # cpu
+            await pilot.press("enter")
+            await until(pilot, lambda: app.host_list.hosts["cpu"].status == "not ready", "cpu checked")
+            assert "needs 1 GPU(s), found 0" in screen_text(app)
 
     asyncio.run(go())
 

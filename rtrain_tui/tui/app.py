@@ -236,6 +236,10 @@ class RTrainApp(App[int]):
             self.runs_table.host_filter = event.alias
             self.runs_table.refilter()
 
+    @on(HostList.PreflightRequested)
+    def _preflight_requested(self, event: HostList.PreflightRequested) -> None:
+        self.preflight_host(event.alias)
+
     def show_preflight(self) -> None:
         host = self.host_list.selected_alias
         report, checked = self.reports.get(host or "", (None, ""))

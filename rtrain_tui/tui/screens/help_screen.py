@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 KEYS = [
-    ("p", "preflight the selected host"),
+    ("p", "preflight the selected host (enter on a host does too)"),
     ("n", "new run (start form)"),
     ("enter", "open the selected run's live log"),
     ("f", "fetch from the selected run (adapter, checkpoints, log)"),

@@ -28,6 +28,14 @@ class HostList(OptionList):
 
     @dataclass
     class HostSelected(Message):
+        """The highlight moved to a host."""
+
+        alias: str
+
+    @dataclass
+    class PreflightRequested(Message):
+        """Enter on a host: check it."""
+
         alias: str
 
     def __init__(self, aliases: list[str], **kwargs: object) -> None:
@@ -61,3 +69,7 @@ class HostList(OptionList):
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if event.option.id:
             self.post_message(self.HostSelected(event.option.id))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self.post_message(self.PreflightRequested(event.option.id))

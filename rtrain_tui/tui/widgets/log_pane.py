@@ -38,6 +38,7 @@ class LogPane(Vertical):
         self.follow = True
         self.stream = "connecting"
         self.final_state = ""
+        self.stream_detail = ""  # why we are reconnecting
         self.new_lines = 0
         self.total_lines = 0
         self._pending: list[str] = []
@@ -68,7 +69,7 @@ class LogPane(Vertical):
             else:
                 self.stream = event.status
                 self.final_state = event.run_state
-                self._detail = event.detail
+                self.stream_detail = event.detail
                 self._render_status()
 
     # -- lines -----------------------------------------------------------------
@@ -98,7 +99,7 @@ class LogPane(Vertical):
         if self.stream == "ended":
             stream = Text.assemble(("■ ended: ", "bold"), run_badge(self.final_state))
         elif self.stream == "reconnecting":
-            stream = Text(f"↻ reconnecting… {getattr(self, '_detail', '')}"[:80], style="bold yellow")
+            stream = Text(f"↻ reconnecting… {self.stream_detail}"[:80], style="bold yellow")
         elif self.stream == "live":
             stream = Text("● live", style="bold green")
         else:
