@@ -49,8 +49,8 @@ def notifications(app: RTrainApp) -> list[str]:
     return [n.message for n in app._notifications]
 
 
-def tui(hosts: SshHosts, tmp_path: Path, **kwargs: object) -> RTrainApp:
-    return make_app(hosts.ssh_config, RunIndex(tmp_path / "runs.toml"), poll_runs=False,
+def tui(hosts: SshHosts, tmp_path: Path, poll_runs: bool = False, **kwargs: object) -> RTrainApp:
+    return make_app(hosts.ssh_config, RunIndex(tmp_path / "runs.toml"), poll_runs=poll_runs,
                     out_dir=tmp_path / "out", **kwargs)  # type: ignore[arg-type]
 
 
@@ -359,3 +359,40 @@ def test_quitting_the_app_leaves_runs_running(hosts: SshHosts, tmp_path: Path, w
 
     time.sleep(0.5)
     assert asyncio.run(status()) == "running"
+
+
+def test_an_unexpected_worker_failure_is_shown_not_swallowed(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            async def broken() -> None:
+                raise ValueError("the index went sideways")
+
+            app.run_worker(broken(), group="test", exit_on_error=False)
+            await until(pilot, lambda: "ValueError: the index went sideways" in notifications(app),
+                        "the error toast")
+
+    asyncio.run(go())
+
+
+def test_states_refresh_live_and_an_ended_run_rings(hosts: SshHosts, tmp_path: Path, workdir: str) -> None:
+    """With polling on (as a user runs it): a run started elsewhere appears, its badge goes
+    running -> completed on its own, and the end raises a toast."""
+    config = write_config(tmp_path / "c.yaml", steps=15, step_seconds=0.1)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True, refresh_seconds=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            # started by another process (the CLI), after the app was already up
+            engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+            await engine.start(StartRequest("gpu", config, run_id="elsewhere", workdir=workdir))
+            await engine.close()
+            # no key pressed: the app's own discovery finds the new host's run
+            states = lambda: [v.record.state for v in app.runs_table.views.values()]  # noqa: E731
+            await until(pilot, lambda: states() == ["running"], "the run to show as running")
+            await until(pilot, lambda: "step" in next(iter(app.runs_table.views.values())).progress,
+                        "the progress column")
+            await until(pilot, lambda: states() == ["completed"], "the badge to turn completed")
+            await until(pilot, lambda: "elsewhere on gpu: completed" in notifications(app), "toast")
+
+    asyncio.run(go())

@@ -129,15 +129,20 @@ class LogFollower:
             return None
 
     async def _drain(self, handle) -> list[str]:  # type: ignore[no-untyped-def]
+        """Read what was appended since `offset`, up to the size a stat just saw.
+
+        Never asking past the end matters: asyncssh splits a large read into parallel
+        requests, and those that hit end-of-file fail in tasks nobody awaits.
+        """
         lines: list[str] = []
-        while True:
-            data = await handle.read(READ_SIZE, self.offset)
+        size = (await handle.stat()).size or 0
+        while self.offset < size:
+            data = await handle.read(min(READ_SIZE, size - self.offset), self.offset)
             if not data:
-                return lines
+                break  # truncated under us
             self.offset += len(data)
             lines += self._splitter.feed(data)
-            if len(data) < READ_SIZE:
-                return lines
+        return lines
 
 
 async def read_tail(engine, host: str, workdir: str, run_id: str,  # type: ignore[no-untyped-def]
@@ -153,6 +158,8 @@ async def read_tail(engine, host: str, workdir: str, run_id: str,  # type: ignor
             data = await f.read(nbytes, max(0, size - nbytes))
     except asyncssh.SFTPNoSuchFile:
         return []
+    except (asyncssh.Error, OSError) as exc:
+        raise RemoteError(f"{host}: cannot read the log of {run_id}: {exc}") from None
     splitter = LineSplitter()
     lines = splitter.feed(data) + splitter.flush()
     return lines[1:] if size > nbytes else lines  # the first may be a partial line

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.timer import Timer
+from textual.worker import Worker, WorkerState
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
 from rtrain_tui.core import probes
@@ -84,7 +85,7 @@ class RTrainApp(App[int]):
         self._demo_host = None
         self.progress: dict[RunKey, str] = {}
         self._in_flight: set[str] = set()
-        self._timers: dict[str, Timer] = {}
+        self._host_timers: dict[str, Timer] = {}
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -120,12 +121,23 @@ class RTrainApp(App[int]):
             # Cheap and cannot stack: it only starts hosts that are neither being probed
             # nor already armed.
             self.set_interval(self.refresh_seconds * 5, self._discover_hosts)
-        self.runs_table.focus() if self.runs_table.row_count else self.host_list.focus()
+        if self.runs_table.row_count:
+            self.runs_table.focus()
+        else:
+            self.host_list.focus()
 
     async def on_unmount(self) -> None:
         await self.engine.close()
         if self._demo_host is not None:
             await self._demo_host.close()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place a worker's unexpected failure surfaces: a toast, never silence."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            error = event.worker.error
+            text = str(error) if isinstance(error, RemoteError) else f"{type(error).__name__}: {error}"
+            self.notify(text, title=event.worker.description or event.worker.group,
+                        severity="error", timeout=30)
 
     # -- the demo host -------------------------------------------------------------
     @work(group="demo", exclusive=True, exit_on_error=False)
@@ -164,13 +176,13 @@ class RTrainApp(App[int]):
     def _discover_hosts(self) -> None:
         """Start polling hosts that gained runs elsewhere (e.g. `rtrain-tui start`)."""
         for host in self._hosts_with_runs():
-            if host not in self._in_flight and host not in self._timers:
+            if host not in self._in_flight and host not in self._host_timers:
                 self._refresh_host_now(host)
 
     def _refresh_host_now(self, host: str) -> None:
         if host in self._in_flight:
             return  # never two probes of one host at once
-        timer = self._timers.pop(host, None)
+        timer = self._host_timers.pop(host, None)
         if timer is not None:
             timer.stop()
         self._in_flight.add(host)
@@ -191,7 +203,7 @@ class RTrainApp(App[int]):
         finally:
             self._in_flight.discard(host)
             if self.poll_runs:
-                self._timers[host] = self.set_timer(
+                self._host_timers[host] = self.set_timer(
                     self.refresh_seconds, lambda: self._refresh_host_now(host))
 
     async def _progress_of(self, records: list[RunRecord]) -> dict[RunKey, str]:
