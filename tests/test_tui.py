@@ -396,3 +396,19 @@ def test_states_refresh_live_and_an_ended_run_rings(hosts: SshHosts, tmp_path: P
             await until(pilot, lambda: "elsewhere on gpu: completed" in notifications(app), "toast")
 
     asyncio.run(go())
+
+
+def test_a_corrupt_index_is_reported_once_and_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "ssh_config").write_text("Host a\n")
+    broken = tmp_path / "runs.toml"
+    broken.write_text("[[runs]\nnot toml")
+
+    async def go() -> None:
+        app = make_app(tmp_path / "ssh_config", RunIndex(broken), poll_runs=True, refresh_seconds=0.05)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.5)  # several discovery ticks
+            said = [m for m in notifications(app) if str(broken) in m]
+            assert len(said) == 1 and "left untouched" in said[0]
+
+    asyncio.run(go())
+    assert broken.read_text() == "[[runs]\nnot toml"

@@ -85,6 +85,7 @@ class RTrainApp(App[int]):
         self._demo_host = None
         self.progress: dict[RunKey, str] = {}
         self._in_flight: set[str] = set()
+        self._index_error = ""
         self._host_timers: dict[str, Timer] = {}
 
     # -- layout ------------------------------------------------------------------
@@ -156,7 +157,7 @@ class RTrainApp(App[int]):
         try:
             records = self.engine.index.load()
         except IndexCorruptError as exc:
-            self.notify(str(exc), title="Run index", severity="error", timeout=30)
+            self._index_broken(exc)
             return []
         self.runs_table.set_runs(records, progress)
         return records
@@ -170,7 +171,7 @@ class RTrainApp(App[int]):
         try:
             return sorted({r.host for r in self.engine.index.load()})
         except IndexCorruptError as exc:
-            self.notify(str(exc), title="Run index", severity="error", timeout=30)
+            self._index_broken(exc)
             return []
 
     def _discover_hosts(self) -> None:
@@ -178,6 +179,12 @@ class RTrainApp(App[int]):
         for host in self._hosts_with_runs():
             if host not in self._in_flight and host not in self._host_timers:
                 self._refresh_host_now(host)
+
+    def _index_broken(self, exc: IndexCorruptError) -> None:
+        """Say it once per distinct problem, not on every poll; the file stays untouched."""
+        if str(exc) != self._index_error:
+            self._index_error = str(exc)
+            self.notify(str(exc), title="Run index", severity="error", timeout=60)
 
     def _refresh_host_now(self, host: str) -> None:
         if host in self._in_flight:
@@ -199,7 +206,7 @@ class RTrainApp(App[int]):
             self.progress.update(await self._progress_of(running))
             self._notify_transitions(self.load_runs(self.progress))
         except IndexCorruptError as exc:
-            self.notify(str(exc), title="Run index", severity="error", timeout=30)
+            self._index_broken(exc)
         finally:
             self._in_flight.discard(host)
             if self.poll_runs:
