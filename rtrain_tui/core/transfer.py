@@ -47,9 +47,14 @@ async def remote_sha256(conn: HostConnection, path: str) -> str:
 
 async def upload_file(
     conn: HostConnection, sftp: asyncssh.SFTPClient, local: Path, remote: str,
-    progress: Progress | None = None,
+    progress: Progress | None = None, digest: str | None = None,
 ) -> None:
-    """Upload `local` to `remote` via `remote.part`; rename after size and hash match."""
+    """Upload `local` to `remote` via `remote.part`; rename after size and hash match.
+
+    `digest` is the local file's SHA-256 when the caller already has it.
+    """
+    import asyncssh
+
     tmp = remote + ".part"
     size = local.stat().st_size
     label = local.name
@@ -58,8 +63,6 @@ async def upload_file(
         if progress:
             progress(label, done, total)
 
-    import asyncssh
-
     if progress:
         progress(label, 0, size)
     try:
@@ -67,7 +70,9 @@ async def upload_file(
         attrs = await sftp.stat(tmp)
     except (asyncssh.Error, OSError) as exc:
         raise RemoteError(f"{conn.alias}: upload of {local} failed: {exc}") from None
-    if attrs.size != size or await remote_sha256(conn, tmp) != sha256_file(local):
+    # Hashing reads the whole file: in a thread, so the TUI keeps drawing meanwhile.
+    digest = digest or await asyncio.to_thread(sha256_file, local)
+    if attrs.size != size or await remote_sha256(conn, tmp) != digest:
         await sftp.remove(tmp)
         raise RemoteError(f"{conn.alias}: upload of {local} arrived corrupted; start again.")
     await sftp.posix_rename(tmp, remote)
@@ -100,7 +105,7 @@ async def ship_dataset(
             progress(f"{local.name} (already on the host)", size, size)
     else:
         await sftp.makedirs(cache_dir, exist_ok=True)
-        await upload_file(conn, sftp, local, cached, progress)
+        await upload_file(conn, sftp, local, cached, progress, digest=digest)
     out = await conn.run(remote_sh.link_or_copy(cached, posixpath.join(run_dir, local.name)))
     if out.strip() != "linked=1":
         raise RemoteError(f"{conn.alias}: could not place {local.name} in {run_dir}: {out.strip()[:200]}")
@@ -197,7 +202,8 @@ async def fetch(
         except (asyncssh.Error, OSError) as exc:
             tmp.unlink(missing_ok=True)
             raise RemoteError(f"fetch of {entry.path!r} failed: {exc}") from None
-        if tmp.stat().st_size != entry.size or sha256_file(tmp) != sums.get(entry.path):
+        if (tmp.stat().st_size != entry.size
+                or await asyncio.to_thread(sha256_file, tmp) != sums.get(entry.path)):
             tmp.unlink(missing_ok=True)
             raise RemoteError(
                 f"{entry.path!r} arrived corrupted or changed during the fetch; fetch again."
