@@ -234,9 +234,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
 
 
 async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
-    validate.check_run_id(args.run_id)
-    validate.check_workdir(args.host, args.workdir)
-    validate.check_fetch_path(args.path)
+    # Engine.fetch validates the path, run id and workdir before it connects.
     with TerminalProgress() as progress:
         dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
                                   progress.update)

@@ -209,7 +209,7 @@ def stop_signal(workdir: str, run_id: str) -> str:
     """
     return f"""{_LIVENESS}
 set -- {run_dir_word(workdir, run_id)}; rd=$1
-pid=$(cat "$rd/train.pid" 2>/dev/null); ident=$(cat "$rd/train.ident" 2>/dev/null)
+read_file "$rd/train.pid"; pid=$rf; read_file "$rd/train.ident"; ident=$rf
 if ! is_live "$pid" "$ident"; then echo result=not_running; exit 0; fi
 group=$pgrp
 proc_fields $$; own=$pgrp
