@@ -5,7 +5,7 @@ Pure functions: no I/O, so every verdict (ready or not, which status word) is un
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # The status vocabulary of DESIGN.md. `failed (exit N)` is built by `failed_word`.
 RUNNING = "running"
@@ -210,8 +210,6 @@ class RunProbe:
     exit_code: int | None = None
     stop_group: int | None = None  # set once a stop was issued
     group_left: int | None = None  # live members of that group at probe time
-    ident: str = ""
-    facts: dict[str, str] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -251,7 +249,5 @@ def parse_run_states(output: str, count: int) -> list[RunProbe]:
             exit_code=_int_or_none(facts.get("code", "")),
             stop_group=_int_or_none(facts.get("stop_group", "")),
             group_left=_int_or_none(facts.get("group_left", "")),
-            ident=facts.get("ident", ""),
-            facts=facts,
         )
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

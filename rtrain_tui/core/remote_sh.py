@@ -183,8 +183,8 @@ def run_states(runs: Sequence[tuple[str, str]]) -> str:
     *) if [ -e "$rd/stopped" ]; then group_left=0
        else GROUP=$stop_group; group_left=$(group_live_count); fi;;
   esac
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop_group=%s\tgroup_left=%s\tident=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop_group" "$group_left" "$ident"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop_group=%s\tgroup_left=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop_group" "$group_left"
 }""")
     for i, (workdir, run_id) in enumerate(runs):
         lines.append(f"probe {i} {run_dir_word(workdir, run_id)}")

@@ -237,7 +237,8 @@ class RTrainApp(App[int]):
         for r in records:
             before = self.last_states.get(r.key)
             if before == probes.RUNNING and r.state != before and not r.stale:
-                if r.state in (probes.COMPLETED,) or r.state.startswith("failed") or r.state == probes.LOST:
+                # completed, failed or lost; a stop the user issued has its own toast
+                if probes.is_final(r.state) and r.state != probes.STOPPED:
                     severity = "information" if r.state == probes.COMPLETED else "error"
                     self.notify(f"{r.run_id} on {r.host}: {r.state}", title="Run ended",
                                 severity=severity, timeout=10)
