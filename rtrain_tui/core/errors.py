@@ -17,8 +17,20 @@ class UnreachableError(RemoteError):
     """The host could not be reached or authenticated against."""
 
 
-class HostKeyChangedError(UnreachableError):
-    """The host presented a key that differs from the one on record."""
+class PermanentError(UnreachableError):
+    """A failure that retrying cannot fix: followers give up at once on it."""
+
+
+class HostKeyChangedError(PermanentError):
+    """The host presented a key that differs from the one on record (or none is trusted)."""
+
+
+class AuthError(PermanentError):
+    """The host refused every credential we offered."""
+
+
+class UnknownHostError(PermanentError):
+    """The name is neither an alias in the ssh config nor resolvable: a typo."""
 
 
 class IndexCorruptError(RemoteError):
