@@ -35,3 +35,7 @@ class UnknownHostError(PermanentError):
 
 class IndexCorruptError(RemoteError):
     """The local run index cannot be parsed; it is left untouched."""
+
+
+class IndexBusyError(RemoteError):
+    """Another process has held the local run index's lock for too long; nothing was written."""
