@@ -1,30 +1,67 @@
 """The local index of runs: `runs.toml`, the one place that knows its format.
 
 The host is the source of truth; the index only remembers which runs exist where and
-their last known state. Writes re-read the file under an exclusive lock, merge, write a
-temp file, fsync and rename, so two processes never lose each other's runs and a crash
-never leaves half a file. A file that does not parse is reported and never overwritten.
+their last known state. Three promises:
+
+- **It never loses data.** Writes re-read the file under an exclusive lock, merge, write
+  a temp file, fsync and rename, so two processes never lose each other's runs and a
+  crash never leaves half a file. A file that cannot be used as a whole (not TOML, not
+  UTF-8, a directory, unreadable, `runs` not a list of tables) raises IndexCorruptError
+  and is never overwritten. A single record with wrong types is reported and skipped by
+  `load()`, but written back verbatim, as are fields and keys this version does not know.
+- **It never freezes.** Reads take no lock (a rename is atomic); a write waits for the
+  lock at most `lock_timeout` seconds, then raises IndexBusyError.
+- **It never writes for nothing.** A change that leaves the runs as they are writes no
+  temp file, fsyncs nothing and renames nothing; an unchanged state keeps its
+  `updated_at`, which therefore says when the state last changed.
+
+Times are ISO 8601 in UTC (`utc_now()`, microsecond precision); older second-precision
+values still compare correctly because comparisons parse them.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import tempfile
+import time
 import tomllib
-from collections.abc import Callable, Iterator
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 
-from rtrain_tui.core.errors import IndexCorruptError
+from rtrain_tui.core import validate
+from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, ValidationError
+
+RunKey = tuple[str, str, str]  # (host, workdir, run_id)
+StateUpdate = tuple[str, bool, str]  # (state, stale, updated_at)
+LOCK_TIMEOUT = 5.0  # seconds a write waits for another process's lock
 
 
 def default_index_path() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
     return Path(base) / "rtrain-tui" / "runs.toml"
+
+
+def utc_now() -> str:
+    """Now, as the index writes times: ISO 8601, UTC, microseconds."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def parse_time(text: str) -> datetime | None:
+    """An index time as an aware datetime (naive ones are UTC); None when it is not a time."""
+    try:
+        when = datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -35,24 +72,60 @@ class RunRecord:
     python: str = "python3"
     state: str = "unknown"
     started_at: str = ""  # ISO 8601, UTC
-    updated_at: str = ""
+    updated_at: str = ""  # when `state` last changed
     stale: bool = False  # the last refresh could not reach the host
     config: str = ""
     dataset: str = ""
     gpus: int = 1
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> RunKey:
         return (self.host, self.workdir, self.run_id)
 
 
-class RunIndex:
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or default_index_path()
+@dataclass(frozen=True)
+class IndexReport:
+    """What `load_report()` found: the usable runs, and one line per record it skipped."""
 
+    records: list[RunRecord]
+    problems: list[str]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    record: RunRecord | None  # None: the table is kept, but it is not a usable run
+    table: dict[str, Any]  # exactly as read
+
+
+@dataclass(frozen=True)
+class _Document:
+    data: dict[str, Any]  # the whole file as read ({} when there is none)
+    entries: list[_Entry]
+    problems: list[str]
+
+
+class RunIndex:
+    def __init__(self, path: Path | None = None, lock_timeout: float = LOCK_TIMEOUT) -> None:
+        self.path = path or default_index_path()
+        self.lock_timeout = lock_timeout
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    # -- reading ---------------------------------------------------------------------
     def load(self) -> list[RunRecord]:
-        """All runs, oldest first. Raises IndexCorruptError for an unreadable file."""
-        return self._parse()
+        """The usable runs, in file order. Raises IndexCorruptError for an unusable file."""
+        return self.load_report().records
+
+    def load_report(self) -> IndexReport:
+        """The usable runs and, one line each, the records skipped (they stay in the file)."""
+        doc = self._read()
+        return IndexReport([e.record for e in doc.entries if e.record is not None], doc.problems)
+
+    def problems(self) -> list[str]:
+        """One line per record that `load()` skips, naming its position and field."""
+        return self._read().problems
 
     def get(self, host: str, run_id: str) -> RunRecord | None:
         for rec in self.load():
@@ -60,61 +133,171 @@ class RunIndex:
                 return rec
         return None
 
+    def check(self) -> None:
+        """Raise IndexCorruptError unless the index can be read and written. Writes nothing.
+
+        Meant for before anything irreversible (a launch), so a broken index is found
+        while there is still nothing to lose.
+        """
+        self._read()
+        where = self.path.parent
+        while not where.exists():
+            where = where.parent
+        if not where.is_dir() or not os.access(where, os.W_OK | os.X_OK):
+            raise self._corrupt(f"cannot be written: {where} is not a writable directory")
+        for path in (self.path, self.lock_path):
+            if path.exists() and (not path.is_file() or not os.access(path, os.R_OK | os.W_OK)):
+                raise self._corrupt(f"cannot be written: {path} is not a writable file")
+
+    # -- writing ---------------------------------------------------------------------
     def add(self, record: RunRecord) -> None:
+        """Add `record`, or replace the run with its key (in place)."""
+        bad = _record_problems(asdict(record))
+        if bad:
+            raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be recorded: "
+                                  + "; ".join(bad))
         self.update(lambda runs: [r for r in runs if r.key != record.key] + [record])
 
-    def set_states(self, states: dict[tuple[str, str, str], tuple[str, bool, str]]) -> None:
-        """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state."""
+    def remove(self, key: RunKey) -> bool:
+        """Forget the run with `key`; False when there was none (and nothing was written)."""
+        found = False
+
+        def change(runs: list[RunRecord]) -> list[RunRecord]:
+            nonlocal found
+            kept = [r for r in runs if r.key != key]
+            found = len(kept) != len(runs)
+            return kept
+
+        self.update(change)
+        return found
+
+    def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None) -> None:
+        """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state.
+
+        `observed_at` is when the probe that produced `states` started: a run whose state
+        changed after that (say, a stop's verdict) is left alone, because the probe could
+        not have seen the change. An unchanged state keeps its `updated_at`.
+        """
+        seen = parse_time(observed_at) if observed_at else None
 
         def merge(runs: list[RunRecord]) -> list[RunRecord]:
             out = []
             for r in runs:
-                if r.key in states:
+                if r.key in states and not _changed_since(r, seen):
                     state, stale, when = states[r.key]
-                    r = replace(r, stale=True) if stale else replace(r, state=state, stale=False, updated_at=when)
+                    if stale:
+                        r = replace(r, stale=True)
+                    elif (r.state, r.stale) != (state, False):
+                        r = replace(r, state=state, stale=False, updated_at=when)
                 out.append(r)
             return out
 
         self.update(merge)
 
     def update(self, change: Callable[[list[RunRecord]], list[RunRecord]]) -> None:
-        """Re-read, apply `change`, write atomically — all under the lock."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Re-read, apply `change`, write atomically — all under the lock.
+
+        `change` must be pure: it may run twice (once to learn whether anything changes,
+        without the lock, then under it). Skipped records keep their place in the file.
+        """
+        doc = self._read()
+        if _merge(doc, change) == doc.data:
+            return  # a no-op needs no lock and no write
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._corrupt(f"cannot be written ({exc.strerror or exc})") from None
         with self._locked():
-            runs = change(self._parse())
-            self._write(runs)
+            doc = self._read()
+            merged = _merge(doc, change)
+            if merged != doc.data:
+                self._write(merged)
+
+    # -- internals -------------------------------------------------------------------
+    def _corrupt(self, what: str) -> IndexCorruptError:
+        what = " ".join(what.split())  # one line, whatever the parser said
+        return IndexCorruptError(
+            f"the run index {self.path} {what}; it was left untouched: "
+            "fix or move it away, or pass --index to use another file."
+        )
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        """The exclusive lock, waited for at most `lock_timeout` seconds."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise self._corrupt(f"cannot be locked: {self.lock_path}: {exc.strerror or exc}") from None
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            delay = 0.001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    # Polled rather than blocking: a blocking flock cannot be given up on.
+                    if time.monotonic() >= deadline:
+                        raise IndexBusyError(
+                            f"the run index {self.path} is locked by another process and has "
+                            f"been for {self.lock_timeout:g} s; nothing was written. Try again; "
+                            f"if it stays locked, see who holds it with `fuser {self.lock_path}`."
+                        ) from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.02)
             try:
                 yield
             finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
-    def _parse(self) -> list[RunRecord]:
+    def _read(self) -> _Document:
         try:
-            data = tomllib.loads(self.path.read_text(encoding="utf-8"))
+            st = os.stat(self.path)
         except FileNotFoundError:
-            return []
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise IndexCorruptError(
-                f"the run index {self.path} is corrupt ({exc}); it was left untouched: "
-                "fix or move it away, or pass --index to use another file."
-            ) from None
-        fields = set(RunRecord.__dataclass_fields__)
+            return _Document({}, [], [])
+        except OSError as exc:
+            raise self._corrupt(f"cannot be read ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise self._corrupt("is a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise self._corrupt("is not a regular file")  # a FIFO would block the read forever
         try:
-            return [RunRecord(**{k: v for k, v in run.items() if k in fields}) for run in data.get("runs", [])]
-        except (TypeError, AttributeError) as exc:
-            raise IndexCorruptError(
-                f"the run index {self.path} has an unexpected shape ({exc}); it was left untouched."
-            ) from None
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return _Document({}, [], [])
+        except OSError as exc:
+            raise self._corrupt(f"cannot be read ({exc.strerror or exc})") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self._corrupt(f"is not UTF-8 text (bad byte at offset {exc.start})") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise self._corrupt(f"is not valid TOML ({exc})") from None
+        tables = data.get("runs", [])
+        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+            raise self._corrupt("has a `runs` that is not a list of [[runs]] tables")
+        entries, problems = [], []
+        for n, table in enumerate(tables, start=1):
+            bad = _record_problems(table)
+            if bad:
+                problems.append(f"{self.path.name}: run #{n}{_name_of(table)}: " + "; ".join(bad)
+                                + " — skipped, and kept in the file as it is.")
+                entries.append(_Entry(None, table))
+            else:
+                known = {f.name for f in fields(RunRecord)}
+                entries.append(_Entry(RunRecord(**{k: v for k, v in table.items() if k in known}), table))
+        return _Document(data, entries, problems)
 
-    def _write(self, runs: list[RunRecord]) -> None:
-        text = tomli_w.dumps({"runs": [asdict(r) for r in runs]})
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".runs.", suffix=".tmp")
+    def _write(self, data: dict[str, Any]) -> None:
+        text = tomli_w.dumps(data)
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".runs.", suffix=".tmp")
+        except OSError as exc:
+            raise self._corrupt(f"cannot be written ({exc.strerror or exc})") from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
@@ -129,3 +312,91 @@ class RunIndex:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def _changed_since(record: RunRecord, seen: datetime | None) -> bool:
+    """True when the run's state changed after `seen` (so a probe from then is older news)."""
+    if seen is None:
+        return False
+    changed = parse_time(record.updated_at)
+    return changed is not None and changed > seen
+
+
+def _merge(doc: _Document, change: Callable[[list[RunRecord]], list[RunRecord]]) -> dict[str, Any]:
+    """The file's data after `change`: skipped tables and unknown fields stay where they were."""
+    result = change([e.record for e in doc.entries if e.record is not None])
+    waiting: dict[RunKey, list[int]] = {}
+    for i, rec in enumerate(result):
+        waiting.setdefault(rec.key, []).append(i)
+    placed: set[int] = set()
+    tables: list[dict[str, Any]] = []
+    for entry in doc.entries:
+        if entry.record is None:
+            tables.append(entry.table)
+            continue
+        slots = waiting.get(entry.record.key)
+        if not slots:
+            continue  # removed by `change`
+        i = slots.pop(0)
+        placed.add(i)
+        new = result[i]
+        # An unchanged run is written back byte for byte, not with its defaults filled in.
+        tables.append(entry.table if new == entry.record else {**entry.table, **asdict(new)})
+    tables.extend(asdict(rec) for i, rec in enumerate(result) if i not in placed)
+    data = {k: v for k, v in doc.data.items() if k != "runs"}
+    if tables or "runs" in doc.data:
+        data["runs"] = tables
+    return data
+
+
+_TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
+                "config", "dataset")
+_REQUIRED = ("host", "run_id", "workdir")
+
+
+def _record_problems(table: dict[str, Any]) -> list[str]:
+    """What makes one [[runs]] table unusable, one phrase per field; [] when it is fine."""
+    bad = [f"{name} is missing" for name in _REQUIRED if name not in table]
+    for name in _TEXT_FIELDS:
+        if name not in table:
+            continue
+        value = table[name]
+        if not isinstance(value, str):
+            bad.append(f"{name} should be text, not {_describe(value)}")
+        elif any(unicodedata.category(c) == "Cc" for c in value):
+            bad.append(f"{name} {value!r} contains control characters")
+    if "stale" in table and not isinstance(table["stale"], bool):
+        bad.append(f"stale should be true or false, not {_describe(table['stale'])}")
+    if "gpus" in table and (isinstance(table["gpus"], bool) or not isinstance(table["gpus"], int)
+                            or table["gpus"] < 0):
+        bad.append(f"gpus should be a whole number 0 or more, not {_describe(table['gpus'])}")
+    if bad:
+        return bad
+    # Values that reach a remote shell or asyncssh: refused here so one bad record can
+    # never fail a whole host's probe.
+    for name, check in (("host", validate.check_host), ("run_id", validate.check_run_id),
+                        ("workdir", lambda v: validate.check_workdir(table["host"], v))):
+        try:
+            check(table[name])
+        except ValidationError:
+            bad.append(f"{name} {table[name]!r} is not usable")
+    return bad
+
+
+def _describe(value: object) -> str:
+    kinds = {bool: "a boolean", int: "a number", float: "a number", list: "an array",
+             dict: "a table", datetime: "a TOML date-time"}
+    kind = next((k for t, k in kinds.items() if isinstance(value, t)), "a TOML date or time")
+    shown = repr(value) if isinstance(value, (bool, int, float)) else ""
+    if isinstance(value, list):
+        shown = repr(value)[:40]
+    return f"{kind} ({shown})" if shown else kind
+
+
+def _name_of(table: dict[str, Any]) -> str:
+    host, run_id = table.get("host"), table.get("run_id")
+    if isinstance(host, str) and isinstance(run_id, str):
+        return f" ({host!r}/{run_id!r})"
+    if isinstance(run_id, str):
+        return f" ({run_id!r})"
+    return ""
