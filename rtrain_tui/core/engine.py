@@ -7,7 +7,6 @@ caller-facing methods before any connection is opened.
 from __future__ import annotations
 
 import asyncio
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rtrain_tui.core import probes, remote_sh, validate
+from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
@@ -51,10 +51,10 @@ class StartRequest:
         validate.check_python(self.python)
         validate.check_gpus(self.gpus)
         validate.check_trainer_template(self.trainer)
-        for key in self.env:
-            validate.parse_env([f"{key}=x"])
+        validate.parse_env([f"{key}={value}" for key, value in self.env.items()])
         validate.check_local_file("config", self.config)
         if self.dataset is not None:
+            validate.check_dataset_name(Path(self.dataset).name)
             validate.check_local_file("dataset", self.dataset)
         return self
 
@@ -69,19 +69,12 @@ class StartedRun:
 
 
 def trainer_command(template: str, python: str, dataset: str | None, gpus: int) -> str:
-    """Fill the trainer template; every value is shell-quoted.
+    """Fill the trainer template; every value is one quoted shell word (see template.py).
 
     Without a dataset, `{dataset}` and the space before it go, so the default shape
     becomes `... llm --config config.yaml`; nothing else in the template is touched.
     """
-    if not dataset:
-        template = template.replace(" {dataset}", "").replace("{dataset}", "")
-    return template.format(
-        python=shlex.quote(python),
-        dataset=shlex.quote(dataset) if dataset else "",
-        config="config.yaml",
-        gpus=int(gpus),
-    )
+    return trainer_template.render(template, python, dataset, gpus)
 
 
 class Engine:

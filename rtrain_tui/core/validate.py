@@ -1,33 +1,67 @@
 """Validation of everything a user types that could reach a remote shell.
 
 Messages are the seed's (`praisonai train remote`), word for word, so scripts that
-match on them keep working. Every check runs before a connection is opened.
+match on them keep working. Every check runs before a connection is opened, and every
+pattern matches the whole string (`fullmatch`): with `match`/`$`, a trailing newline
+would pass as "the end" and reach the remote shell.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
+from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 
+from rtrain_tui.core import template as _template
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.template import python_word
 
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+__all__ = [
+    "ValidationError", "check_run_id", "check_workdir", "check_fetch_path", "check_python",
+    "check_gpus", "parse_env", "check_trainer_template", "check_local_file", "check_host",
+    "check_dataset_name", "RUN_DIR_FILES", "python_word",
+]
+
+RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # The workdir reaches the remote shell unquoted so that `~` expands there; this
 # character set is what makes that safe.
-WORKDIR_RE = re.compile(r"^~?[A-Za-z0-9._/-]*$")
-ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PYTHON_RE = re.compile(r"^[A-Za-z0-9._/+~-]+$")
-TRAINER_FIELDS = ("python", "dataset", "config", "gpus")
+WORKDIR_RE = re.compile(r"~?[A-Za-z0-9._/-]*")
+ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A leading `~/` is left for the remote shell to expand (see template.python_word).
+PYTHON_RE = re.compile(r"(?:~/)?[A-Za-z0-9._/+-][A-Za-z0-9._/+~-]*")
+# A name asyncssh may resolve: labels of letters, digits, `-`, `_`; or an IPv6 literal.
+HOSTNAME_RE = re.compile(r"[\w-]+(?:\.[\w-]+)*\.?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
+TRAINER_FIELDS = _template.FIELDS
 
 DEFAULT_WORKDIR = "~/.praisonai-train"
 DEFAULT_PYTHON = "python3"
 DEFAULT_TRAINER = "{python} -m praisonai_train llm {dataset} --config {config}"
 
+# The run directory's own files (DESIGN.md, plus what the wrapper and transfers write
+# beside them): a dataset shipped under one of these names would replace it.
+RUN_DIR_FILES = frozenset({
+    "config.yaml", "run.sh", "status", "train.pid", "train.log", "train.ident",
+    "stop_requested", "stopped", "lora_model",
+})
+_RUN_DIR_PREFIXES = ("launch.", ".rtrain")
+_TEMP_SUFFIXES = (".tmp", ".part")
+
+
+def _has_controls(text: str) -> bool:
+    """Controls, format characters (bidi, BOM), surrogates, private use or unassigned."""
+    return any(unicodedata.category(c)[0] == "C" or c in "\u2028\u2029" for c in text)
+
+
+def _shown(value: str, limit: int = 80) -> str:
+    """`repr` for a message: escapes every control; a very long value is cut."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + "…"
+
 
 def check_run_id(run_id: str) -> str:
     """Return `run_id` if usable as a directory name on the host, else raise."""
-    if not RUN_ID_RE.match(run_id or ""):
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
         raise ValidationError(
             f"run id {run_id!r} is not usable: letters, digits, dot, dash and underscore only, "
             "starting with a letter or digit, up to 64 chars."
@@ -37,7 +71,8 @@ def check_run_id(run_id: str) -> str:
 
 def check_workdir(host: str, workdir: str) -> str:
     """Return `workdir` if it is safe to hand to the remote shell unquoted."""
-    if not workdir or not WORKDIR_RE.match(workdir) or "~" in workdir[1:]:
+    if (not workdir or not WORKDIR_RE.fullmatch(workdir) or "~" in workdir[1:]
+            or workdir.startswith("-")):
         raise ValidationError(
             f"{host}: workdir {workdir!r} may only contain letters, digits and ._-/~ "
             "-- it is expanded by the remote shell."
@@ -53,12 +88,20 @@ def check_fetch_path(path: str) -> str:
             f"{path!r} points outside the run directory. Fetch paths are relative to it, "
             "e.g. 'lora_model' or 'train.log'."
         )
+    if _has_controls(path):
+        raise ValidationError(
+            f"fetch path {_shown(path)} holds control characters; name the file as the "
+            "fetch browser lists it, e.g. 'lora_model' or 'train.log'."
+        )
     return str(PurePosixPath(path))
 
 
 def check_python(python: str) -> str:
-    """The interpreter is quoted anyway; refuse only what cannot be a program path."""
-    if not PYTHON_RE.match(python or ""):
+    """The interpreter is quoted anyway; refuse only what cannot be a program path.
+
+    A leading `~/` is allowed: it is left unquoted so the remote shell expands it.
+    """
+    if not isinstance(python, str) or not PYTHON_RE.fullmatch(python) or python.startswith("-"):
         raise ValidationError(
             f"python {python!r} is not usable: give a program name or path such as "
             "'python3' or '/opt/conda/bin/python'."
@@ -77,37 +120,92 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not ENV_KEY_RE.match(key):
+        if not sep or not ENV_KEY_RE.fullmatch(key):
             raise ValidationError(
                 f"--env {pair!r} is not usable: write KEY=VALUE with KEY made of letters, "
                 "digits and underscores, not starting with a digit."
+            )
+        if "\0" in value:
+            raise ValidationError(
+                f"--env {pair!r} is not usable: a value cannot hold a NUL character."
             )
         env[key] = value
     return env
 
 
 def check_trainer_template(template: str) -> str:
-    """Refuse templates with unknown `{fields}` so a typo is caught before launch."""
-    names = re.findall(r"{([^{}]*)}", template)
-    unknown = sorted({n for n in names if n not in TRAINER_FIELDS})
-    if not template.strip() or unknown:
-        raise ValidationError(
-            f"--trainer template {template!r} is not usable: it may use only "
-            "{python}, {dataset}, {config} and {gpus}"
-            + (f" (unknown: {', '.join(unknown)})." if unknown else ".")
-        )
+    """Refuse templates the trainer command cannot be built from, before launch.
+
+    Unknown `{fields}`, unbalanced braces and placeholders the template quotes itself
+    are refused here; see `template.parse` for the rules.
+    """
+    _template.parse(template)
     return template
 
 
 def check_local_file(kind: str, path: str | os.PathLike[str]) -> Path:
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise ValidationError(f"{kind} file {str(path)!r} does not exist or is not a file.")
+    try:
+        p = Path(path).expanduser()
+        is_file = p.is_file()
+    except (ValueError, OSError, RuntimeError):  # NUL in the name, ~user unknown, too long
+        is_file = False
+    if not is_file:
+        raise ValidationError(f"{kind} file {_shown(str(path), 200)} does not exist or is not a file.")
     return p
 
 
-def check_host(host: str) -> str:
-    """A host alias goes to asyncssh, never a shell, but must still look like one."""
-    if not host or host.startswith("-") or any(c.isspace() for c in host):
-        raise ValidationError(f"host {host!r} is not usable: give an alias from ~/.ssh/config.")
+def check_dataset_name(name: str) -> str:
+    """A dataset is shipped into the run dir under its own file name: make sure it can be.
+
+    Refuses a name that would replace one of the run's own files (config.yaml, status…),
+    one the trainer would read as an option (leading `-`), and control characters.
+    """
+    shown = _shown(name)
+    if not name or name in (".", "..") or "/" in name or _has_controls(name):
+        raise ValidationError(
+            f"dataset file name {shown} is not usable: rename the file to a plain name "
+            "such as 'train.jsonl'."
+        )
+    if len(name.encode("utf-8", "surrogateescape")) > 200:
+        raise ValidationError(
+            f"dataset file name {shown} is too long (over 200 bytes): rename the file."
+        )
+    if name.startswith("-"):
+        raise ValidationError(
+            f"dataset file name {shown} starts with '-', which the trainer would read as an "
+            "option: rename the file."
+        )
+    base = name
+    for suffix in _TEMP_SUFFIXES:
+        base = base.removesuffix(suffix)
+    if base in RUN_DIR_FILES or name.startswith(_RUN_DIR_PREFIXES):
+        clash = base if base in RUN_DIR_FILES else name
+        raise ValidationError(
+            f"dataset file name {shown} collides with the run directory's own {clash!r}: "
+            "rename the dataset file."
+        )
+    return name
+
+
+def check_host(host: str, aliases: Collection[str] | None = None) -> str:
+    """A host alias goes to asyncssh, never a shell, but must still look like one.
+
+    An alias listed in the ssh config (`aliases`) may be any text without controls;
+    anything else must be a name a resolver accepts (no empty label as in `a..b`, labels
+    of at most 63 characters), so asyncssh never meets a name it cannot encode.
+    """
+    ok = (isinstance(host, str) and 0 < len(host) <= 255 and not host.startswith("-")
+          and not _has_controls(host))
+    if ok and not (aliases is not None and host in aliases):
+        ok = bool(HOSTNAME_RE.fullmatch(host)) and len(host.rstrip(".")) <= 253
+        if ok and ":" not in host:
+            try:
+                host.encode("idna")
+            except UnicodeError:
+                ok = False
+    if not ok:
+        raise ValidationError(
+            f"host {_shown(host if isinstance(host, str) else str(host))} is not usable: "
+            "give an alias from ~/.ssh/config."
+        )
     return host
