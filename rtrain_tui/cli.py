@@ -197,15 +197,27 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
 
 
 async def _follow(engine: Engine, host: str, workdir: str, run_id: str) -> int:
-    """Print the log until the run ends; exit 0 only when it completed."""
-    follower = LogFollower(engine, host, workdir, run_id)
+    """Print the log until the run ends; exit 0 only when it completed.
+
+    An outage is waited out (the run keeps going on the host). A permanent failure
+    (host key changed, auth refused, no such host) ends the stream by raising a
+    RemoteError, which `main` prints as one line before exiting 1.
+    """
+    # A host never reached in 30 s (a dead port, a down box) is given up on; one that
+    # answered once is waited for as long as the outage lasts.
+    follower = LogFollower(engine, host, workdir, run_id, give_up_after=30.0)
     final = probes.UNKNOWN
+    lost = False
     async for event in follower.events():
         if isinstance(event, LogLines):
             sys.stdout.write("".join(line + "\n" for line in event.lines))
             sys.stdout.flush()
         elif event.status == "reconnecting":
+            lost = True
             _err(f"lost {host} ({event.detail}); reconnecting, the run keeps going…")
+        elif event.status == "live" and lost:
+            lost = False
+            _err(f"reconnected to {host}; following again")
         elif event.status == "ended":
             final = event.run_state
     engine.remember_state(host, workdir, run_id, final)
