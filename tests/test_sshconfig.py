@@ -25,3 +25,18 @@ def test_include_loop_terminates(tmp_path: Path) -> None:
     cfg = tmp_path / "config"
     cfg.write_text(f"Include {cfg}\nHost a\n")
     assert list_hosts(cfg) == ["a"]
+
+
+def test_tab_equals_and_quoted_host_lines_are_listed(tmp_path: Path) -> None:
+    cfg = tmp_path / "config"
+    cfg.write_text(
+        "Host\ttabbed\n  User me\nHost=eq\nHost = spaced-eq\n\tHost\t\"quoted alias\" 'single'\n"
+        "HOST upper\nHost\tpat* !neg ok-too\n"
+    )
+    assert list_hosts(cfg) == ["tabbed", "eq", "spaced-eq", "quoted alias", "single", "upper", "ok-too"]
+
+
+def test_aliases_with_control_characters_are_not_listed(tmp_path: Path) -> None:
+    cfg = tmp_path / "config"
+    cfg.write_text("Host good \"bad\x1b]0;x\x07\" \"rtl\u202eevil\"\n")
+    assert list_hosts(cfg) == ["good"]

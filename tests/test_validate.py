@@ -66,3 +66,122 @@ def test_trainer_template_refuses_unknown_fields() -> None:
     assert validate.check_trainer_template("torchrun --nproc_per_node {gpus} t.py {config}")
     with pytest.raises(ValidationError, match="unknown: cfg"):
         validate.check_trainer_template("{python} t.py {cfg}")
+
+
+# -- whole-string matching: a trailing newline is not "the end" ------------------------
+@pytest.mark.parametrize("run_id", ["run-1\n", "run-1\n/x", "a\r", "a\x00"])
+def test_run_ids_with_a_trailing_newline_are_refused(run_id: str) -> None:
+    with pytest.raises(ValidationError, match=r"is not usable: letters, digits"):
+        validate.check_run_id(run_id)
+
+
+@pytest.mark.parametrize("workdir", ["/tmp/w\n", "~/w\n", "/tmp\n/x", "-w", "--help"])
+def test_workdirs_with_a_trailing_newline_or_leading_dash_are_refused(workdir: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        validate.check_workdir("h", workdir)
+    assert "\n" not in str(err.value) and "-- it is expanded by the remote shell." in str(err.value)
+
+
+@pytest.mark.parametrize("python", ["python3\n", "/usr/bin/python\n", "-c", "~python", "~"])
+def test_python_paths_with_a_trailing_newline_or_odd_tilde_are_refused(python: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        validate.check_python(python)
+    assert str(err.value).startswith(f"python {python!r} is not usable") and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("python", ["python3", "~/venv/bin/python", "/opt/conda/bin/python3.11",
+                                    "~/.pyenv/shims/python"])
+def test_python_may_start_with_a_home_tilde(python: str) -> None:
+    assert validate.check_python(python) == python
+
+
+def test_python_tilde_is_left_for_the_remote_shell_and_the_rest_quoted() -> None:
+    assert validate.python_word("~/venv/bin/python") == "~/venv/bin/python"
+    assert validate.python_word("~/my venv/bin/python") == "~/'my venv/bin/python'"
+    assert validate.python_word("/a b/python") == "'/a b/python'"
+
+
+@pytest.mark.parametrize("pair", ["KEY\n=v", "KEY\r=v", "A\n", "K=a\x00b"])
+def test_env_keys_with_a_trailing_newline_and_nul_values_are_refused(pair: str) -> None:
+    with pytest.raises(ValidationError, match="KEY=VALUE|NUL") as err:
+        validate.parse_env([pair])
+    assert "\n" not in str(err.value)
+
+
+# -- hosts ---------------------------------------------------------------------------
+HOST_MESSAGE = "is not usable: give an alias from ~/.ssh/config."
+
+
+@pytest.mark.parametrize("host", ["a..b", "a" * 300, "x" * 64 + ".example", "gpu\u202e", "\ufeffgpu",
+                                  "g\x1b]0;pwn\x07", "gpu\n", "", "-oProxyCommand=x", "a b",
+                                  "a;touch x", "$(id)", ".lead", "a\x00b", "a/b"])
+def test_hosts_that_cannot_be_aliases_or_names_are_refused_on_one_line(host: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        validate.check_host(host)
+    message = str(err.value)
+    assert message.endswith(HOST_MESSAGE) and "\n" not in message
+    assert not any(ord(c) < 32 or c in "\u202e\ufeff" for c in message)
+
+
+@pytest.mark.parametrize("host", ["gpu", "lab-a", "h100.example.org", "10.0.0.1", "::1",
+                                  "gpu_box", "bücher.example", "host."])
+def test_hostnames_and_plain_aliases_pass(host: str) -> None:
+    assert validate.check_host(host) == host
+
+
+def test_an_alias_the_ssh_config_lists_may_be_any_text_without_controls() -> None:
+    aliases = ["a..b", "rented box"]
+    assert validate.check_host("a..b", aliases) == "a..b"
+    assert validate.check_host("rented box", aliases) == "rented box"
+    with pytest.raises(ValidationError):
+        validate.check_host("a..b")
+    with pytest.raises(ValidationError):
+        validate.check_host("bad\x1b", ["bad\x1b"])
+
+
+# -- datasets --------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["config.yaml", "run.sh", "status", "train.pid", "train.log",
+                                  "train.ident", "stop_requested", "stopped", "launch.out",
+                                  ".rtrain-nonce", "status.tmp", "run.sh.part", "lora_model"])
+def test_a_dataset_named_like_a_run_dir_file_is_refused_naming_the_collision(name: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        validate.check_dataset_name(name)
+    assert "collides with the run directory's own" in str(err.value)
+    assert repr(name.removesuffix(".tmp").removesuffix(".part")) in str(err.value) or name.startswith(
+        ("launch.", ".rtrain"))
+
+
+@pytest.mark.parametrize("name", ["-x.jsonl", "--config", "a\nb.jsonl", "x\x1b[2J.jsonl",
+                                  "rtl\u202e.jsonl", "", ".", "..", "a" * 300])
+def test_dataset_names_that_are_options_or_hold_controls_are_refused(name: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        validate.check_dataset_name(name)
+    assert "\n" not in str(err.value) and "\x1b" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["train.jsonl", "train data;$(touch PWNED) `id`.jsonl",
+                                  "x[@click(].jsonl", "config.yaml.jsonl", "statuses.csv"])
+def test_odd_but_harmless_dataset_names_pass(name: str) -> None:
+    assert validate.check_dataset_name(name) == name
+
+
+def test_dataset_collision_is_refused_before_connecting(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rtrain_tui.core.engine import StartRequest
+
+    (tmp_path / "c.yaml").write_text("model: x\n")
+    (tmp_path / "config.yaml").write_text("{}\n")
+    request = StartRequest("gpu", tmp_path / "c.yaml", dataset=tmp_path / "config.yaml")
+    with pytest.raises(ValidationError, match="collides with the run directory's own 'config.yaml'"):
+        request.validated()
+
+
+def test_fetch_paths_with_control_characters_are_refused_on_one_line() -> None:
+    for path in ["a\x00b", "lora\n", "x\x1b[2J"]:
+        with pytest.raises(ValidationError) as err:
+            validate.check_fetch_path(path)
+        assert "\n" not in str(err.value) and "\x1b" not in str(err.value)
+
+
+def test_a_local_file_name_with_nul_is_refused_not_crashed() -> None:
+    with pytest.raises(ValidationError, match="does not exist"):
+        validate.check_local_file("config", "a\x00b.yaml")

@@ -8,8 +8,17 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shlex
+import unicodedata
 from pathlib import Path
+
+
+_KEYWORD = re.compile(r"([^\s=]+)\s*(?:=\s*)?(.*)", re.DOTALL)
+
+
+def _has_controls(word: str) -> bool:
+    return any(unicodedata.category(c)[0] == "C" for c in word)
 
 
 def default_ssh_config() -> Path:
@@ -34,7 +43,11 @@ def _collect(path: Path, seen: dict[str, None], depth: int) -> None:
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        keyword, _, rest = stripped.replace("=", " ", 1).partition(" ")
+        # OpenSSH: the keyword ends at whitespace (spaces or tabs) or at one `=`.
+        found = _KEYWORD.match(stripped)
+        if found is None:
+            continue
+        keyword, rest = found.groups()
         try:
             words = shlex.split(rest, comments=True)
         except ValueError:
@@ -42,7 +55,9 @@ def _collect(path: Path, seen: dict[str, None], depth: int) -> None:
         keyword = keyword.lower()
         if keyword == "host":
             for word in words:
-                if not any(c in word for c in "*?!"):
+                # Patterns are not hosts; a name with control characters cannot be shown
+                # or used safely (validate.check_host refuses it too).
+                if not any(c in word for c in "*?!") and not _has_controls(word):
                     seen.setdefault(word, None)
         elif keyword == "include":
             for pattern in words:
