@@ -108,7 +108,7 @@ def test_stop_refuses_when_the_pid_file_names_our_own_group(hosts: SshHosts, tmp
 
     async def go() -> None:
         try:
-            shell_pid = (await engine.host("gpu").run("echo $$")).strip()  # the probe shell
+            shell_pid = (await engine.host("gpu").run("echo $RT_SHELL")).strip()  # the probe shell
             (run_dir / "train.pid").write_text(shell_pid + "\n")
             await engine.stop("gpu", str(tmp_path / "work"), "self", grace=1)
         finally:

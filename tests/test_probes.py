@@ -48,13 +48,18 @@ def test_missing_python_refuses() -> None:
 def test_status_precedence() -> None:
     P = probes.RunProbe
     assert P(exists=False).state == "unknown"
-    assert P(exists=True, pid=5, alive=True).state == "running"
-    assert P(exists=True, pid=5, alive=False).state == "lost"
-    assert P(exists=True, pid=5, exit_code=0).state == "completed"
-    assert P(exists=True, pid=5, exit_code=137).state == "failed (exit 137)"
-    # after a stop we issued: stopped only once the whole group is gone
-    assert P(exists=True, pid=5, exit_code=143, stop_group=5, group_left=0).state == "stopped"
-    assert P(exists=True, pid=5, exit_code=143, stop_group=5, group_left=1).state == "running"
+    assert P(exists=True, pid=5, alive=True, launched=True).state == "running"
+    assert P(exists=True, pid=5, alive=False, launched=True).state == "lost"
+    assert P(exists=True, pid=5, exit_code=0, launched=True).state == "completed"
+    assert P(exists=True, pid=5, exit_code=137, launched=True).state == "failed (exit 137)"
+    # a verified stop of ours wins over the code the stop caused
+    assert P(exists=True, pid=5, exit_code=143, stop_requested=True, stopped=True).state == "stopped"
+    # a stop under way: still running while anything of the run lives
+    assert P(exists=True, pid=5, alive=True, stop_requested=True, launched=True).state == "running"
+    # an unfinished stop loses to a recorded exit code: the run ended on its own
+    assert P(exists=True, pid=5, exit_code=0, stop_requested=True, launched=True).state == "completed"
+    # an issued stop whose processes are all gone, killed before recording anything
+    assert P(exists=True, pid=5, stop_requested=True, launched=True).state == "stopped"
     assert P(exists=True, pid=None).state == "unknown"
 
 

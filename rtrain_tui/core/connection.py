@@ -9,20 +9,36 @@ script. Every script has a time bound; a shell that overruns it is discarded.
 
 Log streams and transfers use one SFTP channel per host, so following 20 runs on one
 host needs two SSH sessions, not twenty (OpenSSH's MaxSessions defaults to 10).
+
+Every wait is bounded. A script's timeout covers waiting for a free shell too, and where
+the host has `timeout` (coreutils, busybox) the script runs under it, so a script that
+overruns is killed on the host as well, not left holding a session. Every SFTP call has
+a bound (transfers: a bound on time without progress); one that overruns abandons the
+channel, so one stuck file (a FIFO, a hung NFS read) never blocks the host's other logs.
+A script is re-sent once after a dropped connection: every script that changes the host
+is written to be idempotent (see remote_sh.py), so a re-send can never act twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import getpass
+import inspect
+import math
 import os
 import secrets
+import shlex
+import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtrain_tui.core.errors import HostKeyChangedError, RemoteError, UnreachableError
+from rtrain_tui.core.errors import (
+    AuthError, HostKeyChangedError, PermanentError, RemoteError, UnknownHostError,
+    UnreachableError,
+)
 
 if TYPE_CHECKING:
     import asyncssh
@@ -33,7 +49,12 @@ if TYPE_CHECKING:
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE = 15
 DEFAULT_COMMAND_TIMEOUT = 30.0
-MAX_BACKOFF = 30.0
+# Short enough that a follower notices a host that came back within ~3 s; a refused
+# connection costs little, a silent host costs its ConnectTimeout per attempt anyway.
+MAX_BACKOFF = 1.5
+MAX_SHELLS = 3  # scripts of one host run side by side, so one slow script blocks none
+SFTP_CALL_TIMEOUT = 20.0  # one SFTP request (open, stat, read, readdir, write, …)
+SFTP_STALL_TIMEOUT = 30.0  # a get/put that has moved no byte for this long is abandoned
 
 
 @dataclass(frozen=True)
@@ -138,16 +159,35 @@ class _Shell:
         self._buffer = b""
         self._count = 0
         self._nonce = secrets.token_hex(8)
+        self.host_timeout = False  # the host has `timeout`: scripts are killed there too
 
     @property
     def closed(self) -> bool:
         return self._process.channel.is_closing() or self._process.exit_status is not None
 
-    async def run(self, script: str) -> str:
+    async def start(self) -> None:
+        """Swallow the login shell's chatter and learn what the host offers.
+
+        Whatever the login shell printed before `exec sh` (a motd, a conda banner) comes
+        before this first answer, so it never precedes a real one. `RT_SHELL` lets
+        scripts recognise this shell's own process group (never a run's).
+        """
+        # At the shell's top level, not in a framed script's subshell, so it stays set.
+        self._process.stdin.write(b"RT_SHELL=$$; export RT_SHELL\n")
+        out = await self.run("command -v timeout >/dev/null 2>&1 && echo rt_timeout=1")
+        self.host_timeout = "rt_timeout=1" in out.splitlines()
+
+    async def run(self, script: str, limit: float | None = None) -> str:
         self._count += 1
         marker = f"__rtrain_{self._nonce}_{self._count}__".encode()
+        if limit is not None and self.host_timeout:
+            # timeout(1) leads a process group of its own and KILLs all of it: the
+            # script and anything it started (a wedged nvidia-smi) die on the host.
+            body = f"timeout -s KILL {math.ceil(limit)} sh -c {shlex.quote(script)}"
+        else:
+            body = f"(\n{script}\n)"
         self._process.stdin.write(
-            f"(\n{script}\n) </dev/null 2>&1\nprintf '\\n%s\\n' '{marker.decode()}'\n".encode()
+            f"{body} </dev/null 2>&1\nprintf '\\n%s\\n' '{marker.decode()}'\n".encode()
         )
         end = b"\n" + marker + b"\n"
         while end not in self._buffer:
@@ -185,10 +225,10 @@ class HostConnection:
         self.direct = direct
         self._ssh_config = ssh_config
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._shell: _Shell | None = None
+        self._idle_shells: list[_Shell] = []
+        self._shell_slots = asyncio.Semaphore(MAX_SHELLS)
         self._sftp: asyncssh.SFTPClient | None = None
         self._connect_lock = asyncio.Lock()
-        self._shell_lock = asyncio.Lock()
         # Reconnect backoff: after a failed connect, callers within the window get the
         # same error at once instead of each waiting out a ConnectTimeout.
         self._backoff = 0.0
@@ -208,7 +248,9 @@ class HostConnection:
             self._drop()
             wait = self._next_attempt - time.monotonic()
             if wait > 0 and self._last_error is not None:
-                raise UnreachableError(f"{self._last_error} (next try in {wait:.0f} s)")
+                if isinstance(self._last_error, PermanentError):
+                    raise self._last_error
+                raise UnreachableError(f"{self._last_error} (next try in {wait:.1f} s)")
             try:
                 self._conn = await self._open()
             except UnreachableError as exc:
@@ -248,87 +290,143 @@ class HostConnection:
                 ),
                 timeout + 1,
             )
-        except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+        except (OSError, asyncssh.Error, asyncio.TimeoutError, UnicodeError) as exc:
             if client.changed:
                 path, line = client.changed
                 raise HostKeyChangedError(
                     f"cannot reach {self.alias}: its host key changed. If the host was "
                     f"reinstalled, remove line {line} of {path} and try again."
                 ) from None
-            raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, timeout)}") from None
+            raise _classify(self.alias, exc, timeout, self._alias_is_configured()) from None
+
+    def _alias_is_configured(self) -> bool:
+        """True when the name is an alias the ssh config knows (or the demo host)."""
+        if self.direct is not None or self.options.hostname != self.alias:
+            return True
+        from rtrain_tui.core.sshconfig import list_hosts
+
+        return self._ssh_config is not None and self.alias in list_hosts(self._ssh_config)
 
     async def run(self, script: str, timeout: float = DEFAULT_COMMAND_TIMEOUT) -> str:
-        """Run a script in the host's long-lived shell and return its output."""
+        """Run a script in one of the host's long-lived shells and return its output.
+
+        `timeout` bounds everything: waiting for a free shell, (re)connecting, the script.
+        After a dropped connection the script is sent once more on a new connection;
+        every script that changes the host is idempotent, so that is always safe.
+        """
         import asyncssh
 
-        async with self._shell_lock:
-            for attempt in (1, 2):
-                shell = await self._get_shell()
-                try:
-                    return await asyncio.wait_for(shell.run(script), timeout)
-                except asyncio.CancelledError:
-                    # Cancelled mid-script (a closed pane, a quitting app): the script's
-                    # output would land in front of the next one's, so drop this shell.
-                    shell.close()
-                    self._shell = None
-                    raise
-                except asyncio.TimeoutError:
-                    # The script is wedged (an nvidia-smi that never answers): this
-                    # shell cannot be trusted with the next script's framing any more.
-                    shell.close()
-                    self._shell = None
-                    raise RemoteError(
-                        f"{self.alias}: a remote command took longer than {timeout:g} s; "
-                        "check the host's load and try again."
-                    ) from None
-                except (ConnectionError, asyncssh.Error, BrokenPipeError) as exc:
-                    self._shell = None
-                    self._drop()
-                    if attempt == 2:
-                        raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
+        deadline = time.monotonic() + timeout
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._shell_slots:
+                    for attempt in (1, 2):
+                        shell = await self._take_shell()
+                        try:
+                            out = await shell.run(script, max(1.0, deadline - time.monotonic()))
+                        except (ConnectionError, asyncssh.Error, BrokenPipeError) as exc:
+                            # A dead shell on a live connection is replaced alone; a
+                            # dead connection is dropped and reopened.
+                            shell.close()
+                            if not self.connected:
+                                self._drop()
+                            if attempt == 2:
+                                raise UnreachableError(
+                                    f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
+                            continue
+                        except BaseException:
+                            # Timed out or cancelled mid-script (a closed pane, a quitting
+                            # app): its output would land in front of the next script's.
+                            shell.close()
+                            raise
+                        self._idle_shells.append(shell)
+                        return out
+        except TimeoutError:
+            raise RemoteError(
+                f"{self.alias}: a remote command took longer than {timeout:g} s; "
+                "check the host's load and try again."
+            ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _get_shell(self) -> _Shell:
+    async def _take_shell(self) -> _Shell:
         import asyncssh
 
-        if self._shell is None or self._shell.closed:
-            conn = await self.connect()
-            try:
-                # stderr only ever carries the login shell's own chatter (scripts merge
-                # theirs into stdout); unread, it could stall the channel.
-                process = await conn.create_process("exec sh", encoding=None,
-                                                    stderr=asyncssh.DEVNULL)
-                shell = _Shell(process)
-                # A first empty script swallows whatever the login shell printed before
-                # `exec sh` (a motd, a conda banner), so it never precedes a real answer.
-                await asyncio.wait_for(shell.run(":"), DEFAULT_COMMAND_TIMEOUT)
-            except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
-                self._drop()
-                raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
-            self._shell = shell
-        return self._shell
+        while self._idle_shells:
+            shell = self._idle_shells.pop()
+            if not shell.closed and self.connected:
+                return shell
+            shell.close()
+        conn = await self.connect()
+        try:
+            # stderr only ever carries the login shell's own chatter (scripts merge
+            # theirs into stdout); unread, it could stall the channel.
+            process = await conn.create_process("exec sh", encoding=None,
+                                                stderr=asyncssh.DEVNULL)
+            shell = _Shell(process)
+            await shell.start()
+        except (asyncssh.Error, OSError) as exc:
+            if self.connected:  # e.g. MaxSessions reached: the connection itself is fine
+                raise RemoteError(f"{self.alias}: cannot open a session: {_describe(exc, 0)}") from None
+            self._drop()
+            raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
+        return shell
 
-    async def sftp(self) -> asyncssh.SFTPClient:
-        """The host's shared SFTP channel (logs, uploads, fetches all use it)."""
+    async def sftp(self) -> BoundedSFTP:
+        """The host's shared SFTP channel (logs, uploads, fetches), every call bounded.
+
+        A channel that died on a live connection (the sftp-server was killed, a stuck
+        call abandoned it) is replaced here, so logs and fetches on the host heal.
+        """
         import asyncssh
 
         async with self._sftp_lock:
-            if self._sftp is None or not self.connected:
+            if self._sftp is None or not self.connected or not _sftp_alive(self._sftp):
+                self._sftp = None
                 conn = await self.connect()
                 try:
-                    self._sftp = await conn.start_sftp_client()
+                    self._sftp = await asyncio.wait_for(conn.start_sftp_client(), SFTP_CALL_TIMEOUT)
+                except asyncio.TimeoutError:
+                    raise RemoteError(
+                        f"{self.alias}: the SFTP subsystem did not start within "
+                        f"{SFTP_CALL_TIMEOUT:g} s; check the host's load and try again."
+                    ) from None
                 except (asyncssh.Error, OSError) as exc:
+                    # OpenSSH refuses the subsystem request itself when sshd_config has
+                    # no `Subsystem sftp`: the connection stays up.
+                    if self.connected and "Session request failed" in str(exc):
+                        raise RemoteError(
+                            f"{self.alias} has no SFTP subsystem ({_describe(exc, 0)}); logs, "
+                            "uploads and fetches need it: ask the host's admin to enable "
+                            "`Subsystem sftp` in sshd_config."
+                        ) from None
+                    if self.connected:
+                        raise RemoteError(f"{self.alias}: cannot open an SFTP channel: "
+                                          f"{_describe(exc, 0)}") from None
                     self._drop()
                     raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
-            return self._sftp
+            return BoundedSFTP(self, self._sftp)
+
+    def abandon_sftp(self, sftp: asyncssh.SFTPClient) -> None:
+        """Give up a channel with a stuck call; the next `sftp()` opens a fresh one."""
+        if self._sftp is sftp:
+            self._sftp = None
+        try:
+            sftp.exit()
+        except Exception:  # noqa: BLE001 - it is being thrown away either way
+            pass
 
     def _drop(self) -> None:
         """Forget a connection that failed, so the next call reconnects."""
         if self._conn is not None:
             self._conn.abort()
         self._conn = None
-        self._shell = None
+        self._close_shells()
         self._sftp = None
+
+    def _close_shells(self) -> None:
+        for shell in self._idle_shells:
+            shell.close()
+        self._idle_shells.clear()
 
     async def close(self) -> None:
         import asyncssh
@@ -340,7 +438,7 @@ class HostConnection:
             except (asyncio.TimeoutError, OSError, asyncssh.Error):
                 pass
         self._conn = None
-        self._shell = None
+        self._close_shells()
         self._sftp = None
 
 
@@ -357,6 +455,130 @@ def _describe(exc: BaseException, timeout: float) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return f"connection refused ({text}): is sshd running on the host and the Port right?"
     return text.splitlines()[0]
+
+
+def _classify(alias: str, exc: BaseException, timeout: float, configured: bool) -> UnreachableError:
+    """The error for a failed connect: permanent ones are never worth retrying."""
+    import asyncssh
+
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return AuthError(f"cannot reach {alias}: {_describe(exc, timeout)}")
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return HostKeyChangedError(f"cannot reach {alias}: {_describe(exc, timeout)}")
+    if isinstance(exc, UnicodeError) or (isinstance(exc, socket.gaierror) and not configured):
+        # Not an alias and not a name the resolver knows: a typo, not an outage. (A
+        # configured alias whose HostName does not resolve may be a laptop offline.)
+        return UnknownHostError(
+            f"cannot reach {alias}: it is not a Host in the ssh config and does not resolve; "
+            "check the name (rtrain-tui lists the hosts it knows when started without a command)."
+        )
+    return UnreachableError(f"cannot reach {alias}: {_describe(exc, timeout)}")
+
+
+def _sftp_alive(sftp: asyncssh.SFTPClient) -> bool:
+    # asyncssh has no public "is this SFTP session still open?"; its handler's writer
+    # is dropped (or its channel closing) once the session ended.
+    writer = getattr(getattr(sftp, "_handler", None), "_writer", None)
+    return writer is not None and not writer.channel.is_closing()
+
+
+_TRANSFERS = {"get", "put", "copy", "mget", "mput", "mcopy"}
+
+
+class BoundedSFTP:
+    """The host's SFTP client, with a time bound on every call.
+
+    A call that overruns abandons the channel (the host's sftp-server answers requests
+    one at a time, so a read stuck on a FIFO or a hung NFS file blocks every request
+    behind it) and raises RemoteError; the next `HostConnection.sftp()` opens a new
+    channel. Transfers are bounded by time without progress, not by their length.
+    """
+
+    def __init__(self, conn: HostConnection, sftp: asyncssh.SFTPClient,
+                 call_timeout: float | None = None, stall_timeout: float | None = None) -> None:
+        self._conn = conn
+        self._sftp = sftp
+        self.call_timeout = call_timeout or SFTP_CALL_TIMEOUT
+        self.stall_timeout = stall_timeout or SFTP_STALL_TIMEOUT
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._sftp, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+        if name in _TRANSFERS:
+            return lambda *a, **kw: self._watched(name, attr, *a, **kw)
+        if name == "open":
+            return self._open
+        return lambda *a, **kw: self.bounded(name, attr(*a, **kw))
+
+    async def bounded(self, what: str, call: Awaitable[Any]) -> Any:
+        try:
+            return await asyncio.wait_for(call, self.call_timeout)
+        except asyncio.TimeoutError:
+            self._conn.abandon_sftp(self._sftp)
+            raise RemoteError(
+                f"{self._conn.alias}: an SFTP {what} got no answer within "
+                f"{self.call_timeout:g} s (a stuck file or an overloaded host); it was "
+                "abandoned and other work on the host goes on."
+            ) from None
+
+    async def _open(self, *args: Any, **kwargs: Any) -> BoundedFile:
+        return BoundedFile(self, await self.bounded("open", self._sftp.open(*args, **kwargs)))
+
+    async def _watched(self, name: str, method: Callable[..., Awaitable[Any]],
+                       *args: Any, **kwargs: Any) -> Any:
+        last = time.monotonic()
+        user_handler = kwargs.get("progress_handler")
+
+        def handler(*progress: Any) -> None:
+            nonlocal last
+            last = time.monotonic()
+            if user_handler:
+                user_handler(*progress)
+
+        kwargs["progress_handler"] = handler
+        task = asyncio.ensure_future(method(*args, **kwargs))
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=max(0.1, last + self.stall_timeout - time.monotonic()))
+                if done:
+                    return task.result()
+                if time.monotonic() - last >= self.stall_timeout:
+                    task.cancel()
+                    self._conn.abandon_sftp(self._sftp)
+                    raise RemoteError(
+                        f"{self._conn.alias}: the SFTP {name} moved no data for "
+                        f"{self.stall_timeout:g} s; it was abandoned."
+                    )
+        finally:
+            if not task.done():
+                task.cancel()
+
+
+class BoundedFile:
+    """An open remote file whose every call is bounded like BoundedSFTP's."""
+
+    def __init__(self, owner: BoundedSFTP, handle: Any) -> None:
+        self._owner = owner
+        self._handle = handle
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._handle, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+        return lambda *a, **kw: self._owner.bounded(name, attr(*a, **kw))
+
+    async def close(self) -> None:
+        try:
+            await self._owner.bounded("close", self._handle.close())
+        except Exception:  # noqa: BLE001 - a handle on a dead channel is gone anyway
+            pass
+
+    async def __aenter__(self) -> BoundedFile:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 class ConnectionPool:

@@ -2,14 +2,24 @@
 
 The CLI and the TUI both call this and nothing below it. Input is validated by the
 caller-facing methods before any connection is opened.
+
+A start is a small transaction: the run enters the index as `starting` before anything
+is launched, and while it is in progress the starting process holds a lock file named
+by the run's token. A start that fails or is cancelled before its launch removes its run
+directory and its entry; one whose launch outcome is unknown (a dropped link, a killed
+client) stays `starting` until a refresh, finding the lock free, reads what happened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+import secrets
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,12 +28,15 @@ from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
+from rtrain_tui.core.index import utc_now as index_now
 from rtrain_tui.core.probes import PreflightReport, RunProbe
 from rtrain_tui.core.transfer import (
     Progress, RemoteEntry, fetch, list_tree, ship_dataset, upload_file,
 )
 
 StepCallback = Callable[[str], None]
+CreatedCallback = Callable[[str, str], None]  # (run id, run dir): the run now exists
+CLEANUP_TIMEOUT = 15.0  # a failed start's clean-up on the host never hangs the user
 
 
 def utc_now() -> str:
@@ -108,46 +121,91 @@ class Engine:
     # -- start -----------------------------------------------------------------
     async def start(
         self, request: StartRequest, progress: Progress | None = None,
-        on_step: StepCallback | None = None,
+        on_step: StepCallback | None = None, on_created: CreatedCallback | None = None,
     ) -> StartedRun:
         req = request.validated()
+        self.index.check()  # a broken index is found before anything touches the host
         step = on_step or (lambda _msg: None)
         step(f"preflight {req.host}")
         report = await self.preflight(req.host, req.gpus, req.python, req.workdir)
         if not report.ok:
             raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
         conn = self.host(req.host)
-        run_id, run_dir = await self._make_run_dir(conn, req)
-        sftp = await conn.sftp()
-        step(f"uploading to {run_dir}")
-        await upload_file(conn, sftp, req.config, f"{run_dir}/config.yaml", progress)
-        dataset_name = None
-        if req.dataset is not None:
-            dataset_name = req.dataset.name
-            await ship_dataset(conn, sftp, req.dataset, run_dir, progress)
-        command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
-        await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, req.env))
-        step("launching")
-        out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir))))
-        if "error" in out or not out.get("pid", "").isdigit():
-            raise RemoteError(
-                f"{req.host}: the run did not launch ({out.get('error', 'no pid written')}); "
-                f"look in {run_dir}."
+        token = secrets.token_hex(16)
+        with self._starting(token):
+            run_id, run_dir = await self._make_run_dir(conn, req, token)
+            record = RunRecord(
+                host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
+                state=probes.STARTING, started_at=utc_now(), updated_at=utc_now(),
+                config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
+                token=token,
             )
-        record = RunRecord(
-            host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
-            state=probes.RUNNING, started_at=utc_now(), updated_at=utc_now(),
-            config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
-        )
-        self.index.add(record)
+            launching = False
+            try:
+                self.index.add(record)
+                if on_created:
+                    on_created(run_id, run_dir)
+                step(f"uploading to {run_dir}")
+                sftp = await conn.sftp()
+                await upload_file(conn, sftp, req.config, f"{run_dir}/config.yaml", progress)
+                dataset_name = None
+                if req.dataset is not None:
+                    dataset_name = req.dataset.name
+                    await ship_dataset(conn, sftp, req.dataset, run_dir, progress)
+                command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
+                await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, req.env))
+                step("launching")
+                launching = True
+                out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir, token))))
+            except BaseException:
+                if not launching:
+                    await self._abandon(conn, record)
+                # Else the launch may or may not have happened: the entry stays
+                # `starting` and the next refresh reads the truth from the host.
+                raise
+            if "error" in out:
+                await self._abandon(conn, record)
+                raise RemoteError(f"{req.host}: the run did not launch ({out['error']}).")
+            if not out.get("pid", "").isdigit():
+                raise RemoteError(
+                    f"{req.host}: {run_id} was launched but wrote no pid within 5 s; "
+                    f"`rtrain-tui status {req.host} {run_id}` will tell what it is doing."
+                )
+            record = replace(record, state=probes.RUNNING, updated_at=utc_now())
+            self.index.add(record)
         return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record)
 
-    async def _make_run_dir(self, conn: HostConnection, req: StartRequest) -> tuple[str, str]:
+    @contextmanager
+    def _starting(self, token: str) -> Iterator[None]:
+        """Hold the lock that says "a start of this run is in progress" (see the docstring)."""
+        path = _starting_lock(self.index, token)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                path.unlink(missing_ok=True)
+
+    async def _abandon(self, conn: HostConnection, record: RunRecord) -> None:
+        """Undo a start that never launched: its run dir on the host, its index entry.
+
+        Runs even while the start is being cancelled, bounded so it never hangs.
+        """
+        try:
+            await asyncio.wait_for(asyncio.shield(conn.run(
+                remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token),
+                timeout=CLEANUP_TIMEOUT)), CLEANUP_TIMEOUT)
+        except (RemoteError, asyncio.TimeoutError, asyncio.CancelledError):
+            return  # the entry stays `starting`; a later refresh cleans up
+        self.index.remove(record.key)
+
+    async def _make_run_dir(self, conn: HostConnection, req: StartRequest, token: str) -> tuple[str, str]:
         """Create the run dir atomically; an auto id is made unique, a chosen one refused."""
         base = req.run_id or f"run-{int(time.time())}"
         for n in range(1, 100):
             run_id = base if n == 1 else f"{base}-{n}"
-            out = await conn.run(remote_sh.make_run_dir(req.workdir, run_id))
+            out = await conn.run(remote_sh.make_run_dir(req.workdir, run_id, token))
             facts = dict(probes.parse_key_values(out))
             if "dir" in facts:
                 return run_id, facts["dir"]
@@ -175,7 +233,9 @@ class Engine:
 
         Returns {record key: state}; a host that cannot be reached yields
         `unreachable` for its runs, whose last known state stays in the index, stale.
+        A state that changed after this refresh began (a stop's verdict) is kept.
         """
+        observed_at = index_now()
         records = list(self.index.load() if records is None else records)
         by_host: dict[str, list[RunRecord]] = {}
         for rec in records:
@@ -186,16 +246,43 @@ class Engine:
                 found = await self.probe_many(host, [(r.workdir, r.run_id) for r in recs])
             except RemoteError:
                 return {r.key: probes.UNREACHABLE for r in recs}
-            return {r.key: p.state for r, p in zip(recs, found)}
+            states = {}
+            for r, p in zip(recs, found):
+                if r.state == probes.STARTING:
+                    states[r.key] = await self._settle_start(r, p)
+                else:
+                    states[r.key] = p.state
+            return states
 
         results: dict[tuple[str, str, str], str] = {}
         for part in await asyncio.gather(*(one_host(h, rs) for h, rs in by_host.items())):
             results.update(part)
-        now = utc_now()
+        now = index_now()
         self.index.set_states(
-            {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()}
+            {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()
+             if s != probes.STARTING},
+            observed_at=observed_at,
         )
         return results
+
+    async def _settle_start(self, record: RunRecord, probe: RunProbe) -> str:
+        """The true state of a `starting` entry, once no start of it is in progress.
+
+        Launched: whatever the host says. Never launched: its start died (a killed
+        client) or was cut off, so its run dir is removed and its entry forgotten.
+        """
+        if _start_in_progress(self.index, record.token):
+            return probes.STARTING
+        if probe.launched:
+            return probe.state
+        if probe.exists and record.token:
+            try:
+                await self.host(record.host).run(
+                    remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token))
+            except RemoteError:
+                return probes.STARTING  # try again next refresh
+        self.index.remove(record.key)
+        return probes.UNKNOWN
 
     # -- workdir ---------------------------------------------------------------
     async def run_dir(self, host: str, workdir: str, run_id: str) -> str:
@@ -227,9 +314,12 @@ class Engine:
         self, host: str, workdir: str, run_id: str, grace: float = 10.0,
         on_step: StepCallback | None = None,
     ) -> str:
-        """The stop ladder: SIGTERM the group, wait `grace`, SIGKILL, verify it is gone.
+        """The stop ladder: SIGTERM every process of the run, wait `grace`, SIGKILL, verify.
 
-        Returns the outcome line; raises RemoteError when the run did not or may not stop.
+        "Every process" is decided on the host by the run's marker (see remote_sh), so
+        workers that left the group (torchrun's do) are stopped too, and a recycled pid
+        is never signalled. Returns the outcome line; raises RemoteError when the run
+        did not or may not stop.
         """
         validate.check_run_id(run_id)
         validate.check_workdir(host, workdir)
@@ -237,36 +327,43 @@ class Engine:
             raise validate.ValidationError(f"--grace must be 0 or more seconds, not {grace:g}.")
         step = on_step or (lambda _msg: None)
         conn = self.host(host)
-        facts = dict(probes.parse_key_values(await conn.run(remote_sh.stop_signal(workdir, run_id))))
-        result = facts.get("result")
-        if result == "not_running":
+        facts = await self._signal(conn, workdir, run_id, "TERM")
+        if facts.get("result") == "not_running":
             return f"{run_id} was not running on {host}"
-        if result == "refused":
-            raise RemoteError(
-                f"refused to stop {run_id} on {host}: its pid file resolves to process group "
-                f"{facts.get('group') or '?'}, this session's own; check {workdir}/{run_id}/train.pid."
-            )
-        if result != "term_sent" or not facts.get("group", "").isdigit():
-            raise RemoteError(f"{host}: could not signal {run_id}: {' '.join(facts.values())[:200]}")
-        group = int(facts["group"])
-        step(f"SIGTERM sent to process group {group}")
-        step(f"waiting up to {grace:g} s for it to exit")
-        if not await self._wait_group_gone(conn, group, grace):
-            step(f"SIGKILL sent to process group {group}")
-            await conn.run(remote_sh.group_kill(group))
-            if not await self._wait_group_gone(conn, group, 5.0):
-                raise RemoteError(
-                    f"{run_id} did not stop on {host}: process group {group} is still alive "
-                    "after SIGKILL (a process stuck in the kernel?); check it with `ps -g` on the host."
-                )
-        await conn.run(remote_sh.mark_stopped(workdir, run_id))
+        step(f"SIGTERM sent to the run's {facts.get('count', '?')} process(es)")
+        step(f"waiting up to {grace:g} s for them to exit")
+        code = 143
+        if not await self._wait_run_gone(conn, workdir, run_id, grace):
+            facts = await self._signal(conn, workdir, run_id, "KILL")
+            code = 137
+            if facts.get("result") != "not_running":
+                step(f"SIGKILL sent to the run's {facts.get('count', '?')} process(es)")
+                if not await self._wait_run_gone(conn, workdir, run_id, 5.0):
+                    raise RemoteError(
+                        f"{run_id} did not stop on {host}: processes of it are still alive "
+                        "after SIGKILL (stuck in the kernel?); check them with `ps` on the host."
+                    )
+        await conn.run(remote_sh.mark_stopped(workdir, run_id, code))
         self.remember_state(host, workdir, run_id, probes.STOPPED)
         return f"stopped {run_id} on {host}"
 
-    async def _wait_group_gone(self, conn: HostConnection, group: int, seconds: float) -> bool:
+    async def _signal(self, conn: HostConnection, workdir: str, run_id: str, signal: str) -> dict[str, str]:
+        facts = dict(probes.parse_key_values(await conn.run(remote_sh.stop_signal(workdir, run_id, signal))))
+        result = facts.get("result")
+        if result == "refused":
+            raise RemoteError(
+                f"refused to stop {run_id} on {conn.alias}: its pid file resolves to process group "
+                f"{facts.get('group') or '?'}, this session's own; check {workdir}/{run_id}/train.pid."
+            )
+        if result not in ("signalled", "not_running"):
+            raise RemoteError(f"{conn.alias}: could not signal {run_id}: {' '.join(facts.values())[:200]}")
+        return facts
+
+    async def _wait_run_gone(self, conn: HostConnection, workdir: str, run_id: str, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
+        script = remote_sh.run_alive_count(workdir, run_id)
         while True:
-            out = dict(probes.parse_key_values(await conn.run(remote_sh.group_alive(group))))
+            out = dict(probes.parse_key_values(await conn.run(script)))
             if out.get("alive") == "0":
                 return True
             if time.monotonic() >= deadline:
@@ -276,7 +373,29 @@ class Engine:
     def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
         key = (host, workdir, run_id)
         if any(r.key == key for r in self.index.load()):
-            self.index.set_states({key: (state, False, utc_now())})
+            self.index.set_states({key: (state, False, index_now())})
+
+
+def _starting_lock(index: RunIndex, token: str) -> Path:
+    return index.path.parent / "starting" / f"{remote_sh.check_token(token)}.lock"
+
+
+def _start_in_progress(index: RunIndex, token: str) -> bool:
+    """True while the process that is starting this run holds its lock."""
+    if not token:
+        return False
+    path = _starting_lock(index, token)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 async def _write_remote_text(sftp, path: str, text: str) -> None:  # type: ignore[no-untyped-def]

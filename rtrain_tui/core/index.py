@@ -77,6 +77,7 @@ class RunRecord:
     config: str = ""
     dataset: str = ""
     gpus: int = 1
+    token: str = ""  # the run's marker on the host (train.token), set by start
 
     @property
     def key(self) -> RunKey:
@@ -350,7 +351,7 @@ def _merge(doc: _Document, change: Callable[[list[RunRecord]], list[RunRecord]])
 
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
-                "config", "dataset")
+                "config", "dataset", "token")
 _REQUIRED = ("host", "run_id", "workdir")
 
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rtrain_tui.core.sanitize import safe_line
+
 # The status vocabulary of DESIGN.md. `failed (exit N)` is built by `failed_word`.
+STARTING = "starting"  # in the index before launch; never a probe's answer
 RUNNING = "running"
 COMPLETED = "completed"
 STOPPED = "stopped"
@@ -33,6 +36,8 @@ class GpuInfo:
     memory_used_mib: int
     memory_total_mib: int
     utilization_pct: int
+    # Fields nvidia-smi answered `[N/A]` for (MIG, some vGPUs); they read 0 above.
+    unknown: frozenset[str] = frozenset()
 
     @property
     def busy(self) -> bool:
@@ -112,14 +117,30 @@ def parse_key_values(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+MAX_GPUS = 64
+MAX_GPU_OUTPUT = 64 * 1024  # bytes of nvidia-smi rows believed; beyond this it is malformed
+_NUMERIC = ("memory_used_mib", "memory_total_mib", "utilization_pct")
+
+
 def _parse_gpu(value: str) -> GpuInfo | None:
+    """One `index, name, used, total, util` row; `[N/A]` numbers are kept as unknown."""
     parts = [p.strip() for p in value.split(",")]
     if len(parts) != 5:
         return None
+    numbers: list[int] = []
+    unknown: set[str] = set()
     try:
-        return GpuInfo(int(parts[0]), parts[1], int(parts[2]), int(parts[3]), int(parts[4]))
+        index = int(parts[0])
+        for field_name, part in zip(_NUMERIC, parts[2:]):
+            if part in ("[N/A]", "N/A", "[Not Supported]"):
+                unknown.add(field_name)
+                numbers.append(0)
+            else:
+                numbers.append(int(part))
     except ValueError:
         return None
+    name = safe_line(parts[1])[:120]  # host text: shown in the terminal and the TUI
+    return GpuInfo(index, name, *numbers, unknown=frozenset(unknown))
 
 
 def _human_kb(kb: int) -> str:
@@ -133,13 +154,22 @@ def _human_kb(kb: int) -> str:
 
 def parse_preflight(host: str, output: str, python: str, gpus_needed: int) -> PreflightReport:
     """Turn the preflight script's output into checks with the seed's wording."""
-    values = parse_key_values(output)
+    values = [(k, safe_line(v)) if k != "gpu" else (k, v) for k, v in parse_key_values(output)]
     facts = dict(values)
-    gpu_list = tuple(g for k, v in values if k == "gpu" and (g := _parse_gpu(v)))
-    gpu_errors = [v for k, v in values if k == "gpu" and _parse_gpu(v) is None]
+    gpu_rows = [v for k, v in values if k == "gpu"]
+    malformed = ""
+    if len(gpu_rows) > MAX_GPUS or sum(len(v) + 5 for v in gpu_rows) > MAX_GPU_OUTPUT:
+        # 400,000 rows are not 400,000 GPUs: believe none of it, print none of it.
+        malformed = (f"malformed output ({len(gpu_rows)} rows, more than {MAX_GPUS} GPUs or "
+                     f"{MAX_GPU_OUTPUT // 1024} KiB)")
+        gpu_rows = []
+    gpu_list = tuple(g for v in gpu_rows if (g := _parse_gpu(v)))
+    gpu_errors = [safe_line(v)[:200] for v in gpu_rows if _parse_gpu(v) is None]
+    if malformed:
+        gpu_errors.insert(0, malformed)
     checks: list[Check] = []
 
-    py = facts.get("python", "missing")
+    py = facts.get("python", "missing")[:200]
     if py == "missing" or not py[:1].isdigit():
         checks.append(Check("python", False, f"{python} does not run on {host}: {py}"))
     else:
@@ -162,8 +192,8 @@ def parse_preflight(host: str, output: str, python: str, gpus_needed: int) -> Pr
         checks.append(Check("gpus", True, f"CPU-only run; {len(gpu_list)} GPU(s) present"))
     elif smi == "missing":
         checks.append(Check("gpus", False, f"needs {gpus_needed} GPU(s), found 0 (no nvidia-smi)"))
-    elif smi != "0" and not gpu_list:
-        why = "timed out" if smi == "124" else (gpu_errors[0] if gpu_errors else f"exit {smi}")
+    elif malformed or (smi != "0" and not gpu_list):
+        why = malformed or ("timed out" if smi == "124" else (gpu_errors[0] if gpu_errors else f"exit {smi}"))
         checks.append(Check("gpus", False, f"nvidia-smi failed: {why}"))
     elif len(gpu_list) < gpus_needed:
         checks.append(
@@ -206,22 +236,31 @@ class RunProbe:
 
     exists: bool
     pid: int | None = None
-    alive: bool = False
+    alive: bool = False  # the wrapper, or any process carrying the run's marker, lives
     exit_code: int | None = None
-    stop_group: int | None = None  # set once a stop was issued
-    group_left: int | None = None  # live members of that group at probe time
+    stop_requested: bool = False  # a stop of ours was issued
+    stopped: bool = False  # a stop of ours saw every process of the run gone
+    launched: bool = False
 
     @property
     def state(self) -> str:
+        """The status word; the order of these checks is the precedence DESIGN.md sets.
+
+        A verified stop of ours wins; then a recorded exit code (a run that completed on
+        its own while a stop was under way completed); then live processes; then an
+        issued stop whose processes are all gone (it was killed before recording).
+        """
         if not self.exists:
             return UNKNOWN
-        if self.stop_group is not None:
-            return STOPPED if self.group_left == 0 else RUNNING
+        if self.stopped:
+            return STOPPED
         if self.exit_code is not None:
             return COMPLETED if self.exit_code == 0 else failed_word(self.exit_code)
         if self.alive:
             return RUNNING
-        if self.pid is None:
+        if self.stop_requested:
+            return STOPPED
+        if not self.launched:
             return UNKNOWN  # created but never launched: nothing can be told
         return LOST
 
@@ -247,7 +286,8 @@ def parse_run_states(output: str, count: int) -> list[RunProbe]:
             pid=_int_or_none(facts.get("pid", "")),
             alive=facts.get("alive") == "1",
             exit_code=_int_or_none(facts.get("code", "")),
-            stop_group=_int_or_none(facts.get("stop_group", "")),
-            group_left=_int_or_none(facts.get("group_left", "")),
+            stop_requested=facts.get("stop") == "1",
+            stopped=facts.get("stopped") == "1",
+            launched=facts.get("launched") == "1",
         )
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

@@ -18,56 +18,111 @@ from collections.abc import Sequence
 
 from rtrain_tui.core import validate
 
-# Shell helpers shared by the scripts that need to tell whether a process lives.
+# Shell helpers shared by the scripts that need to tell whether a run's processes live.
 #
-# proc_fields PID: sets state, pgrp and start (field 3, 5 and 22 of /proc/PID/stat).
-#   The command name (field 2) may hold spaces and ')', so strip through the last ') '.
-# is_live PID IDENT: true when PID is a live, non-zombie process and, when IDENT
-#   ("<starttime> <boot id>") is known, the same process that was recorded, so a
-#   recycled pid never reads as running.
+# How a run's processes are recognised (a recycled pid can fake none of it):
+# - runs started by rtrain-tui carry `RTRAIN_RUN=<token>` in their environment, set when
+#   the wrapper is launched and inherited by every process it starts, even those that
+#   leave its session (`setsid`: every torchrun worker does). `train.token` holds the
+#   token. A zombie's environ reads empty, so a zombie is never a member.
+# - the wrapper itself is also known by `train.ident` (<start time> <boot id>).
+# - a run without either (started by `praisonai train remote`) is its `train.pid`
+#   process and group, if that process works in the run directory (its cwd).
+# Pid 0/1 and the process groups of this script and of the host's long-lived shell
+# (`RT_SHELL`, see connection.py) are never a run. `RT_PROC` exists so tests can play a
+# host without /proc, where `ps` answers instead (no identity checks possible there).
 _LIVENESS = r"""
+proc=${RT_PROC:-/proc}
 proc_fields() {
-  state= pgrp= start=
-  if [ -d /proc/self ]; then
-    read -r pf_line 2>/dev/null < "/proc/$1/stat" || return 1
+  state= pgrp= sid= start=
+  if [ -d "$proc/self" ]; then
+    read -r pf_line 2>/dev/null < "$proc/$1/stat" || return 1
     pf_rest=${pf_line##*) }
     set -- $pf_rest
-    state=$1 pgrp=$3 start=${20}
+    state=$1 pgrp=$3 sid=$4 start=${20}
   else
-    pf_line=$(ps -o stat= -o pgid= -p "$1" 2>/dev/null) || return 1
+    pf_line=$(ps -o stat= -o pgid= -o sess= -p "$1" 2>/dev/null) || return 1
     set -- $pf_line
-    state=$1 pgrp=$2
+    state=$1 pgrp=$2 sid=$3
   fi
   [ -n "$state" ]
 }
 boot_id() { bi=none; read -r bi 2>/dev/null < /proc/sys/kernel/random/boot_id; }
 # Read a one-line file into a variable without forking (probes run this per run).
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
-is_live() {
-  case $1 in ''|*[!0-9]*) return 1;; esac
+own_groups() {
+  proc_fields $$; own_pgrp=$pgrp
+  sh_pgrp=$own_pgrp
+  if [ -n "$RT_SHELL" ] && proc_fields "$RT_SHELL"; then sh_pgrp=$pgrp; fi
+}
+# usable PID: a live, non-zombie process that is neither pid 0/1 nor in our own groups.
+usable() {
+  case $1 in ''|*[!0-9]*|0|1) return 1;; esac
   proc_fields "$1" || return 1
   case $state in Z*|X*|x*) return 1;; esac
+  [ "$pgrp" != "$own_pgrp" ] && [ "$pgrp" != "$sh_pgrp" ]
+}
+# is_live PID IDENT RUNDIR: the run's recorded process, still the same process.
+is_live() {
+  usable "$1" || return 1
+  [ -d "$proc/self" ] || return 0
   if [ -n "$2" ]; then
     boot_id
-    [ "$2" = "$start $bi" ] || return 1
+    [ "$2" = "$start $bi" ]
+  else
+    [ -n "$3" ] && [ "$proc/$1/cwd" -ef "$3" ]
   fi
-  return 0
 }
-group_live_count() {
-  glc=0
-  if [ -d /proc/self ]; then
-    for glc_stat in /proc/[0-9]*/stat; do
-      read -r glc_line 2>/dev/null < "$glc_stat" || continue
-      glc_rest=${glc_line##*) }
-      set -- $glc_rest
-      if [ "$3" = "$GROUP" ]; then
-        case $1 in Z*|X*|x*) ;; *) glc=$((glc + 1));; esac
-      fi
+# marked_pids TOKEN: every process that carries the run's environment marker.
+marked_pids() {
+  [ -d "$proc/self" ] || return 0
+  case $1 in ''|*[!0-9a-f]*) return 0;; esac
+  for mp_file in $(grep -l -s -a -z -x -F "RTRAIN_RUN=$1" "$proc"/[0-9]*/environ 2>/dev/null); do
+    mp_pid=${mp_file#"$proc"/}; echo "${mp_pid%/environ}"
+  done
+}
+# group_pids GROUP: every process in the process group.
+group_pids() {
+  if [ -d "$proc/self" ]; then
+    for gp_stat in "$proc"/[0-9]*/stat; do
+      read -r gp_line 2>/dev/null < "$gp_stat" || continue
+      gp_rest=${gp_line##*) }
+      set -- $gp_rest
+      [ "$3" = "$GROUP" ] && { gp_pid=${gp_stat#"$proc"/}; echo "${gp_pid%/stat}"; }
     done
   else
-    glc=$(ps -e -o pgid= -o stat= 2>/dev/null | awk -v g="$GROUP" '$1 == g && $2 !~ /^Z/' | wc -l)
+    ps -e -o pid= -o pgid= 2>/dev/null | awk -v g="$GROUP" '$2 == g {print $1}'
   fi
-  echo "$glc"
+}
+# run_members RUNDIR: sets `members` to the run's live pids, space-separated. Command
+# substitutions have finished (and their processes are reaped) before any candidate is
+# checked, so the scan never counts its own helpers.
+run_members() {
+  read_file "$1/train.pid"; rm_pid=$rf; read_file "$1/train.ident"; rm_ident=$rf
+  read_file "$1/train.token"; rm_token=$rf
+  rm_all=$(marked_pids "$rm_token")
+  if is_live "$rm_pid" "$rm_ident" "$1"; then rm_all="$rm_all $(GROUP=$pgrp; group_pids)"; fi
+  members=
+  for rm_m in $rm_all; do
+    case " $members " in *" $rm_m "*) continue;; esac
+    [ "$rm_m" != "$$" ] && usable "$rm_m" && members="$members $rm_m"
+  done
+}
+# Live marked processes of all runs, gathered once per script (one grep, whatever the
+# number of runs) and only when some run needs it.
+marks_loaded=
+run_marked() {
+  case $1 in ''|*[!0-9a-f]*) return 1;; esac
+  if [ -z "$marks_loaded" ]; then
+    marks_loaded=1
+    all_marks=$(grep -h -s -a -z -o -x 'RTRAIN_RUN=[0-9a-f]*' "$proc"/[0-9]*/environ 2>/dev/null | tr '\0' '\n')
+  fi
+  case "
+$all_marks
+" in *"
+RTRAIN_RUN=$1
+"*) return 0;; esac
+  return 1
 }
 """
 
@@ -84,7 +139,7 @@ def resolve_workdir(workdir: str) -> str:
 
 def preflight(python: str, workdir: str) -> str:
     """Print key=value facts about the host: python, trainer, GPUs, disk, setsid."""
-    py = shlex.quote(python)
+    py = validate.python_word(python)  # `~/` is left for the remote shell to expand
     return f"""{_workdir_assign(workdir)}
 echo "os=$(uname -s 2>/dev/null)"
 if command -v timeout >/dev/null 2>&1; then T="timeout 10"; else T=; fi
@@ -111,13 +166,68 @@ if command -v setsid >/dev/null 2>&1; then echo setsid=yes; else echo setsid=no;
 """
 
 
-def make_run_dir(workdir: str, run_id: str) -> str:
-    """Create workdir (0700) and the run dir; print `exists` or the absolute run dir."""
+def check_token(token: str) -> str:
+    """A run token is lowercase hex: it reaches scripts and grep patterns unquoted."""
+    if not (8 <= len(token) <= 64) or not all(c in "0123456789abcdef" for c in token):
+        raise ValueError(f"bad run token {token!r}")
+    return token
+
+
+def make_run_dir(workdir: str, run_id: str, token: str) -> str:
+    """Create workdir (0700) and the run dir with `train.token`; print `exists` or its path.
+
+    Idempotent: sent again after a dropped connection, it finds its own token and
+    answers the same, so a retry never reads as "someone else's run".
+    """
+    run_dir_word(workdir, run_id)  # validates both parts
+    tok = check_token(token)
     return f"""{_workdir_assign(workdir)}
 mkdir -p -m 700 "$wd" || exit 1
 cd "$wd" || exit 1
-if ! mkdir -m 700 {run_id} 2>/dev/null; then echo exists; exit 0; fi
-echo "dir=$(pwd)/{run_id}"
+if mkdir -m 700 {run_id} 2>/dev/null; then printf '%s\\n' {tok} > {run_id}/train.token; fi
+rf=; [ -r {run_id}/train.token ] && read -r rf < {run_id}/train.token
+if [ "$rf" = {tok} ]; then echo "dir=$(pwd)/{run_id}"; else echo exists; fi
+"""
+
+
+def remove_unlaunched(workdir: str, run_id: str, token: str) -> str:
+    """Remove a run dir we created but never launched (a start that failed or was cancelled)."""
+    tok = check_token(token)
+    return f"""set -- {run_dir_word(workdir, run_id)}; rd=$1
+rf=; [ -r "$rd/train.token" ] && read -r rf < "$rd/train.token"
+if [ ! -d "$rd" ]; then echo removed=gone
+elif [ "$rf" = {tok} ] && [ ! -e "$rd/launch.lock" ] && [ ! -e "$rd/train.pid" ]; then
+  rm -rf -- "$rd" && echo removed=1
+else echo removed=0; fi
+"""
+
+
+# The wrapper's own end: once the trainer has exited (any way), what is left of the run
+# (its dataloader workers, torchrun workers in sessions of their own) gets SIGTERM,
+# RT_GRACE seconds, then SIGKILL, before the exit code is recorded, so nothing holds GPU
+# memory under a run that reads as ended.
+_END_REST = r"""
+rest_of_run() {
+  rr_all="$(marked_pids "$RTRAIN_RUN") $(GROUP=$$; group_pids)"
+  rr_left=
+  for rr_m in $rr_all; do
+    case " $rr_left " in *" $rr_m "*) continue;; esac
+    [ "$rr_m" != "$$" ] && usable "$rr_m" && rr_left="$rr_left $rr_m"
+  done
+}
+end_rest() {
+  own_pgrp=none sh_pgrp=none  # the wrapper's own group is the run's: nothing to spare
+  rest_of_run
+  [ -n "$rr_left" ] || return 0
+  kill -TERM $rr_left 2>/dev/null
+  er_i=0
+  while [ $er_i -lt $((${RT_GRACE:-10} * 5)) ]; do
+    rest_of_run
+    [ -n "$rr_left" ] || return 0
+    sleep 0.2; er_i=$((er_i + 1))
+  done
+  kill -KILL $rr_left 2>/dev/null
+}
 """
 
 
@@ -125,37 +235,50 @@ def wrapper(trainer_cmd: str, env: dict[str, str]) -> str:
     """The `run.sh` that runs detached in the run dir.
 
     It records its own pid and identity, runs the trainer with stdin from /dev/null and
-    its output in train.log, and writes the exit code to `status`. The trap keeps the
-    wrapper alive on SIGTERM just long enough to record the trainer's code (a handler,
-    unlike an ignore, is not inherited by the trainer).
+    its output in train.log, ends whatever is left of the run, and writes the exit code
+    to `status`. The trap keeps the wrapper alive on SIGTERM just long enough to record
+    the trainer's code (a handler, unlike an ignore, is not inherited by the trainer).
     """
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     return f"""#!/bin/sh
 # Written by rtrain-tui: the detached wrapper of one training run.
-{_LIVENESS}
-proc_fields $$
-boot_id
-printf '%s %s\\n' "$start" "$bi" > train.ident
+{_LIVENESS}{_END_REST}
+if proc_fields $$ && [ -n "$start" ]; then
+  boot_id
+  printf '%s %s\\n' "$start" "$bi" > train.ident.tmp && mv train.ident.tmp train.ident
+fi
 echo $$ > train.pid.tmp && mv train.pid.tmp train.pid
 trap 'rt_signalled=1' TERM INT HUP
 {exports}{trainer_cmd} > train.log 2>&1 < /dev/null
 rc=$?
+end_rest
 echo $rc > status.tmp && mv status.tmp status
 """
 
 
-def launch(run_dir: str) -> str:
-    """Start run.sh detached in its own session and wait until it has written train.pid."""
+def launch(run_dir: str, token: str) -> str:
+    """Start run.sh detached in its own session and wait until it has written train.pid.
+
+    Idempotent: `launch.lock` is made with an atomic mkdir, and only the script that
+    made it starts the wrapper, so sent again after a dropped connection it starts
+    nothing and reports the pid of the one launch. `train.token` must hold our token:
+    nobody else's run directory is ever launched.
+    """
     rd = shlex.quote(run_dir)
+    tok = check_token(token)
     return f"""cd {rd} || {{ echo "error=no run directory"; exit 0; }}
-if [ -e train.pid ]; then echo "error=already launched"; exit 0; fi
-if command -v setsid >/dev/null 2>&1; then
-  setsid sh ./run.sh >/dev/null 2>&1 </dev/null &
-else
-  # No setsid: job control gives the job its own process group, nohup shields it
-  # from the hangup when this session ends.
-  set -m
-  nohup sh ./run.sh >/dev/null 2>&1 </dev/null &
+rf=; [ -r train.token ] && read -r rf < train.token
+if [ "$rf" != {tok} ]; then echo "error=not this start's run directory"; exit 0; fi
+if mkdir launch.lock 2>/dev/null; then
+  RTRAIN_RUN={tok}; export RTRAIN_RUN
+  if command -v setsid >/dev/null 2>&1; then
+    setsid sh ./run.sh >/dev/null 2>&1 </dev/null &
+  else
+    # No setsid: job control gives the job its own process group, nohup shields it
+    # from the hangup when this session ends.
+    set -m
+    nohup sh ./run.sh >/dev/null 2>&1 </dev/null &
+  fi
 fi
 i=0
 while [ ! -s train.pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
@@ -167,24 +290,25 @@ def run_states(runs: Sequence[tuple[str, str]]) -> str:
     """Print one tab-separated line per (workdir, run id): its index, then key=value facts.
 
     This is the one probe per host per refresh: every run on the host in one script.
+    A run whose wrapper lives costs no fork; the scan for marked processes runs only
+    when a wrapper is gone without an exit code, once for all runs.
     """
-    lines = [_LIVENESS]
+    lines = [_LIVENESS, "own_groups"]
     lines.append(r"""probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
   read_file "$rd/train.pid"; pid=$rf; read_file "$rd/train.ident"; ident=$rf
-  if is_live "$pid" "$ident"; then alive=1; else alive=0; fi
+  read_file "$rd/train.token"; token=$rf
   read_file "$rd/status"; code=$rf
-  # After a stop we issued, "stopped" means the whole group is gone: count it.
-  read_file "$rd/stop_requested"; stop_group=$rf; group_left=
-  case $stop_group in
-    ''|*[!0-9]*) stop_group=;;
-    # `stopped` is written once a stop saw the group gone: no need to scan /proc again.
-    *) if [ -e "$rd/stopped" ]; then group_left=0
-       else GROUP=$stop_group; group_left=$(group_live_count); fi;;
-  esac
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop_group=%s\tgroup_left=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop_group" "$group_left"
+  read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1
+  stopped=0; [ -e "$rd/stopped" ] && stopped=1
+  launched=0; if [ -e "$rd/launch.lock" ] || [ -n "$pid" ]; then launched=1; fi
+  alive=0
+  if [ -z "$code" ] && [ $stopped = 0 ]; then
+    if is_live "$pid" "$ident" "$rd" || run_marked "$token"; then alive=1; fi
+  fi
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched"
 }""")
     for i, (workdir, run_id) in enumerate(runs):
         lines.append(f"probe {i} {run_dir_word(workdir, run_id)}")
@@ -201,39 +325,49 @@ def run_dir_word(workdir: str, run_id: str) -> str:
     return f"{workdir.rstrip('/') or '/'}/{run_id}"
 
 
-def stop_signal(workdir: str, run_id: str) -> str:
-    """Find the run's process group and send it SIGTERM, unless it is our own group.
+def stop_signal(workdir: str, run_id: str, signal: str = "TERM") -> str:
+    """Send `signal` to every member of the run, unless its pid file names our own group.
 
-    `stop_requested` records the group first: from then on the run reads `stopped`
-    exactly when every member of that group is gone.
+    The first call records `stop_requested`; from then on the run reads `stopped` once
+    the stop is verified. Idempotent: sent twice, it signals twice, which is harmless.
     """
+    if signal not in ("TERM", "KILL"):
+        raise ValueError(signal)
     return f"""{_LIVENESS}
+own_groups
 set -- {run_dir_word(workdir, run_id)}; rd=$1
-read_file "$rd/train.pid"; pid=$rf; read_file "$rd/train.ident"; ident=$rf
-if ! is_live "$pid" "$ident"; then echo result=not_running; exit 0; fi
-group=$pgrp
-proc_fields $$; own=$pgrp
-if [ -z "$group" ] || [ "$group" -le 1 ] || [ "$group" = "$own" ]; then
-  echo "result=refused"; echo "group=$group"; exit 0
+read_file "$rd/train.pid"; pid=$rf
+if [ -n "$pid" ] && proc_fields "$pid" && {{ [ "$pgrp" = "$own_pgrp" ] || [ "$pgrp" = "$sh_pgrp" ]; }}; then
+  echo "result=refused"; echo "group=$pgrp"; exit 0
 fi
-echo "$group" > "$rd/stop_requested"
-kill -TERM -"$group" 2>/dev/null
-echo result=term_sent; echo "group=$group"
+run_members "$rd"
+if [ -z "$members" ]; then echo result=not_running; exit 0; fi
+[ -e "$rd/stop_requested" ] || echo "${{pid:-0}}" > "$rd/stop_requested"
+kill -{signal} $members 2>/dev/null
+set -- $members; echo result=signalled; echo "count=$#"
 """
 
 
-def group_alive(group: int) -> str:
-    """Print how many live (non-zombie) processes are left in the process group."""
-    return f"{_LIVENESS}\nGROUP={int(group)}\necho \"alive=$(group_live_count)\"\n"
+def run_alive_count(workdir: str, run_id: str) -> str:
+    """Print how many live (non-zombie) members the run has."""
+    return f"""{_LIVENESS}
+own_groups
+set -- {run_dir_word(workdir, run_id)}; rd=$1
+run_members "$rd"
+set -- $members; echo "alive=$#"
+"""
 
 
-def group_kill(group: int) -> str:
-    return f"kill -KILL -{int(group)} 2>/dev/null; echo killed=1\n"
+def mark_stopped(workdir: str, run_id: str, code: int) -> str:
+    """Record a verified stop: `status` as the seed's wrapper would (if none), then `stopped`.
 
-
-def mark_stopped(workdir: str, run_id: str) -> str:
-    """Record that a stop saw the whole group gone, so later probes need not scan /proc."""
-    return f"set -- {run_dir_word(workdir, run_id)}; rd=$1\n: > \"$rd/stopped\" && echo marked=1\n"
+    `status` lets `praisonai train remote tail` of the run end and agree; `stopped` is
+    ours, so rtrain-tui still says `stopped`. Idempotent.
+    """
+    return f"""set -- {run_dir_word(workdir, run_id)}; rd=$1
+[ -e "$rd/status" ] || {{ echo {int(code)} > "$rd/status.tmp" && mv "$rd/status.tmp" "$rd/status"; }}
+: > "$rd/stopped" && echo marked=1
+"""
 
 
 def link_or_copy(source: str, target: str) -> str:
