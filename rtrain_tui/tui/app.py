@@ -1,12 +1,16 @@
 """The full-screen app: wiring, key bindings and the top-level handlers.
 
-All engine calls run in named worker groups, so nothing blocks the screen. Each host's
-refresh re-arms only after its previous one finished, so a slow or unreachable host
-never stacks probes and never delays the others. `make_app` is the one factory the CLI, the tests and the screenshot script use.
+All engine calls run in named worker groups, so nothing blocks the screen; the run index
+is read only in threads (`read_index`), so a slow disk or a lock held by another process
+never freezes it either. Each host's refresh re-arms only after its previous one
+finished, so a slow or unreachable host never stacks probes and never delays the others.
+`make_app` is the one factory the CLI, the tests and the screenshot script use.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +27,8 @@ from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPan
 from rtrain_tui.core import probes
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
-from rtrain_tui.core.errors import IndexCorruptError, RemoteError
-from rtrain_tui.core.index import RunIndex, RunRecord
+from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
+from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
 from rtrain_tui.core.logparse import progress_of
 from rtrain_tui.core.logstream import read_tail
 from rtrain_tui.core.probes import PreflightReport
@@ -40,6 +44,7 @@ from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 
 Clock = Callable[[], datetime]
 PROGRESS_WIDTH = 28
+STARTING = "starting"  # entered in the index before launch (probes.STARTING in newer engines)
 PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
 
 
@@ -86,7 +91,10 @@ class RTrainApp(App[int]):
         self.progress: dict[RunKey, str] = {}
         self._in_flight: set[str] = set()
         self._index_error = ""
+        self._index_problems: tuple[str, ...] = ()
         self._host_timers: dict[str, Timer] = {}
+        self._log_ids = itertools.count()  # tab ids are never reused, whatever closes first
+        self._discovering = False
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -112,7 +120,7 @@ class RTrainApp(App[int]):
         return self.query_one("#runs", RunsTable)
 
     def on_mount(self) -> None:
-        self.load_runs()
+        self.load_runs(first=True)
         self.show_preflight()
         # Connections start after the first frame: loading asyncssh takes ~150 ms.
         if self.demo:
@@ -122,10 +130,7 @@ class RTrainApp(App[int]):
             # Cheap and cannot stack: it only starts hosts that are neither being probed
             # nor already armed.
             self.set_interval(self.refresh_seconds * 5, self._discover_hosts)
-        if self.runs_table.row_count:
-            self.runs_table.focus()
-        else:
-            self.host_list.focus()
+        self.host_list.focus()  # the runs table takes it once its runs are read
 
     async def on_unmount(self) -> None:
         await self.engine.close()
@@ -152,39 +157,73 @@ class RTrainApp(App[int]):
     def gpus_for(self, host: str) -> int:
         return 0 if self.demo and host == "demo" else 1
 
-    # -- runs ----------------------------------------------------------------------
-    def load_runs(self, progress: dict[RunKey, str] | None = None) -> list[RunRecord]:
+    # -- the run index: read in threads, its troubles said once -------------------
+    async def read_index(self) -> IndexReport | None:
+        """The index, read in a thread; None when it cannot be used (and that is said once)."""
         try:
-            records = self.engine.index.load()
+            report = await asyncio.to_thread(self.engine.index.load_report)
         except IndexCorruptError as exc:
-            self._index_broken(exc)
-            return []
-        self.runs_table.set_runs(records, progress)
-        return records
+            self._index_trouble(exc)
+            return None
+        if self._index_error and "locked" not in self._index_error:
+            self._index_error = ""  # fixed: a new breakage is news again
+        self._index_skipped(report.problems)
+        return report
 
-    def refresh_runs(self) -> None:
-        """Refresh every host that has runs now (those already refreshing are left be)."""
-        for host in self._hosts_with_runs():
-            self._refresh_host_now(host)
-
-    def _hosts_with_runs(self) -> list[str]:
-        try:
-            return sorted({r.host for r in self.engine.index.load()})
-        except IndexCorruptError as exc:
-            self._index_broken(exc)
-            return []
-
-    def _discover_hosts(self) -> None:
-        """Start polling hosts that gained runs elsewhere (e.g. `rtrain-tui start`)."""
-        for host in self._hosts_with_runs():
-            if host not in self._in_flight and host not in self._host_timers:
-                self._refresh_host_now(host)
-
-    def _index_broken(self, exc: IndexCorruptError) -> None:
+    def _index_trouble(self, exc: RemoteError) -> None:
         """Say it once per distinct problem, not on every poll; the file stays untouched."""
         if str(exc) != self._index_error:
             self._index_error = str(exc)
-            self.notify(str(exc), title="Run index", severity="error", timeout=60)
+            severity = "warning" if isinstance(exc, IndexBusyError) else "error"
+            self.notify(str(exc), title="Run index", severity=severity, timeout=60)
+
+    def _index_skipped(self, problems: list[str]) -> None:
+        """Records the index could not use: one warning per new set, and a mark on the table."""
+        if tuple(problems) == self._index_problems:
+            return
+        self._index_problems = tuple(problems)
+        self.runs_table.border_title = "Runs" + (
+            f" · ⚠ {len(problems)} index record(s) skipped" if problems else "")
+        if problems:
+            shown = problems[:5] + ([f"… and {len(problems) - 5} more"] if len(problems) > 5 else [])
+            self.notify("\n".join(["These runs were skipped; they stay in the file as they are:",
+                                    *shown]),
+                        title="Run index", severity="warning", timeout=60, markup=False)
+
+    # -- runs ----------------------------------------------------------------------
+    def load_runs(self, progress: dict[RunKey, str] | None = None, first: bool = False) -> Worker[None]:
+        """Read the index (in a thread) and show its runs; the worker says when it is done."""
+        return self.run_worker(self._load_runs(progress, first), group="index-load",
+                               exclusive=True, exit_on_error=False, description="read the run index")
+
+    async def _load_runs(self, progress: dict[RunKey, str] | None, first: bool) -> None:
+        report = await self.read_index()
+        if report is None:
+            return
+        self.runs_table.set_runs(report.records, progress)
+        if first and self.runs_table.row_count and self.focused is self.host_list:
+            self.runs_table.focus()
+
+    def refresh_runs(self) -> None:
+        """Refresh every host that has runs now (those already refreshing are left be)."""
+        self.run_worker(self._refresh_hosts_with_runs(only_new=False), group="discover",
+                        exit_on_error=False, description="refresh runs")
+
+    def _discover_hosts(self) -> None:
+        """Start polling hosts that gained runs elsewhere (e.g. `rtrain-tui start`)."""
+        if not self._discovering:  # a slow read must not stack one more per tick
+            self.run_worker(self._refresh_hosts_with_runs(only_new=True), group="discover",
+                            exit_on_error=False, description="look for new runs")
+
+    async def _refresh_hosts_with_runs(self, only_new: bool) -> None:
+        self._discovering = True
+        try:
+            report = await self.read_index()
+        finally:
+            self._discovering = False
+        for host in sorted({r.host for r in report.records} if report else ()):
+            if not only_new or (host not in self._in_flight and host not in self._host_timers):
+                self._refresh_host_now(host)
 
     def _refresh_host_now(self, host: str) -> None:
         if host in self._in_flight:
@@ -198,15 +237,21 @@ class RTrainApp(App[int]):
     async def _refresh_host(self, host: str) -> None:
         """One probe of one host; re-armed when it finishes, so a slow host delays only itself."""
         try:
-            records = [r for r in self.engine.index.load() if r.host == host]
+            report = await self.read_index()
+            if report is None:
+                return
+            records = [r for r in report.records if r.host == host]
             states = await self.engine.refresh(records) if records else {}
             reached = any(s != probes.UNREACHABLE for s in states.values())
             self._show_reachability(host, reached or not states)
             running = [r for r in records if states.get(r.key) == probes.RUNNING]
             self.progress.update(await self._progress_of(running))
-            self._notify_transitions(self.load_runs(self.progress))
-        except IndexCorruptError as exc:
-            self._index_broken(exc)
+            report = await self.read_index()
+            if report is not None:
+                self.runs_table.set_runs(report.records, self.progress)
+                self._notify_transitions(report.records)
+        except (IndexCorruptError, IndexBusyError) as exc:
+            self._index_trouble(exc)
         finally:
             self._in_flight.discard(host)
             if self.poll_runs:
@@ -236,7 +281,7 @@ class RTrainApp(App[int]):
     def _notify_transitions(self, records: list[RunRecord]) -> None:
         for r in records:
             before = self.last_states.get(r.key)
-            if before == probes.RUNNING and r.state != before and not r.stale:
+            if before in (probes.RUNNING, STARTING) and r.state != before and not r.stale:
                 # completed, failed or lost; a stop the user issued has its own toast
                 if probes.is_final(r.state) and r.state != probes.STOPPED:
                     severity = "information" if r.state == probes.COMPLETED else "error"
@@ -314,13 +359,21 @@ class RTrainApp(App[int]):
 
     def _started(self, started: StartedRun | None) -> None:
         if started is None:
+            # Cancelled or failed: a run the engine entered as `starting` still shows, and
+            # the next refresh of its host tells what became of it.
+            self.load_runs()
+            self.refresh_runs()
             return
         self.notify(f"started {started.run_id} on {started.host}", title="Run started")
         self.last_states[started.record.key] = probes.RUNNING
-        self.load_runs()
+        self.run_worker(self._show_started(started.record.key), group="index-load",
+                        exclusive=True, exit_on_error=False, description="read the run index")
         self._refresh_host_now(started.host)
-        self.runs_table.select_run(started.record.key)
         self.open_log(started.record)
+
+    async def _show_started(self, key: RunKey) -> None:
+        await self._load_runs(None, first=False)
+        self.runs_table.select_run(key)
 
     # -- logs ----------------------------------------------------------------------
     @on(RunsTable.RowSelected)
@@ -341,7 +394,7 @@ class RTrainApp(App[int]):
         if record.key in self.log_panes:
             tabs.active = self.log_panes[record.key]
             return self.query_one(f"#{self.log_panes[record.key]} LogPane", LogPane)
-        pane_id = f"log-{len(self.log_panes)}"
+        pane_id = f"log-{next(self._log_ids)}"
         self.log_panes[record.key] = pane_id
         pane = LogPane(self.engine if follow else None, record)
         tabs.add_pane(TabPane(f"{record.host}/{record.run_id}", pane, id=pane_id))
@@ -351,8 +404,8 @@ class RTrainApp(App[int]):
     def action_close_log(self) -> None:
         tabs = self.query_one("#logs", TabbedContent)
         active = tabs.active
-        if not active:
-            return
+        if not active or active not in self.log_panes.values():
+            return  # nothing open, or this tab is already on its way out
         self.log_panes = {k: v for k, v in self.log_panes.items() if v != active}
         tabs.remove_pane(active)
         if not self.log_panes:

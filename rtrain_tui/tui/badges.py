@@ -7,6 +7,7 @@ from datetime import datetime
 from rich.text import Text
 
 RUN_STYLES = {
+    "starting": "italic cyan",  # in the index, not yet launched (or not yet known to be)
     "running": "bold green",
     "completed": "bold blue",
     "stopped": "yellow",
