@@ -23,7 +23,8 @@ class TerminalProgress:
     def __enter__(self) -> TerminalProgress:
         if self._enabled:
             self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                # markup=False: a file name such as `x[@click(].jsonl` is shown as it is.
+                TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                 TransferSpeedColumn(), console=Console(stderr=True), transient=True,
             )
             self._progress.start()

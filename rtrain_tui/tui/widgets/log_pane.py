@@ -15,6 +15,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, Log, Static
 
 from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.tui.badges import run_badge
 
@@ -90,7 +91,9 @@ class LogPane(Vertical):
             self.new_lines = 0  # the reader is back at the bottom
         else:
             self.new_lines += len(lines)
-        log.write_lines(lines, scroll_end=self.follow and at_end)
+        # Host text: no escape sequence may reach the terminal (retitle, clipboard, 2J).
+        # Log renders plain text, so colour (SGR) goes too.
+        log.write_lines([safe_line(line) for line in lines], scroll_end=self.follow and at_end)
         self.total_lines += len(lines)
         self._render_status()
 
@@ -99,7 +102,7 @@ class LogPane(Vertical):
         if self.stream == "ended":
             stream = Text.assemble(("■ ended: ", "bold"), run_badge(self.final_state))
         elif self.stream == "reconnecting":
-            stream = Text(f"↻ reconnecting… {self.stream_detail}"[:80], style="bold yellow")
+            stream = Text(f"↻ reconnecting… {safe_line(self.stream_detail)}"[:80], style="bold yellow")
         elif self.stream == "live":
             stream = Text("● live", style="bold green")
         else:

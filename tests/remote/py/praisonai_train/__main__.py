@@ -3,7 +3,8 @@
 It checks the argv shape the real trainer demands, then behaves as config.yaml says
 (flat `key: value` lines): `steps`, `step_seconds`, `exit_code`, `ignore_term` (keep
 running after SIGTERM), `children` (spawn that many sleeping children in its group),
-`progress_bar` (write \\r-style progress), `bad_utf8` (write an invalid byte).
+`progress_bar` (write \\r-style progress), `bad_utf8` (write an invalid byte),
+`hostile_escapes` (write terminal escapes a hostile trainer could print: see HOSTILE).
 It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
 """
 
@@ -12,6 +13,20 @@ import signal
 import subprocess
 import sys
 import time
+
+
+# What a hostile (or just careless) trainer can print: each would act on the user's
+# terminal if shown raw. The tests look for every one of these in tail's output.
+HOSTILE = [
+    "title \x1b]0;PWNED-TITLE-0\x07 osc0",
+    "title \x1b]2;PWNED-TITLE-2\x1b\\ osc2",
+    "link \x1b]8;;https://evil.example/\x07PWNED-LINK\x1b]8;;\x07 osc8",
+    "clipboard \x1b]52;c;UFdORUQtQ0xJUA==\x07 osc52",
+    "clear \x1b[2J\x1b[H csi2J",
+    "altscreen \x1b[?1049h csi1049",
+    "bell \x07 bel",
+    "carriage return\rPWNED-CR overwrite",
+]
 
 
 def fail(msg):
@@ -41,6 +56,10 @@ def main():
     if dataset is not None and not os.path.isfile(dataset):
         fail(f"dataset {dataset!r} not found")
     print(f"argv={args!r}", flush=True)
+    if cfg.get("hostile_escapes") == "true":
+        for line in HOSTILE:
+            sys.stdout.write("hostile: " + line + "\n")
+        sys.stdout.flush()
     print(f"env RTRAIN_TEST_ENV={os.environ.get('RTRAIN_TEST_ENV', '')}", flush=True)
     if cfg.get("ignore_term") == "true":
         signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
