@@ -73,8 +73,23 @@ def workdir(tmp_path: Path) -> Iterator[str]:
     yield str(work)
     for pid_file in work.glob("*/train.pid"):
         try:
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-        except (ValueError, ProcessLookupError, PermissionError):
+            group = int(pid_file.read_text())
+        except ValueError:
+            continue
+        if group <= 1:
+            continue  # killpg(1) is kill(-1): every process on the machine. Tests write such files.
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    # Processes of those runs that left the group (torchrun-style workers) carry the
+    # run's marker: still only processes these tests started.
+    markers = {f"RTRAIN_RUN={t.read_text().strip()}".encode() for t in work.glob("*/train.token")}
+    for environ in Path("/proc").glob("[0-9]*/environ") if markers else ():
+        try:
+            if markers & set(environ.read_bytes().split(b"\0")):
+                os.kill(int(environ.parent.name), signal.SIGKILL)
+        except (OSError, ValueError):
             pass
 
 
