@@ -287,9 +287,9 @@ class LogFollower:
         earliest = size
         while hi > floor:
             lo = max(floor, hi - BACK_CHUNK)
-            data = await self._bounded(handle.read(hi - lo, lo))
+            data = await self._read_at(handle, lo, hi - lo)
             if len(data) != hi - lo:
-                return 0  # the file changed under us: replay it whole
+                return 0  # truncated under us: replay what is there
             starts = [lo + m.end() for m in _LINE_END_BYTES.finditer(data)]
             if data.endswith(b"\r") and after == b"\n":
                 starts.pop()  # half of a \r\n whose \n the later chunk counted
@@ -305,6 +305,16 @@ class LogFollower:
         if floor == 0:
             return 0
         return earliest if earliest < size else floor
+
+    async def _read_at(self, handle: Any, offset: int, size: int) -> bytes:
+        """`size` bytes at `offset`, however the server splits them; fewer only at EOF."""
+        data = b""
+        while len(data) < size:
+            got = await self._bounded(handle.read(size - len(data), offset + len(data)))
+            if not got:
+                break
+            data += got
+        return data
 
     async def _drain(self, handle: Any) -> AsyncIterator[list[str]]:
         """Lines appended since `offset`, up to the size a stat just saw, in batches.
