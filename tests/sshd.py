@@ -88,6 +88,21 @@ class SshHosts:
         env.pop("NO_COLOR", None)
         return env
 
+    def extra_host(self, name: str, sftp: str = "") -> str:
+        """Start one more sshd (no SFTP subsystem unless `sftp` names one); its ssh config."""
+        sshd = find_sshd()
+        assert sshd is not None
+        port = free_port()
+        home = self.root / f"remote_home_{name}"
+        home.mkdir(exist_ok=True)
+        proc = _start_sshd(sshd, self.root, name, port, f"{self.root / 'py_bin'}:/usr/bin:/bin",
+                           home, self.gpu_file, sftp=sftp)
+        self.procs.append(proc)
+        _wait_port(port, proc)
+        return (f"Host {name}\n  HostName 127.0.0.1\n  User {getpass.getuser()}\n"
+                f"  IdentityFile {self.home / '.ssh' / 'id_test'}\n"
+                f"  UserKnownHostsFile {self.home / '.ssh' / 'known_hosts'}\n  Port {port}\n")
+
     def stop(self) -> None:
         for p in self.procs:
             p.terminate()
@@ -104,7 +119,8 @@ def _keygen(path: Path) -> None:
 
 
 def _start_sshd(sshd: str, root: Path, name: str, port: int, path_env: str,
-                remote_home: Path, gpu_file: Path) -> subprocess.Popen[bytes]:
+                remote_home: Path, gpu_file: Path,
+                sftp: str = "Subsystem sftp internal-sftp\n") -> subprocess.Popen[bytes]:
     host_key = root / f"host_key_{name}"
     _keygen(host_key)
     config = root / f"sshd_{name}.conf"
@@ -115,7 +131,7 @@ def _start_sshd(sshd: str, root: Path, name: str, port: int, path_env: str,
         f"AuthorizedKeysFile {root / 'authorized_keys'}\n"
         "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nUsePAM no\n"
-        "MaxSessions 10\nSubsystem sftp internal-sftp\nLogLevel ERROR\n"
+        f"MaxSessions 10\n{sftp}LogLevel ERROR\n"
         f"SetEnv PATH={path_env} PYTHONPATH={pythonpath} HOME={remote_home} "
         f"RTRAIN_FAKE_GPUS={gpu_file}\n"
     )

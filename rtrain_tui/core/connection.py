@@ -503,12 +503,13 @@ class BoundedSFTP:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._sftp, name)
-        if not inspect.iscoroutinefunction(attr):
-            return attr
         if name in _TRANSFERS:
             return lambda *a, **kw: self._watched(name, attr, *a, **kw)
         if name == "open":
-            return self._open
+            # asyncssh's open is a plain function returning an awaitable context manager
+            return lambda *a, **kw: _AwaitOrEnter(self._open(*a, **kw))
+        if not inspect.iscoroutinefunction(attr):
+            return attr
         return lambda *a, **kw: self.bounded(name, attr(*a, **kw))
 
     async def bounded(self, what: str, call: Awaitable[Any]) -> Any:
@@ -553,6 +554,25 @@ class BoundedSFTP:
         finally:
             if not task.done():
                 task.cancel()
+
+
+class _AwaitOrEnter:
+    """`await x` or `async with x`, as asyncssh's own open allows both."""
+
+    def __init__(self, call: Awaitable[BoundedFile]) -> None:
+        self._call = call
+        self._file: BoundedFile | None = None
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        return self._call.__await__()
+
+    async def __aenter__(self) -> BoundedFile:
+        self._file = await self._call
+        return self._file
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._file is not None:
+            await self._file.close()
 
 
 class BoundedFile:
