@@ -1,0 +1,120 @@
+"""A start is launched once and never lost, whatever happens to the client (issue 6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.conftest import Cli, write_config
+
+
+def runs(cli: Cli) -> list[dict[str, object]]:
+    r = cli("runs", "--json")
+    assert r.rc == 0, r.err
+    return json.loads(r.out)
+
+
+def big_dataset(tmp_path: Path, mib: int = 48) -> Path:
+    data = tmp_path / "big.jsonl"
+    with data.open("wb") as f:
+        f.write(os.urandom(mib << 20))
+    return data
+
+
+def wait_created(proc: subprocess.Popen[str]) -> str:
+    """Read the client's stderr up to the line that names the new run; return its id."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if " created on " in line:
+            return line.split("run ", 1)[1].split(" ", 1)[0]
+    raise AssertionError(f"no 'created' line; exit {proc.wait()}")
+
+
+def test_start_refuses_a_corrupt_index_before_touching_the_host(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    cli.index.write_text("[[runs]\nhost = ")
+    before = cli.index.read_bytes()
+    config = write_config(tmp_path / "c.yaml")
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "x", "--no-follow")
+    assert r.rc == 1 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "run index" in r.err and "Traceback" not in r.err
+    assert not Path(workdir).exists(), "the host was touched"
+    assert cli.index.read_bytes() == before
+
+
+def test_client_killed_mid_upload_leaves_nothing_once_refreshed(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml")
+    proc = cli.popen("start", "gpu", "-c", str(config), "-d", str(big_dataset(tmp_path)),
+                     "--workdir", workdir, "--run-id", "cut", "--no-follow")
+    assert wait_created(proc) == "cut"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert [(r["run_id"], r["state"]) for r in runs(cli)] == [("cut", "starting")]
+    assert (Path(workdir) / "cut").is_dir()
+    r = cli("runs", "--refresh")
+    assert r.rc == 0, r.err
+    assert runs(cli) == []
+    assert not (Path(workdir) / "cut").exists()
+    # the same id can be used again
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "cut", "--no-follow")
+    assert r.rc == 0, r.err
+
+
+def test_client_killed_right_after_launch_keeps_the_run_in_the_index(
+    cli: Cli, tmp_path: Path, workdir: str,
+) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.05)
+    proc = cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "now")
+    wait_created(proc)
+    pid_file = Path(workdir) / "now" / "train.pid"
+    deadline = time.monotonic() + 20
+    while not pid_file.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    cli("runs", "--refresh")
+    assert [(r["run_id"], r["state"]) for r in runs(cli)] == [("now", "running")]
+    assert cli("stop", "gpu", "now").out.strip() == "stopped now on gpu"
+
+
+def test_ctrl_c_during_upload_removes_the_run_and_its_entry(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml")
+    proc = cli.popen("start", "gpu", "-c", str(config), "-d", str(big_dataset(tmp_path)),
+                     "--workdir", workdir, "--run-id", "intr", "--no-follow")
+    wait_created(proc)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) != 0
+    assert runs(cli) == []
+    assert not (Path(workdir) / "intr").exists()
+
+
+def test_a_start_that_fails_before_launch_removes_its_run_dir(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    Path(workdir).mkdir(parents=True)
+    (Path(workdir) / ".datasets").write_text("a file where the dataset store should be")
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = tmp_path / "d.jsonl"
+    data.write_text("{}\n")
+    r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+            "--run-id", "again", "--no-follow")
+    assert r.rc == 1 and "Traceback" not in r.err
+    assert not (Path(workdir) / "again").exists()
+    assert runs(cli) == []
+    (Path(workdir) / ".datasets").unlink()
+    r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+            "--run-id", "again", "--no-follow")
+    assert r.rc == 0, r.err
+
+
+def test_twenty_concurrent_starts_all_land_in_the_index(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    procs = [cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir,
+                       "--run-id", f"c{i:02d}", "--no-follow") for i in range(20)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert sorted(r["run_id"] for r in runs(cli)) == [f"c{i:02d}" for i in range(20)]
+    assert len(list(Path(workdir).glob("c*/train.pid"))) == 20
