@@ -236,6 +236,12 @@ def test_escape_during_a_start_cancels_it_without_a_crash(hosts: SshHosts, tmp_p
             assert app.is_running
             errors = [m for m in notifications(app) if "Error" in m or "Traceback" in m]
             assert errors == []
+            assert any("start was cancelled" in m for m in notifications(app))
+            # what the engine left: nothing on the host, or a run the index knows
+            shown = [v.record.run_id for v in app.runs_table.views.values()]
+            recorded = [r.run_id for r in RunIndex(tmp_path / "runs.toml").load()]
+            assert shown == recorded
+            assert recorded == ["cancelled"] or not (tmp_path / "work" / "cancelled").exists()
             await pilot.press("n")  # the app still takes new work
             await pilot.pause()
             assert isinstance(app.screen, StartScreen)

@@ -139,7 +139,13 @@ class StartScreen(ModalScreen[StartedRun | None]):
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
+        # The engine cleans up after a cancelled start itself (removes what it made, or
+        # keeps a run that did launch in the index); the app reloads the runs after this.
+        launching = any(w.is_running for w in self.workers if w.node is self and w.group == "start")
         self.workers.cancel_group(self, "start")
+        if launching:
+            self.app.notify("The start was cancelled; the runs table shows whatever it left.",
+                            title="New run", severity="warning")
         self.dismiss(None)
 
     @on(Button.Pressed, "#start")
@@ -169,11 +175,15 @@ class StartScreen(ModalScreen[StartedRun | None]):
             assert self.engine is not None
             started = await self.engine.start(request, progress=progress, on_step=step.update)
         except RemoteError as exc:
+            if not self.is_attached:  # the form was closed meanwhile: say it in a toast
+                self.app.notify(str(exc), title="New run", severity="error", timeout=30)
+                return
             self.query_one("#errors", Static).update(f"✗ {exc}")
             step.update("")
             self.query_one("#start", Button).disabled = False
             return
-        self.dismiss(started)
+        if self.is_attached:
+            self.dismiss(started)
 
 
 def _placeholder(name: str) -> str:
