@@ -127,7 +127,7 @@ def test_one_probe_reports_many_runs_in_order(tmp_path: Path) -> None:
 
 def test_stop_ladder_scripts_signal_the_group_and_count_it(tmp_path: Path) -> None:
     launch(tmp_path, "st", "sleep 30 & sleep 30")
-    facts = dict(probes.parse_key_values(sh(remote_sh.stop_signal(str(tmp_path), "st"))))
+    facts = dict(probes.parse_key_values(sh(remote_sh.stop_signal(str(tmp_path), "st", "ab" * 8))))
     assert facts["result"] == "signalled" and int(facts["count"]) >= 3  # wrapper + 2 sleeps
     wait_for(lambda: sh(remote_sh.run_alive_count(str(tmp_path), "st")).strip() == "alive=0")
     # the wrapper recorded the TERM as the seed's would; until our stop is verified, the

@@ -356,20 +356,25 @@ class HostConnection:
             if not shell.closed and self.connected:
                 return shell
             shell.close()
-        conn = await self.connect()
-        try:
-            # stderr only ever carries the login shell's own chatter (scripts merge
-            # theirs into stdout); unread, it could stall the channel.
-            process = await conn.create_process("exec sh", encoding=None,
-                                                stderr=asyncssh.DEVNULL)
-            shell = _Shell(process)
-            await shell.start()
-        except (asyncssh.Error, OSError) as exc:
-            if self.connected:  # e.g. MaxSessions reached: the connection itself is fine
-                raise RemoteError(f"{self.alias}: cannot open a session: {_describe(exc, 0)}") from None
-            self._drop()
-            raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
-        return shell
+        for attempt in (1, 2):
+            conn = await self.connect()
+            try:
+                # stderr only ever carries the login shell's own chatter (scripts merge
+                # theirs into stdout); unread, it could stall the channel.
+                process = await conn.create_process("exec sh", encoding=None,
+                                                    stderr=asyncssh.DEVNULL)
+                shell = _Shell(process)
+                await shell.start()
+                return shell
+            except (asyncssh.Error, OSError) as exc:
+                if self.connected:  # e.g. MaxSessions reached: the connection itself is fine
+                    raise RemoteError(f"{self.alias}: cannot open a session: {_describe(exc, 0)}") from None
+                # A connection that died a moment ago can still look open to us until
+                # this call finds out: forget it and open a new one, once.
+                self._drop()
+                if attempt == 2:
+                    raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def sftp(self) -> BoundedSFTP:
         """The host's shared SFTP channel (logs, uploads, fetches), every call bounded.

@@ -327,14 +327,15 @@ class Engine:
             raise validate.ValidationError(f"--grace must be 0 or more seconds, not {grace:g}.")
         step = on_step or (lambda _msg: None)
         conn = self.host(host)
-        facts = await self._signal(conn, workdir, run_id, "TERM")
+        nonce = secrets.token_hex(8)
+        facts = await self._signal(conn, workdir, run_id, nonce, "TERM")
         if facts.get("result") == "not_running":
             return f"{run_id} was not running on {host}"
         step(f"SIGTERM sent to the run's {facts.get('count', '?')} process(es)")
         step(f"waiting up to {grace:g} s for them to exit")
         code = 143
         if not await self._wait_run_gone(conn, workdir, run_id, grace):
-            facts = await self._signal(conn, workdir, run_id, "KILL")
+            facts = await self._signal(conn, workdir, run_id, nonce, "KILL")
             code = 137
             if facts.get("result") != "not_running":
                 step(f"SIGKILL sent to the run's {facts.get('count', '?')} process(es)")
@@ -347,8 +348,10 @@ class Engine:
         self.remember_state(host, workdir, run_id, probes.STOPPED)
         return f"stopped {run_id} on {host}"
 
-    async def _signal(self, conn: HostConnection, workdir: str, run_id: str, signal: str) -> dict[str, str]:
-        facts = dict(probes.parse_key_values(await conn.run(remote_sh.stop_signal(workdir, run_id, signal))))
+    async def _signal(self, conn: HostConnection, workdir: str, run_id: str, nonce: str,
+                      signal: str) -> dict[str, str]:
+        script = remote_sh.stop_signal(workdir, run_id, nonce, signal)
+        facts = dict(probes.parse_key_values(await conn.run(script)))
         result = facts.get("result")
         if result == "refused":
             raise RemoteError(

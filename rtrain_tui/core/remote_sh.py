@@ -325,14 +325,17 @@ def run_dir_word(workdir: str, run_id: str) -> str:
     return f"{workdir.rstrip('/') or '/'}/{run_id}"
 
 
-def stop_signal(workdir: str, run_id: str, signal: str = "TERM") -> str:
+def stop_signal(workdir: str, run_id: str, nonce: str, signal: str = "TERM") -> str:
     """Send `signal` to every member of the run, unless its pid file names our own group.
 
-    The first call records `stop_requested`; from then on the run reads `stopped` once
-    the stop is verified. Idempotent: sent twice, it signals twice, which is harmless.
+    The first call records `stop_requested` (holding this stop's nonce); from then on the
+    run reads `stopped` once the stop is verified. Idempotent: sent again after a lost
+    answer, it signals what is left, and if the first sending already ended the run it
+    still answers `signalled` (its own nonce is on record), never "not running".
     """
     if signal not in ("TERM", "KILL"):
         raise ValueError(signal)
+    tok = check_token(nonce)
     return f"""{_LIVENESS}
 own_groups
 set -- {run_dir_word(workdir, run_id)}; rd=$1
@@ -341,8 +344,12 @@ if [ -n "$pid" ] && proc_fields "$pid" && {{ [ "$pgrp" = "$own_pgrp" ] || [ "$pg
   echo "result=refused"; echo "group=$pgrp"; exit 0
 fi
 run_members "$rd"
-if [ -z "$members" ]; then echo result=not_running; exit 0; fi
-[ -e "$rd/stop_requested" ] || echo "${{pid:-0}}" > "$rd/stop_requested"
+if [ -z "$members" ]; then
+  read_file "$rd/stop_requested"
+  if [ "$rf" = {tok} ]; then echo result=signalled; echo count=0; else echo result=not_running; fi
+  exit 0
+fi
+[ -e "$rd/stop_requested" ] || echo {tok} > "$rd/stop_requested"
 kill -{signal} $members 2>/dev/null
 set -- $members; echo result=signalled; echo "count=$#"
 """
