@@ -58,6 +58,9 @@ RUNS = [
               started_at="2026-11-28T22:15:00+00:00", updated_at="2026-11-28T23:01:30+00:00"),
     RunRecord("uni-cluster", "gemma-night", "~/.praisonai-train", state="lost",
               started_at="2026-11-28T20:00:00+00:00", updated_at="2026-11-29T02:11:00+00:00"),
+    # in the index, being uploaded and launched right now
+    RunRecord("h100-lab", "llama3-sft-r32", "~/.praisonai-train", state="starting",
+              started_at="2026-11-29T14:29:50+00:00", updated_at="2026-11-29T14:29:50+00:00"),
 ]
 PROGRESS = {
     RUNS[0].key: "step 1840/3000 · loss 0.8123",

@@ -18,7 +18,8 @@ def _compare(snap_compare, name: str, tmp_path: Path) -> bool:  # type: ignore[n
 class TestMainScreen:
     def test_hosts_and_runs(self, snap_compare, tmp_path: Path) -> None:
         """Hosts with badges (ready with a GPU summary, unreachable, not checked); the runs
-        table with one colour per state, the a100 run marked `?stale`, progress column."""
+        table with one colour per state (`starting` in italic cyan at the top, 10s
+        elapsed), the a100 run marked `?stale`, progress column."""
         assert _compare(snap_compare, "main", tmp_path)
 
     def test_preflight_panel(self, snap_compare, tmp_path: Path) -> None:
