@@ -6,6 +6,8 @@ acting twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import asyncio
 import os
 import subprocess
@@ -20,6 +22,8 @@ from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunIndex
 from tests.sshd import SshHosts
+
+FaultRowMaker = Callable[[str, str], object]  # the `fault_row` fixture (tests/faults/conftest.py)
 
 TOKEN = "00112233445566778899aabbccddeeff"
 
@@ -49,7 +53,8 @@ def processes_with(arg: str) -> list[int]:
     return found
 
 
-def test_a_script_that_times_out_is_killed_on_the_host(hosts: SshHosts, tmp_path: Path) -> None:
+def test_a_script_that_times_out_is_killed_on_the_host(hosts: SshHosts, tmp_path: Path, fault_row: FaultRowMaker) -> None:
+    fault_row('(4) hung script', 'sleep past timeout')
     engine = make_engine(hosts, tmp_path)
     marker = "1234.5"  # a sleep nobody else runs
 
@@ -64,7 +69,8 @@ def test_a_script_that_times_out_is_killed_on_the_host(hosts: SshHosts, tmp_path
     assert processes_with(marker) == [], "the timed-out script still runs on the host"
 
 
-def test_one_stuck_script_does_not_hold_up_the_hosts_other_work(hosts: SshHosts, tmp_path: Path) -> None:
+def test_one_stuck_script_does_not_hold_up_the_hosts_other_work(hosts: SshHosts, tmp_path: Path, fault_row: FaultRowMaker) -> None:
+    fault_row('(4) stuck script vs probe', 'sleep 6 + probe')
     engine = make_engine(hosts, tmp_path)
 
     async def go() -> float:
@@ -80,7 +86,8 @@ def test_one_stuck_script_does_not_hold_up_the_hosts_other_work(hosts: SshHosts,
     assert run(engine, go) < 3
 
 
-def test_waiting_for_a_free_shell_counts_inside_the_timeout(hosts: SshHosts, tmp_path: Path) -> None:
+def test_waiting_for_a_free_shell_counts_inside_the_timeout(hosts: SshHosts, tmp_path: Path, fault_row: FaultRowMaker) -> None:
+    fault_row('(4) all shells busy', '3 × sleep 5')
     engine = make_engine(hosts, tmp_path)
 
     async def go() -> None:
@@ -98,8 +105,10 @@ def test_waiting_for_a_free_shell_counts_inside_the_timeout(hosts: SshHosts, tmp
 
 def test_a_hung_sftp_read_is_abandoned_and_other_reads_go_on(
     hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    fault_row: FaultRowMaker,
 ) -> None:
     """A FIFO (or a stuck NFS file) blocks the host's sftp-server; the channel is replaced."""
+    fault_row('(3) hung SFTP read', 'FIFO in the run dir')
     monkeypatch.setattr(connection, "SFTP_CALL_TIMEOUT", 2.0)
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -121,21 +130,15 @@ def test_a_hung_sftp_read_is_abandoned_and_other_reads_go_on(
         await asyncio.wait_for(go(), 30)  # today's main waits here forever
 
     run(engine, bounded)
-    # unblock whatever is still stuck on the fifo on the "host"
-    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK) if _has_reader(fifo) else None
-    if fd is not None:
-        os.close(fd)
-
-
-def _has_reader(fifo: Path) -> bool:
+    # unblock the host's sftp-server if it still waits on the fifo for a writer
     try:
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        return True
     except OSError:
-        return False
+        pass  # no reader left: nothing is stuck
 
 
-def test_a_dead_sftp_channel_on_a_live_connection_is_replaced(hosts: SshHosts, tmp_path: Path) -> None:
+def test_a_dead_sftp_channel_on_a_live_connection_is_replaced(hosts: SshHosts, tmp_path: Path, fault_row: FaultRowMaker) -> None:
+    fault_row('(3) SFTP channel killed', 'channel closed, link up')
     engine = make_engine(hosts, tmp_path)
     (tmp_path / "f").write_text("x")
 
@@ -152,7 +155,8 @@ def test_a_dead_sftp_channel_on_a_live_connection_is_replaced(hosts: SshHosts, t
     run(engine, go)
 
 
-def test_a_host_without_sftp_says_so(hosts: SshHosts, tmp_path: Path) -> None:
+def test_a_host_without_sftp_says_so(hosts: SshHosts, tmp_path: Path, fault_row: FaultRowMaker) -> None:
+    fault_row('(3) no SFTP subsystem', 'sshd without Subsystem')
     cfg = tmp_path / "config"
     nosftp = hosts.extra_host("nosftp", "Subsystem sftp /nonexistent/sftp-server-that-is-not-there\n")
     cfg.write_text(hosts.ssh_config.read_text() + nosftp)

@@ -6,6 +6,8 @@ directory and at /proc directly, the way a user would check with `ps` and `ls`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import os
 import signal
 import subprocess
@@ -13,6 +15,8 @@ import time
 from pathlib import Path
 
 from tests.conftest import Cli, write_config
+
+FaultRowMaker = Callable[[str, str], object]  # the `fault_row` fixture (tests/faults/conftest.py)
 
 TORCHRUN = "{python} -m fake_torchrun --workers 2 --term-seconds 2"
 
@@ -52,8 +56,9 @@ def status(cli: Cli, workdir: str, run_id: str) -> str:
     return r.out.strip()
 
 
-def test_stop_reaches_torchrun_workers_in_their_own_sessions(cli: Cli, tmp_path: Path, workdir: str) -> None:
+def test_stop_reaches_torchrun_workers_in_their_own_sessions(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
     """torchrun starts each worker with start_new_session=True: the wrapper's group misses them."""
+    fault_row('(5) stop of torchrun-style workers', 'workers in own sessions, slow save on TERM')
     run_dir = start(cli, tmp_path, workdir, "ddp", "--trainer", TORCHRUN)
     workers = [read_pid(run_dir / f"worker-{i}.pid") for i in range(2)]
     assert all(alive(w) for w in workers)
@@ -71,8 +76,9 @@ def test_stop_reaches_torchrun_workers_in_their_own_sessions(cli: Cli, tmp_path:
     assert (run_dir / "status").read_text().strip() in ("143", "137")
 
 
-def test_killed_launcher_takes_its_escaped_workers_with_it(cli: Cli, tmp_path: Path, workdir: str) -> None:
+def test_killed_launcher_takes_its_escaped_workers_with_it(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
     """torchrun SIGKILLed: the run must not read failed while both workers train on."""
+    fault_row('(6) launcher SIGKILLed', 'kill -9 torchrun, workers escaped')
     run_dir = start(cli, tmp_path, workdir, "ddpk", "--trainer", TORCHRUN)
     workers = [read_pid(run_dir / f"worker-{i}.pid") for i in range(2)]
     os.kill(read_pid(run_dir / "launcher.pid"), signal.SIGKILL)
@@ -85,7 +91,9 @@ def test_killed_launcher_takes_its_escaped_workers_with_it(cli: Cli, tmp_path: P
 
 def test_trainer_children_are_ended_before_the_exit_code_is_recorded(
     cli: Cli, tmp_path: Path, workdir: str,
+    fault_row: FaultRowMaker,
 ) -> None:
+    fault_row('(6) trainer SIGKILLed', 'kill -9 trainer, children live')
     run_dir = start(cli, tmp_path, workdir, "kids", children=2)
     wait_for(lambda: "children=" in (run_dir / "train.log").read_text(), what="children started")
     kids = [int(p) for p in (run_dir / "train.log").read_text().split("children=")[1].split()[0].split(",")]
@@ -99,7 +107,9 @@ def test_trainer_children_are_ended_before_the_exit_code_is_recorded(
 
 def test_killed_wrapper_with_a_live_trainer_reads_running_and_stop_stops_it(
     cli: Cli, tmp_path: Path, workdir: str,
+    fault_row: FaultRowMaker,
 ) -> None:
+    fault_row('(6) wrapper SIGKILLed', 'kill -9 wrapper, trainer lives')
     run_dir = start(cli, tmp_path, workdir, "orphan", children=1)
     wait_for(lambda: "children=" in (run_dir / "train.log").read_text(), what="children started")
     wrapper = read_pid(run_dir / "train.pid")
@@ -115,7 +125,8 @@ def test_killed_wrapper_with_a_live_trainer_reads_running_and_stop_stops_it(
     assert (run_dir / "status").read_text().strip() == "143"
 
 
-def test_kill_after_grace_records_137(cli: Cli, tmp_path: Path, workdir: str) -> None:
+def test_kill_after_grace_records_137(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
+    fault_row('(5) trainer ignores SIGTERM', 'SIGTERM ignored')
     run_dir = start(cli, tmp_path, workdir, "stubborn", ignore_term="true")
     read_pid(run_dir / "train.pid")
     wait_for(lambda: "loss" in (run_dir / "train.log").read_text(), what="training")
@@ -134,8 +145,10 @@ def _unrelated_process(tmp_path: Path) -> subprocess.Popen[bytes]:
 
 def test_recycled_pid_of_a_seed_run_is_neither_running_nor_killed(
     cli: Cli, tmp_path: Path, workdir: str,
+    fault_row: FaultRowMaker,
 ) -> None:
     """A run started by `praisonai train remote` (no train.ident, no token) whose pid was reused."""
+    fault_row('(7) recycled pid, no train.ident', 'train.pid → unrelated process')
     run_dir = Path(workdir) / "seedrun"
     run_dir.mkdir(parents=True)
     other = _unrelated_process(tmp_path)
@@ -167,7 +180,8 @@ def test_a_live_seed_run_working_in_its_directory_is_running_and_stoppable(
         trainer.wait()
 
 
-def test_pid_file_naming_pid_1_is_never_a_run(cli: Cli, workdir: str) -> None:
+def test_pid_file_naming_pid_1_is_never_a_run(cli: Cli, workdir: str, fault_row: FaultRowMaker) -> None:
+    fault_row('(7) train.pid = 1', 'pid file says 1')
     run_dir = Path(workdir) / "one"
     run_dir.mkdir(parents=True)
     (run_dir / "train.pid").write_text("1\n")
@@ -178,7 +192,9 @@ def test_pid_file_naming_pid_1_is_never_a_run(cli: Cli, workdir: str) -> None:
 
 def test_a_run_that_completes_after_an_interrupted_stop_reads_completed(
     cli: Cli, tmp_path: Path, workdir: str,
+    fault_row: FaultRowMaker,
 ) -> None:
+    fault_row('(6) stop interrupted', 'stop_requested, run completes')
     run_dir = start(cli, tmp_path, workdir, "late", steps=10, step_seconds=0.1)
     # a stop that recorded its request and then lost its client before any signal
     (run_dir / "stop_requested").write_text(f"{read_pid(run_dir / 'train.pid')}\n")
@@ -188,7 +204,9 @@ def test_a_run_that_completes_after_an_interrupted_stop_reads_completed(
 
 def test_a_refresh_that_began_before_a_stop_does_not_overwrite_its_verdict(
     cli: Cli, tmp_path: Path, workdir: str,
+    fault_row: FaultRowMaker,
 ) -> None:
+    fault_row('(6) refresh racing a stop', 'probe lands after stop')
     import asyncio
 
     from rtrain_tui.core.connection import ConnectionPool

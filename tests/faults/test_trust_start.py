@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import json
 import os
 import signal
@@ -10,6 +12,8 @@ import time
 from pathlib import Path
 
 from tests.conftest import Cli, write_config
+
+FaultRowMaker = Callable[[str, str], object]  # the `fault_row` fixture (tests/faults/conftest.py)
 
 
 def runs(cli: Cli) -> list[dict[str, object]]:
@@ -34,7 +38,8 @@ def wait_created(proc: subprocess.Popen[str]) -> str:
     raise AssertionError(f"no 'created' line; exit {proc.wait()}")
 
 
-def test_start_refuses_a_corrupt_index_before_touching_the_host(cli: Cli, tmp_path: Path, workdir: str) -> None:
+def test_start_refuses_a_corrupt_index_before_touching_the_host(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
+    fault_row('(8) corrupt index', 'invalid TOML')
     cli.index.write_text("[[runs]\nhost = ")
     before = cli.index.read_bytes()
     config = write_config(tmp_path / "c.yaml")
@@ -45,7 +50,8 @@ def test_start_refuses_a_corrupt_index_before_touching_the_host(cli: Cli, tmp_pa
     assert cli.index.read_bytes() == before
 
 
-def test_client_killed_mid_upload_leaves_nothing_once_refreshed(cli: Cli, tmp_path: Path, workdir: str) -> None:
+def test_client_killed_mid_upload_leaves_nothing_once_refreshed(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
+    fault_row('(2) client SIGKILLed mid-upload', 'kill -9 client')
     config = write_config(tmp_path / "c.yaml")
     proc = cli.popen("start", "gpu", "-c", str(config), "-d", str(big_dataset(tmp_path)),
                      "--workdir", workdir, "--run-id", "cut", "--no-follow")
@@ -65,7 +71,9 @@ def test_client_killed_mid_upload_leaves_nothing_once_refreshed(cli: Cli, tmp_pa
 
 def test_client_killed_right_after_launch_keeps_the_run_in_the_index(
     cli: Cli, tmp_path: Path, workdir: str,
+    fault_row: FaultRowMaker,
 ) -> None:
+    fault_row('(2) client SIGKILLed after launch', 'kill -9 client')
     config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.05)
     proc = cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "now")
     wait_created(proc)
@@ -81,7 +89,8 @@ def test_client_killed_right_after_launch_keeps_the_run_in_the_index(
     assert cli("stop", "gpu", "now").out.strip() == "stopped now on gpu"
 
 
-def test_ctrl_c_during_upload_removes_the_run_and_its_entry(cli: Cli, tmp_path: Path, workdir: str) -> None:
+def test_ctrl_c_during_upload_removes_the_run_and_its_entry(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
+    fault_row('(2) Ctrl-C mid-upload', 'SIGINT client')
     config = write_config(tmp_path / "c.yaml")
     proc = cli.popen("start", "gpu", "-c", str(config), "-d", str(big_dataset(tmp_path)),
                      "--workdir", workdir, "--run-id", "intr", "--no-follow")
@@ -92,7 +101,8 @@ def test_ctrl_c_during_upload_removes_the_run_and_its_entry(cli: Cli, tmp_path: 
     assert not (Path(workdir) / "intr").exists()
 
 
-def test_a_start_that_fails_before_launch_removes_its_run_dir(cli: Cli, tmp_path: Path, workdir: str) -> None:
+def test_a_start_that_fails_before_launch_removes_its_run_dir(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
+    fault_row('(2) start fails before launch', 'dataset store unwritable')
     Path(workdir).mkdir(parents=True)
     (Path(workdir) / ".datasets").write_text("a file where the dataset store should be")
     config = write_config(tmp_path / "c.yaml", steps=1)
@@ -109,7 +119,8 @@ def test_a_start_that_fails_before_launch_removes_its_run_dir(cli: Cli, tmp_path
     assert r.rc == 0, r.err
 
 
-def test_twenty_concurrent_starts_all_land_in_the_index(cli: Cli, tmp_path: Path, workdir: str) -> None:
+def test_twenty_concurrent_starts_all_land_in_the_index(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
+    fault_row('(8) 20 concurrent starts', '20 CLI processes')
     config = write_config(tmp_path / "c.yaml", steps=1)
     procs = [cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir,
                        "--run-id", f"c{i:02d}", "--no-follow") for i in range(20)]
