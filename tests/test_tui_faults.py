@@ -247,3 +247,24 @@ def test_escape_during_a_start_cancels_it_without_a_crash(hosts: SshHosts, tmp_p
             assert isinstance(app.screen, StartScreen)
 
     asyncio.run(go())
+
+
+def test_an_index_broken_again_after_a_fix_is_reported_again(tmp_path: Path) -> None:
+    (tmp_path / "ssh_config").write_text("Host a\n  HostName 127.0.0.1\n  Port 1\n")
+    path = tmp_path / "runs.toml"
+    path.write_text("[[runs]\nnot toml")
+
+    async def go() -> None:
+        app = make_app(tmp_path / "ssh_config", RunIndex(path), poll_runs=True, refresh_seconds=0.05)
+        async with app.run_test(size=SIZE) as pilot:
+            said = lambda: [m for m in notifications(app) if "not valid TOML" in m]  # noqa: E731
+            await until(pilot, lambda: len(said()) == 1, "the first report")
+            path.write_text('[[runs]]\nhost = "a"\nrun_id = "r"\nworkdir = "~/w"\n')
+            app.load_runs()
+            await until(pilot, lambda: app.runs_table.row_count == 1, "the fixed index")
+            path.write_text("[[runs]\nnot toml")
+            await until(pilot, lambda: len(said()) == 2, "the second report")
+            await pilot.pause(0.3)
+            assert len(said()) == 2  # still once per breakage, not once per tick
+
+    asyncio.run(go())

@@ -91,6 +91,7 @@ class RTrainApp(App[int]):
         self.progress: dict[RunKey, str] = {}
         self._in_flight: set[str] = set()
         self._index_error = ""
+        self._index_error_kind: type[RemoteError] = RemoteError
         self._index_problems: tuple[str, ...] = ()
         self._host_timers: dict[str, Timer] = {}
         self._log_ids = itertools.count()  # tab ids are never reused, whatever closes first
@@ -165,8 +166,7 @@ class RTrainApp(App[int]):
         except IndexCorruptError as exc:
             self._index_trouble(exc)
             return None
-        if self._index_error and "locked" not in self._index_error:
-            self._index_error = ""  # fixed: a new breakage is news again
+        self._index_recovered(IndexCorruptError)
         self._index_skipped(report.problems)
         return report
 
@@ -174,8 +174,15 @@ class RTrainApp(App[int]):
         """Say it once per distinct problem, not on every poll; the file stays untouched."""
         if str(exc) != self._index_error:
             self._index_error = str(exc)
+            self._index_error_kind = type(exc)
             severity = "warning" if isinstance(exc, IndexBusyError) else "error"
             self.notify(str(exc), title="Run index", severity=severity, timeout=60)
+
+    def _index_recovered(self, kind: type[RemoteError]) -> None:
+        """A read that worked again: the same breakage later is news again. (A busy lock is
+        not reset by one host's refresh that needed no write: that would toast every tick.)"""
+        if self._index_error and issubclass(self._index_error_kind, kind):
+            self._index_error = ""
 
     def _index_skipped(self, problems: list[str]) -> None:
         """Records the index could not use: one warning per new set, and a mark on the table."""
