@@ -300,14 +300,29 @@ class Engine:
     async def list_run(self, host: str, workdir: str, run_id: str) -> list[RemoteEntry]:
         """Everything in the run dir (recursively), for the fetch browser."""
         run_dir = await self.run_dir(host, workdir, run_id)
-        return await list_tree(await self.host(host).sftp(), run_dir)
+        try:  # the run's own interpreter: transfers run a small program with it on the host
+            python = next((r.python for r in self.index.load()
+                           if r.key == (host, workdir, run_id) and r.python), validate.DEFAULT_PYTHON)
+        except RemoteError:
+            python = validate.DEFAULT_PYTHON
+        return await list_tree(self.host(host), run_dir, python=python)
 
     async def fetch(self, host: str, workdir: str, run_id: str, path: str, out: Path,
-                    progress: Progress | None = None) -> Path:
-        """Fetch `path` (relative to the run dir) into `out`; returns the local path."""
+                    progress: Progress | None = None,
+                    on_warning: Callable[[str], None] | None = None) -> Path:
+        """Fetch `path` (relative to the run dir) into `out`; returns the local path.
+
+        `on_warning` hears about what was left out (FIFOs, sockets: never regular files).
+        """
         rel = validate.check_fetch_path(path)
         run_dir = await self.run_dir(host, workdir, run_id)
-        return await fetch(self.host(host), run_dir, rel, out, progress)
+        try:  # the run's own interpreter: transfers run a small program with it on the host
+            python = next((r.python for r in self.index.load()
+                           if r.key == (host, workdir, run_id) and r.python), validate.DEFAULT_PYTHON)
+        except RemoteError:
+            python = validate.DEFAULT_PYTHON
+        return await fetch(self.host(host), run_dir, rel, out, progress, python=python,
+                           on_warning=on_warning)
 
     # -- stop ------------------------------------------------------------------
     async def stop(

@@ -380,7 +380,10 @@ def mark_stopped(workdir: str, run_id: str, code: int) -> str:
 def link_or_copy(source: str, target: str) -> str:
     """Hard-link `source` to `target` (same file system), copying where links fail."""
     src, dst = shlex.quote(source), shlex.quote(target)
-    return f"{{ ln -- {src} {dst} 2>/dev/null || cp -- {src} {dst}; }} && echo linked=1\n"
+    # `-ef` first: sent again after a dropped connection, the link already exists and
+    # `cp` would refuse to copy a file onto itself.
+    return (f"{{ [ {dst} -ef {src} ] || ln -- {src} {dst} 2>/dev/null || cp -- {src} {dst}; }}"
+            " && echo linked=1\n")
 
 
 def checksums(directory: str, rel_paths: Sequence[str]) -> str:
@@ -392,3 +395,210 @@ def checksums(directory: str, rel_paths: Sequence[str]) -> str:
         "else S='shasum -a 256'; fi\n"
         f"$S -- {files}\n"
     )
+
+
+# --- transfers (see transfer.py) ----------------------------------------------------
+# One Python program on the host, run with the trainer's interpreter over one exec
+# channel. Paths travel hex-encoded, so any name a POSIX file system allows (newline,
+# backslash, non-UTF-8 bytes) crosses unchanged and nothing in them reaches a shell.
+#
+# `list ROOT REL` / `send ROOT REL`: a listing of text lines, then `e`:
+#   f SIZE MTIME_NS HEXPATH   a regular file (numbered 0, 1, … in listing order)
+#   d HEXPATH                 a directory
+#   s KIND HEXPATH            skipped: fifo, socket, device, loop, dangling, unreadable
+#   x WHY HEXPATH             refused: `outside` (leaves the run dir) or `missing`
+# `send` then reads lines of file numbers on stdin (an empty line ends) and, per number,
+# answers `H` num size mtime (from fstat at open: the snapshot), exactly `size` bytes,
+# and `T` ok sha256 — the hash computed in the same pass; ok=0 when the file shrank or
+# failed to read (the bytes were padded). `S` num: the file is gone or is no longer a
+# regular file. `B` ends a batch. Only regular files are ever opened (O_NONBLOCK and
+# O_NOFOLLOW too), so a FIFO can never hang the stream.
+#
+# `recv DIR SIZE`: reads SIZE bytes and then a hex SHA-256 line from stdin into a
+# temporary name of its own in DIR, hashing in the same pass; if the hashes agree the
+# file is published as DIR/<sha256> (the first to publish wins, the others find it
+# there), and it prints `ok=<sha256>`; else `error=...`. Every failure removes the
+# temporary file; a full disk says `error=nospace`.
+TRANSFER_PY = r"""
+import errno, hashlib, os, stat, struct, sys
+out = sys.stdout.buffer
+MB = 1 << 20
+def line(*parts):
+    out.write(b" ".join(parts) + b"\n")
+def hx(b):
+    return (b.hex() or "-").encode()
+def unhex(s):
+    return b"" if s == "-" else bytes.fromhex(s)
+def listing(root, rel):
+    root = os.path.realpath(root)
+    pre = root.rstrip(b"/") + b"/"
+    inside = lambda p: p == root or p.startswith(pre)
+    files = []
+    top = root if rel == b"." else os.path.join(root, rel)
+    real = os.path.realpath(top)
+    if not inside(real):
+        line(b"x", b"outside", hx(rel)); return None
+    try:
+        st = os.stat(real)
+    except OSError:
+        line(b"x", b"missing", hx(rel)); return None
+    def kind(m):
+        if stat.S_ISFIFO(m): return b"fifo"
+        if stat.S_ISSOCK(m): return b"socket"
+        if stat.S_ISCHR(m) or stat.S_ISBLK(m): return b"device"
+        return b"special"
+    def walk(real, relp, chain):
+        try:
+            names = sorted(os.listdir(real))
+        except OSError:
+            line(b"s", b"unreadable", hx(relp)); return True
+        for name in names:
+            p = os.path.join(real, name)
+            r = os.path.join(relp, name) if relp != b"." else name
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                p = os.path.realpath(p)
+                if not inside(p):
+                    line(b"x", b"outside", hx(r)); return False
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    line(b"s", b"dangling", hx(r)); continue
+            if stat.S_ISDIR(st.st_mode):
+                key = (st.st_dev, st.st_ino)
+                if key in chain or len(chain) > 64:
+                    line(b"s", b"loop", hx(r)); continue
+                line(b"d", hx(r))
+                if not walk(p, r, chain | {key}):
+                    return False
+            elif stat.S_ISREG(st.st_mode):
+                line(b"f", str(st.st_size).encode(), str(st.st_mtime_ns).encode(), hx(r))
+                files.append(p)
+            else:
+                line(b"s", kind(st.st_mode), hx(r))
+        return True
+    if stat.S_ISDIR(st.st_mode):
+        if not walk(real, rel, frozenset([(st.st_dev, st.st_ino)])):
+            return None
+    elif stat.S_ISREG(st.st_mode):
+        line(b"f", str(st.st_size).encode(), str(st.st_mtime_ns).encode(), hx(rel))
+        files.append(real)
+    else:
+        line(b"s", kind(st.st_mode), hx(rel))
+    return files
+def send(path, num):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        out.write(struct.pack(">cI", b"S", num)); return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            out.write(struct.pack(">cI", b"S", num)); return
+        size = left = st.st_size
+        out.write(struct.pack(">cIQQ", b"H", num, size, st.st_mtime_ns))
+        h = hashlib.sha256(); ok = 1
+        while left:
+            try:
+                b = os.read(fd, min(left, MB)) if ok else b""
+            except OSError:
+                b = b""
+            if not b:
+                ok = 0; b = bytes(min(left, MB))
+            h.update(b); out.write(b); left -= len(b)
+        out.write(struct.pack(">cB", b"T", ok) + h.digest())
+    finally:
+        os.close(fd)
+def recv(d, size):
+    inp = sys.stdin.buffer
+    tmp = os.path.join(d, b".up-%s.part" % os.urandom(8).hex().encode())
+    fd = None
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        h = hashlib.sha256(); left = size
+        while left:
+            b = inp.read1(min(left, MB)) if hasattr(inp, "read1") else inp.read(min(left, MB))
+            if not b:
+                line(b"error=short"); return
+            h.update(b); left -= len(b)
+            mv = memoryview(b)
+            while mv:
+                mv = mv[os.write(fd, mv):]
+        os.close(fd); fd = None
+        want = inp.readline().strip().decode()
+        if want != h.hexdigest():
+            line(b"error=corrupt"); return
+        final = os.path.join(d, want.encode())
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            if os.stat(final).st_size != size:
+                os.replace(tmp, final)
+        line(b"ok=" + want.encode())
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            line(b"error=nospace")
+        else:
+            line(b"error=" + str(e).replace("\n", " ").encode("utf-8", "replace"))
+    finally:
+        if fd is not None:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        out.flush()
+def main():
+    mode = sys.argv[1]
+    if mode == "recv":
+        return recv(unhex(sys.argv[2]), int(sys.argv[3]))
+    files = listing(unhex(sys.argv[2]), unhex(sys.argv[3]))
+    line(b"e"); out.flush()
+    if mode != "send" or files is None:
+        return
+    for req in sys.stdin.buffer:
+        if not req.strip():
+            break
+        for n in req.split():
+            send(files[int(n)], int(n))
+        out.write(b"B"); out.flush()
+main()
+"""
+
+
+def transfer_command(python: str, mode: str, *args: bytes | int) -> str:
+    """The exec command that runs TRANSFER_PY: one line, no quote inside the program.
+
+    The program travels base64-encoded and every argument hex-encoded, so the command
+    means the same to any login shell (sh, bash, zsh, fish, even csh, which refuses
+    newlines inside quotes).
+    """
+    import base64
+
+    if mode not in ("list", "send", "recv"):
+        raise ValueError(mode)
+    code = base64.b64encode(TRANSFER_PY.encode()).decode()
+    words = [a.hex() or "-" if isinstance(a, bytes) else str(int(a)) for a in args]
+    return (f"{validate.python_word(python)} -c "
+            f"'import base64;exec(base64.b64decode(\"{code}\"))' {mode} {' '.join(words)}")
+
+
+def upload_prepare(cache_dir: str, size: int) -> str:
+    """Before shipping a dataset: make the store, drop stale parts, report space and twins.
+
+    Prints `free_kb=N` and one `same=<name>` per stored dataset of exactly `size` bytes
+    (only those can be this dataset, so only then is it worth hashing locally first).
+    Temporary files older than a day are left by killed uploads: nothing trusts them,
+    and they must not fill the disk.
+    """
+    d = shlex.quote(cache_dir)
+    return f"""d={d}
+mkdir -p -m 700 "$d" || exit 1
+find "$d" "$d/.." -maxdepth 2 -type f \\( -path "$d/*.part" -o -name config.yaml.part \\
+  -o -name run.sh.part \\) -mmin +1440 -exec rm -f {{}} + 2>/dev/null
+echo "free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {{print $4}}')"
+find "$d" -maxdepth 1 -type f ! -name '*.part' -size {int(size)}c 2>/dev/null | sed 's|.*/|same=|'
+"""
