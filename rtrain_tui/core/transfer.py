@@ -297,7 +297,7 @@ async def fetch(
         if listing.skipped and on_warning:
             what = ", ".join(f"{shown(p)} ({kind})" for p, kind in listing.skipped[:10])
             more = len(listing.skipped) - 10
-            on_warning(f"skipped {len(listing.skipped)} that are not regular files: {what}"
+            on_warning(f"skipped {len(listing.skipped)} entries that are not regular files: {what}"
                        + (f" and {more} more" if more > 0 else ""))
         if not single and not listing.files and not listing.dirs and listing.skipped:
             raise RemoteError(f"{shown(rel)} is not a regular file or directory "

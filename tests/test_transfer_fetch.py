@@ -1,0 +1,196 @@
+"""Fetch is robust to whatever a run directory holds (issue 8), over the real sshd."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli, write_config
+
+
+@pytest.fixture
+def done_run(cli: Cli, tmp_path: Path, workdir: str) -> Path:
+    config = write_config(tmp_path / "c.yaml", steps=2)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "done").rc == 0
+    return Path(workdir) / "done"
+
+
+@pytest.fixture
+def live_run(cli: Cli, tmp_path: Path, workdir: str) -> Path:
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.002)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "live", "--no-follow")
+    assert r.rc == 0, r.err
+    log = Path(workdir) / "live" / "train.log"
+    deadline = time.monotonic() + 20
+    while not log.exists() or log.stat().st_size < 2000:
+        assert time.monotonic() < deadline, "the run never logged"
+        time.sleep(0.05)
+    return log.parent
+
+
+def fetch(cli: Cli, workdir: str, run: str, path: str, out: Path):  # type: ignore[no-untyped-def]
+    return cli("fetch", "gpu", run, path, "--out", str(out), "--workdir", workdir)
+
+
+def tree(root: Path) -> dict[bytes, bytes]:
+    """Every regular file under root by its relative name in bytes, with its content."""
+    found = {}
+    for dirpath, _dirs, files in os.walk(os.fsencode(root)):
+        for name in files:
+            full = os.path.join(dirpath, name)
+            found[os.path.relpath(full, os.fsencode(root))] = Path(os.fsdecode(full)).read_bytes()
+    return found
+
+
+def test_growing_log_of_a_running_run_is_fetched_as_a_prefix_every_time(
+    cli: Cli, live_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    for i in range(5):
+        out = tmp_path / f"o{i}"
+        r = fetch(cli, workdir, "live", "train.log", out)
+        assert r.rc == 0, r.err
+        got = (out / "train.log").read_bytes()
+        assert len(got) > 0 and (live_run / "train.log").read_bytes().startswith(got)
+
+
+def test_fetching_dot_of_a_running_run_works(cli: Cli, live_run: Path, workdir: str, tmp_path: Path) -> None:
+    r = fetch(cli, workdir, "live", ".", tmp_path / "o")
+    assert r.rc == 0, r.err
+    got = tmp_path / "o" / "live"
+    assert (got / "config.yaml").read_bytes() == (live_run / "config.yaml").read_bytes()
+    assert (live_run / "train.log").read_bytes().startswith((got / "train.log").read_bytes())
+    assert not list(got.rglob("*.part"))
+
+
+def test_fifo_and_socket_are_skipped_named_in_a_warning_and_never_hang(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    os.mkfifo(done_run / "lora_model" / "pipe")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(done_run / "lora_model" / "sock"))
+    try:
+        began = time.monotonic()
+        r = fetch(cli, workdir, "done", "lora_model", tmp_path / "o")
+        assert time.monotonic() - began < 15
+    finally:
+        sock.close()
+    assert r.rc == 0, r.err
+    warning = [line for line in r.err.splitlines() if "warning" in line]
+    assert len(warning) == 1 and "'lora_model/pipe' (fifo)" in warning[0] and "'lora_model/sock' (socket)" in warning[0], r.err
+    assert sorted(p.name for p in (tmp_path / "o" / "lora_model").iterdir()) == [
+        "adapter_config.json", "adapter_model.safetensors"]
+
+
+def test_a_fifo_named_directly_is_refused_in_one_line(cli: Cli, done_run: Path, workdir: str,
+                                                      tmp_path: Path) -> None:
+    os.mkfifo(done_run / "pipe")
+    r = fetch(cli, workdir, "done", "pipe", tmp_path / "o")
+    assert r.rc == 1 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "'pipe' is not a regular file" in r.err
+
+
+def test_symlinks_inside_are_followed_once_and_loops_do_not_recurse(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    os.symlink("..", done_run / "lora_model" / "up")  # a loop back to the run dir
+    os.symlink("lora_model", done_run / "latest")  # stays inside
+    os.symlink("lora_model/adapter_config.json", done_run / "cfg.json")
+    r = fetch(cli, workdir, "done", ".", tmp_path / "o")
+    assert r.rc == 0, r.err
+    assert "RecursionError" not in r.err and "'lora_model/up' (loop)" in r.err
+    got = tmp_path / "o" / "done"
+    want = (done_run / "lora_model" / "adapter_config.json").read_bytes()
+    assert (got / "latest" / "adapter_config.json").read_bytes() == want
+    assert (got / "cfg.json").read_bytes() == want
+    assert not (got / "lora_model" / "up").exists()
+
+
+def test_any_posix_name_arrives_under_the_same_bytes(cli: Cli, done_run: Path, workdir: str,
+                                                    tmp_path: Path) -> None:
+    odd = done_run / "odd"
+    odd.mkdir()
+    names = [b"new\nline", b"carriage\rreturn", b"back\\slash", b"latin1-\xe9\xff", b" lead space",
+             b"-dash", b"\x1b]0;title\x07"]
+    for i, name in enumerate(names):
+        with open(os.path.join(os.fsencode(odd), name), "wb") as f:
+            f.write(b"content %d\n" % i)
+    r = fetch(cli, workdir, "done", "odd", tmp_path / "o")
+    assert r.rc == 0, r.err
+    assert tree(tmp_path / "o" / "odd") == tree(odd)
+    assert "\x1b" not in r.out + r.err
+
+
+def test_ctrl_c_mid_fetch_leaves_no_part_file(cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
+    big = done_run / "big.bin"
+    with big.open("wb") as f:
+        f.write(os.urandom(256 << 20))
+    out = tmp_path / "o"
+    proc = cli.popen("fetch", "gpu", "done", "big.bin", "--out", str(out), "--workdir", workdir)
+    deadline = time.monotonic() + 30
+    while not (out / "big.bin.part").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the fetch never began"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(30)
+    assert proc.returncode != 0
+    assert not list(out.rglob("*.part")) and not (out / "big.bin").exists()
+
+
+def test_out_being_a_file_is_one_line_before_anything_moves(cli: Cli, done_run: Path, workdir: str,
+                                                            tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    out.write_text("i am a file")
+    r = fetch(cli, workdir, "done", "lora_model", out)
+    assert r.rc == 1 and len(r.err.strip().splitlines()) == 1, r.err
+    assert f"--out {out} is a file" in r.err and "Traceback" not in r.err
+    assert out.read_text() == "i am a file"
+
+
+def test_a_directory_where_a_file_lands_is_one_line_before_anything_moves(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    out = tmp_path / "o"
+    (out / "lora_model" / "adapter_model.safetensors").mkdir(parents=True)
+    r = fetch(cli, workdir, "done", "lora_model", out)
+    assert r.rc == 1 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "a directory sits where" in r.err and "Traceback" not in r.err
+    assert not (out / "lora_model" / "adapter_config.json").exists(), "something was transferred"
+    (out / "lora_model" / "adapter_model.safetensors").rmdir()
+    (out / "lora_model").rmdir()
+    (out / "train.log").mkdir()
+    r = fetch(cli, workdir, "done", "train.log", out)
+    assert r.rc == 1 and "a directory sits where" in r.err
+
+
+def test_refetching_unchanged_files_sends_nothing_but_a_listing(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    out = tmp_path / "o"
+    assert fetch(cli, workdir, "done", "lora_model", out).rc == 0
+    landed = {p.name: p.stat().st_ino for p in (out / "lora_model").iterdir()}
+    assert fetch(cli, workdir, "done", "lora_model", out).rc == 0
+    assert {p.name: p.stat().st_ino for p in (out / "lora_model").iterdir()} == landed
+    # a file changed on the host is fetched again, verified
+    (done_run / "lora_model" / "adapter_config.json").write_text('{"r": 16}\n')
+    assert fetch(cli, workdir, "done", "lora_model", out).rc == 0
+    assert (out / "lora_model" / "adapter_config.json").read_text() == '{"r": 16}\n'
+    assert (out / "lora_model" / "adapter_model.safetensors").stat().st_ino == \
+        landed["adapter_model.safetensors"]
+
+
+def test_a_dangling_symlink_and_an_unreadable_dir_do_not_break_the_fetch(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    os.symlink("nowhere", done_run / "lora_model" / "dangling")
+    r = fetch(cli, workdir, "done", "lora_model", tmp_path / "o")
+    assert r.rc == 0, r.err
+    assert "'lora_model/dangling' (dangling)" in r.err
+    sha = hashlib.sha256((done_run / "lora_model" / "adapter_model.safetensors").read_bytes())
+    got = hashlib.sha256((tmp_path / "o" / "lora_model" / "adapter_model.safetensors").read_bytes())
+    assert sha.hexdigest() == got.hexdigest()
