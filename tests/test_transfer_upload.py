@@ -1,0 +1,153 @@
+"""Uploads: a full disk is named, concurrent starts share one stored dataset (issue 8)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import transfer
+from rtrain_tui.core.connection import HostConnection
+from rtrain_tui.core.errors import RemoteError
+from tests.conftest import Cli, write_config
+from tests.sshd import SshHosts
+
+
+def dataset(path: Path, size: int) -> Path:
+    with path.open("wb") as f:
+        f.write(os.urandom(size))
+    return path
+
+
+@pytest.fixture
+def small_disk(workdir: str) -> Iterator[Path]:
+    """The workdir on a 1 MiB tmpfs: a host whose disk is (nearly) full."""
+    Path(workdir).mkdir(parents=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", workdir],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        yield Path(workdir)
+    finally:
+        subprocess.run(["umount", "-l", workdir], check=False)
+
+
+def test_start_refuses_early_when_the_dataset_cannot_fit(cli: Cli, tmp_path: Path, small_disk: Path) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = dataset(tmp_path / "d.jsonl", 2 << 20)
+    r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", str(small_disk),
+            "--run-id", "full", "--no-follow")
+    last = r.err.strip().splitlines()[-1]
+    assert r.rc == 1 and "Traceback" not in r.err, r.err
+    assert last.startswith(f"rtrain-tui: no space left on gpu ({small_disk}): d.jsonl needs 2.0 MiB")
+    assert not list(small_disk.rglob("*.part")) and not (small_disk / "full").exists()
+
+
+def test_disk_full_mid_upload_is_named_and_leaves_no_partial_file(
+    hosts: SshHosts, tmp_path: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The early check passed (space was taken meanwhile): the host program's ENOSPC."""
+    monkeypatch.setenv("HOME", str(hosts.home))
+    data = dataset(tmp_path / "d.jsonl", 2 << 20)
+    cache = small_disk / ".datasets"
+    cache.mkdir()
+
+    async def go() -> str:
+        conn = HostConnection("gpu", hosts.ssh_config)
+        try:
+            await transfer._stream_upload(conn, data, str(cache), data.stat().st_size, None,
+                                          "python3", str(small_disk))
+        except RemoteError as exc:
+            return str(exc)
+        finally:
+            await conn.close()
+        return "no error"
+
+    assert asyncio.run(go()).startswith(f"no space left on gpu ({small_disk})")
+    assert list(cache.iterdir()) == []
+    # nothing is left filling the disk: a small dataset uploads fine afterwards
+    small = dataset(tmp_path / "s.jsonl", 100 << 10)
+
+    async def again() -> str:
+        conn = HostConnection("gpu", hosts.ssh_config)
+        try:
+            return await transfer._stream_upload(conn, small, str(cache), small.stat().st_size,
+                                                 None, "python3", str(small_disk))
+        finally:
+            await conn.close()
+
+    digest = asyncio.run(again())
+    assert [p.name for p in cache.iterdir()] == [digest]
+
+
+def test_twenty_concurrent_starts_with_one_new_dataset_all_succeed_and_store_it_once(
+    cli: Cli, tmp_path: Path, workdir: str,
+) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = dataset(tmp_path / "d.jsonl", 3 << 20)
+    # One index per start: this test is about the host's dataset store, not the local
+    # index's lock (20 processes on 2 busy cores can hold it past its 5 s bound).
+    procs = [Cli(cli.hosts, tmp_path / f"runs{i}.toml").popen("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+                       "--run-id", f"s{i:02d}", "--no-follow") for i in range(20)]
+    for p in procs:
+        _, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+    stored = list((Path(workdir) / ".datasets").iterdir())
+    assert len(stored) == 1, stored
+    for i in range(20):
+        placed = Path(workdir) / f"s{i:02d}" / "d.jsonl"
+        assert placed.stat().st_ino == stored[0].stat().st_ino
+
+
+def test_stale_part_files_are_cleaned_by_the_next_start(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    cache = Path(workdir) / ".datasets"
+    cache.mkdir(parents=True)
+    old, fresh = cache / ".up-old.part", cache / ".up-fresh.part"
+    old.write_bytes(b"x" * 1000)
+    fresh.write_bytes(b"y" * 1000)
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = dataset(tmp_path / "d.jsonl", 1000)
+    r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+            "--run-id", "next", "--no-follow")
+    assert r.rc == 0, r.err
+    assert not old.exists() and fresh.exists()
+
+
+def test_a_killed_upload_leaves_no_part_and_the_dataset_is_not_trusted(
+    cli: Cli, tmp_path: Path, workdir: str,
+) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = dataset(tmp_path / "d.jsonl", 96 << 20)
+    proc = cli.popen("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+                     "--run-id", "cut", "--no-follow")
+    cache = Path(workdir) / ".datasets"
+    deadline = time.monotonic() + 30
+    while not list(cache.glob("*.part")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the upload never began"
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while list(cache.glob("*.part")):  # the host program sees the channel close
+        assert time.monotonic() < deadline, list(cache.iterdir())
+        time.sleep(0.05)
+    assert list(cache.iterdir()) == []
+
+
+def test_a_dataset_already_stored_is_linked_not_sent(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = dataset(tmp_path / "d.jsonl", 1 << 20)
+    for run in ("a", "b"):
+        r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+                "--run-id", run, "--no-follow")
+        assert r.rc == 0, r.err
+    a, b = (Path(workdir) / run / "d.jsonl" for run in ("a", "b"))
+    assert a.read_bytes() == data.read_bytes() and a.stat().st_ino == b.stat().st_ino
