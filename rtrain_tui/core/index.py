@@ -42,7 +42,7 @@ from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, Validation
 
 RunKey = tuple[str, str, str]  # (host, workdir, run_id)
 StateUpdate = tuple[str, bool, str]  # (state, stale, updated_at)
-LOCK_TIMEOUT = 5.0  # seconds a write waits for another process's lock
+LOCK_TIMEOUT = 10.0  # seconds a write waits for the lock: 20 starts at once on a busy 2-core box need ~5
 
 
 def default_index_path() -> Path:
