@@ -87,3 +87,16 @@ def test_the_engine_uses_the_template_module() -> None:
 
     assert trainer_command(DEFAULT, "~/v/bin/python", "x y", 2) == (
         "~/v/bin/python -m praisonai_train llm 'x y' --config config.yaml")
+
+
+def test_preflight_runs_a_home_tilde_python(tmp_path: Path) -> None:
+    from rtrain_tui.core import probes, remote_sh
+
+    py = tmp_path / "my venv" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.write_text("#!/bin/sh\necho python=3.12.1\necho trainer=ok\n")
+    py.chmod(0o755)
+    out = run_sh(f"HOME={tmp_path}; export HOME\n"
+                 + remote_sh.preflight("~/my venv/bin/python", "~/wd"), tmp_path).stdout
+    report = probes.parse_preflight("h", out, "~/my venv/bin/python", 0)
+    assert report.python_version == "3.12.1", out
