@@ -528,10 +528,11 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
             stream.process.stdin.write_eof()
         except (asyncssh.Error, OSError, BrokenPipeError, ConnectionError):
             pass  # the host program ended early: its answer says why
+        why = "the channel closed"
         try:
             answer = (await stream.line()).decode("utf-8", "replace")
-        except RemoteError:
-            answer = ""
+        except RemoteError as exc:
+            answer, why = "", str(exc)
     finally:
         stream.close()
     if answer == f"ok={h.hexdigest()}" and sent == size:
@@ -546,5 +547,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
             raise _no_space(conn, workdir)
     from rtrain_tui.core.sanitize import safe_line
 
+    if not answer:
+        raise RemoteError(f"{conn.alias}: upload of {local} failed: {why}")
     raise RemoteError(f"{conn.alias}: upload of {local} failed: "
-                      f"{safe_line(answer.removeprefix('error='))[:200] or 'the channel closed'}")
+                      f"{safe_line(answer.removeprefix('error='))[:200]}")
