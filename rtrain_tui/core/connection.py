@@ -104,7 +104,11 @@ def _accept_new_client(opts: HostOptions) -> Any:
 
         def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
             for path in opts.known_hosts:
-                line_no = _known_line(path, host, addr, port)
+                line_no, same = _known_line(path, host, addr, port, key)
+                if same:
+                    # Recorded since this connection began (by us, on first contact):
+                    # asyncssh asks again on every re-key, after each GiB moved.
+                    return True
                 if line_no:
                     self.changed = (path, line_no)
                     return False
@@ -131,24 +135,27 @@ def _read_known_hosts(paths: tuple[Path, ...]) -> asyncssh.SSHKnownHosts:
     return asyncssh.import_known_hosts(text)
 
 
-def _known_line(path: Path, host: str, addr: str, port: int) -> int:
-    """Line number of the first known_hosts entry for this host, 0 when none."""
+def _known_line(path: Path, host: str, addr: str, port: int, key: Any = None) -> tuple[int, bool]:
+    """(line of the first known_hosts entry for this host or 0, whether one holds `key`)."""
     import asyncssh
 
     try:
         lines = path.read_text().splitlines()
     except OSError:
-        return 0
+        return 0, False
+    first = 0
     for no, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            trusted = asyncssh.import_known_hosts(line + "\n").match(host, addr, port)
+            trusted = asyncssh.import_known_hosts(line + "\n").match(host, addr, port)[0]
         except (ValueError, asyncssh.KeyImportError):
             continue
-        if trusted[0]:
-            return no
-    return 0
+        if trusted:
+            if key is not None and any(k.public_data == key.public_data for k in trusted):
+                return no, True
+            first = first or no
+    return first, False
 
 
 class _Shell:
