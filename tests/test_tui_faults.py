@@ -172,10 +172,6 @@ def test_a_slow_index_read_never_freezes_the_screen(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Engine.refresh calls index.set_states on the event loop, so the lock wait blocks the "
-    "screen; the app itself reads the index in threads. Passes once the engine awaits "
-    "asyncio.to_thread for its index calls: then remove this mark."))
 def test_a_lock_held_by_another_process_never_freezes_the_screen(hosts: SshHosts, tmp_path: Path) -> None:
     """The run completed on the host while the index says running, so the refresh must
     write; another process holds the lock the whole time."""

@@ -39,10 +39,6 @@ CreatedCallback = Callable[[str, str], None]  # (run id, run dir): the run now e
 CLEANUP_TIMEOUT = 15.0  # a failed start's clean-up on the host never hangs the user
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
-
-
 @dataclass(frozen=True)
 class StartRequest:
     host: str
@@ -124,7 +120,9 @@ class Engine:
         on_step: StepCallback | None = None, on_created: CreatedCallback | None = None,
     ) -> StartedRun:
         req = request.validated()
-        self.index.check()  # a broken index is found before anything touches the host
+        # A broken index is found before anything touches the host. Index calls run in a
+        # thread: another process holding its lock must never freeze the app.
+        await asyncio.to_thread(self.index.check)
         step = on_step or (lambda _msg: None)
         step(f"preflight {req.host}")
         report = await self.preflight(req.host, req.gpus, req.python, req.workdir)
@@ -136,13 +134,13 @@ class Engine:
             run_id, run_dir = await self._make_run_dir(conn, req, token)
             record = RunRecord(
                 host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
-                state=probes.STARTING, started_at=utc_now(), updated_at=utc_now(),
+                state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
                 config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
                 token=token,
             )
             launching = False
             try:
-                self.index.add(record)
+                await asyncio.to_thread(self.index.add, record)
                 if on_created:
                     on_created(run_id, run_dir)
                 step(f"uploading to {run_dir}")
@@ -151,7 +149,7 @@ class Engine:
                 dataset_name = None
                 if req.dataset is not None:
                     dataset_name = req.dataset.name
-                    await ship_dataset(conn, sftp, req.dataset, run_dir, progress)
+                    await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
                 command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
                 await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, req.env))
                 step("launching")
@@ -171,8 +169,8 @@ class Engine:
                     f"{req.host}: {run_id} was launched but wrote no pid within 5 s; "
                     f"`rtrain-tui status {req.host} {run_id}` will tell what it is doing."
                 )
-            record = replace(record, state=probes.RUNNING, updated_at=utc_now())
-            self.index.add(record)
+            record = replace(record, state=probes.RUNNING, updated_at=index_now())
+            await asyncio.to_thread(self.index.add, record)
         return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record)
 
     @contextmanager
@@ -198,7 +196,7 @@ class Engine:
                 timeout=CLEANUP_TIMEOUT)), CLEANUP_TIMEOUT)
         except (RemoteError, asyncio.TimeoutError, asyncio.CancelledError):
             return  # the entry stays `starting`; a later refresh cleans up
-        self.index.remove(record.key)
+        await asyncio.to_thread(self.index.remove, record.key)
 
     async def _make_run_dir(self, conn: HostConnection, req: StartRequest, token: str) -> tuple[str, str]:
         """Create the run dir atomically; an auto id is made unique, a chosen one refused."""
@@ -236,7 +234,7 @@ class Engine:
         A state that changed after this refresh began (a stop's verdict) is kept.
         """
         observed_at = index_now()
-        records = list(self.index.load() if records is None else records)
+        records = list(await asyncio.to_thread(self.index.load) if records is None else records)
         by_host: dict[str, list[RunRecord]] = {}
         for rec in records:
             by_host.setdefault(rec.host, []).append(rec)
@@ -258,7 +256,8 @@ class Engine:
         for part in await asyncio.gather(*(one_host(h, rs) for h, rs in by_host.items())):
             results.update(part)
         now = index_now()
-        self.index.set_states(
+        await asyncio.to_thread(
+            self.index.set_states,
             {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()
              if s != probes.STARTING},
             observed_at=observed_at,
@@ -281,7 +280,7 @@ class Engine:
                     remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token))
             except RemoteError:
                 return probes.STARTING  # try again next refresh
-        self.index.remove(record.key)
+        await asyncio.to_thread(self.index.remove, record.key)
         return probes.UNKNOWN
 
     # -- workdir ---------------------------------------------------------------
@@ -360,7 +359,7 @@ class Engine:
                         "after SIGKILL (stuck in the kernel?); check them with `ps` on the host."
                     )
         await conn.run(remote_sh.mark_stopped(workdir, run_id, code))
-        self.remember_state(host, workdir, run_id, probes.STOPPED)
+        await asyncio.to_thread(self.remember_state, host, workdir, run_id, probes.STOPPED)
         return f"stopped {run_id} on {host}"
 
     async def _signal(self, conn: HostConnection, workdir: str, run_id: str, nonce: str,
