@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartRequest
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunIndex, default_index_path
+from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.sshconfig import default_ssh_config
 from rtrain_tui.progress_view import TerminalProgress
@@ -31,6 +33,10 @@ def _add_remote(p: argparse.ArgumentParser, python: bool = True) -> None:
     if python:
         p.add_argument("--python", default=validate.DEFAULT_PYTHON,
                        help="python on the host (default: %(default)s)")
+
+
+RAW_HELP = ("print the log's bytes as the trainer wrote them, escape sequences included "
+            "(default: terminal control sequences are removed)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stream the log until the run ends (default: on)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="environment for the trainer (repeatable)")
+    p.add_argument("--raw", action="store_true", help=RAW_HELP)
     p.add_argument("--trainer", default=validate.DEFAULT_TRAINER, metavar="TEMPLATE",
                    help="command template with {python} {dataset} {config} {gpus} "
                    "(default: %(default)s)")
@@ -75,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_remote(p)
         if name == "status":
             p.add_argument("--json", action="store_true")
+        else:
+            p.add_argument("--raw", action="store_true", help=RAW_HELP)
 
     p = sub.add_parser("fetch", help="copy a file or directory from the run directory")
     p.add_argument("host")
@@ -97,10 +106,48 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _err(message: str) -> None:
-    print(f"rtrain-tui: {message}", file=sys.stderr)
+    # Messages quote host text (aliases, remote errors): one line, no control sequences.
+    print(f"rtrain-tui: {safe_line(message)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command; every expected failure is one line on stderr and exit 1."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # `rtrain-tui runs | head -1`: the reader left. Point stdout at /dev/null so the
+        # interpreter's final flush cannot raise again, and say it once.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        _err("output closed early (broken pipe)")
+        return 1
+    except RemoteError as exc:
+        _err(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        _err("detached: nothing on the host was stopped; the run keeps going.")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
+        if os.environ.get("RTRAIN_TUI_DEBUG"):
+            raise
+        _err(_unexpected(exc))
+        return 1
+
+
+def _unexpected(exc: Exception) -> str:
+    from asyncssh.config import ConfigParseError
+
+    if isinstance(exc, ConfigParseError):
+        return f"bad ssh config: {exc}; fix that line and try again."
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
+    return (f"unexpected error ({type(exc).__name__}: {exc}); this is a bug, please report it "
+            "(RTRAIN_TUI_DEBUG=1 shows the traceback).")
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     ssh_config = args.ssh_config or default_ssh_config()
     index = RunIndex(args.index or default_index_path())
@@ -131,14 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             if demo is not None:
                 await demo.close()
 
-    try:
-        return asyncio.run(run())
-    except RemoteError as exc:
-        _err(str(exc))
-        return 1
-    except KeyboardInterrupt:
-        _err("detached: nothing on the host was stopped; the run keeps going.")
-        return 130
+    return asyncio.run(run())
 
 
 def _recorded_workdir(index: RunIndex, args: argparse.Namespace) -> str:
@@ -185,18 +225,24 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         run_id=args.run_id, python=args.python, workdir=args.workdir,
         env=validate.parse_env(args.env), trainer=args.trainer,
     ).validated()
+    def created(run_id: str, run_dir: str) -> None:
+        # Said before anything that can fail after the run dir exists: a client killed
+        # from here on still leaves the user the id to look for (and the index has it).
+        print(f"rtrain-tui: run {run_id} created on {args.host} ({run_dir})", file=sys.stderr,
+              flush=True)
+
     with TerminalProgress() as progress:
-        started = await engine.start(request, progress=progress.update)
+        started = await engine.start(request, progress=progress.update, on_created=created)
     flags = _run_flags(args)
     print(f"started {started.run_id} on {args.host}")
     print(f"  tail: rtrain-tui tail {args.host} {started.run_id}{flags}")
     print(f"  stop: rtrain-tui stop {args.host} {started.run_id}{flags}", flush=True)
     if not args.follow:
         return 0
-    return await _follow(engine, args.host, args.workdir, started.run_id)
+    return await _follow(engine, args.host, args.workdir, started.run_id, raw=args.raw)
 
 
-async def _follow(engine: Engine, host: str, workdir: str, run_id: str) -> int:
+async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: bool = False) -> int:
     """Print the log until the run ends; exit 0 only when it completed.
 
     An outage is waited out (the run keeps going on the host). A permanent failure
@@ -210,7 +256,7 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str) -> int:
     lost = False
     async for event in follower.events():
         if isinstance(event, LogLines):
-            sys.stdout.write("".join(line + "\n" for line in event.lines))
+            sys.stdout.write("".join((line if raw else safe_line(line)) + "\n" for line in event.lines))
             sys.stdout.flush()
         elif event.status == "reconnecting":
             lost = True
@@ -228,7 +274,7 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str) -> int:
 async def cmd_tail(engine: Engine, args: argparse.Namespace) -> int:
     validate.check_run_id(args.run_id)
     validate.check_workdir(args.host, args.workdir)
-    return await _follow(engine, args.host, args.workdir, args.run_id)
+    return await _follow(engine, args.host, args.workdir, args.run_id, raw=args.raw)
 
 
 async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
@@ -238,7 +284,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
         print(json.dumps({
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
-            "exists": probe.exists, "stop_requested": probe.stop_group is not None,
+            "exists": probe.exists, "stop_requested": probe.stop_requested,
         }, indent=2))
     else:
         print(probe.state)
@@ -247,9 +293,12 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
 
 async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
     # Engine.fetch validates the path, run id and workdir before it connects.
+    warnings: list[str] = []
     with TerminalProgress() as progress:
         dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
-                                  progress.update)
+                                  progress.update, on_warning=warnings.append)
+    for warning in warnings:  # after the progress line is gone; names already made inert
+        print(f"rtrain-tui: warning: {warning}", file=sys.stderr)
     print(f"fetched to {dest}")
     return 0
 
