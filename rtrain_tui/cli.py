@@ -228,8 +228,7 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
     def created(run_id: str, run_dir: str) -> None:
         # Said before anything that can fail after the run dir exists: a client killed
         # from here on still leaves the user the id to look for (and the index has it).
-        print(f"rtrain-tui: run {run_id} created on {args.host} ({run_dir})", file=sys.stderr,
-              flush=True)
+        _err(f"run {run_id} created on {args.host} ({run_dir})")
 
     with TerminalProgress() as progress:
         started = await engine.start(request, progress=progress.update, on_created=created)

@@ -93,7 +93,15 @@ class Engine:
         self._workdirs: dict[tuple[str, str], str] = {}
 
     def host(self, alias: str) -> HostConnection:
-        return self.pool.get(validate.check_host(alias))
+        try:
+            return self.pool.get(validate.check_host(alias))
+        except validate.ValidationError:
+            # Not a hostname: fine if the ssh config names it (`Host "rented box"`). The
+            # config is read only on this rare path, not on every call.
+            from rtrain_tui.core.sshconfig import list_hosts
+
+            known = list_hosts(self.pool.ssh_config) if self.pool.ssh_config else []
+            return self.pool.get(validate.check_host(alias, known))
 
     async def close(self) -> None:
         await self.pool.close()
