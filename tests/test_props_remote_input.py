@@ -228,6 +228,8 @@ def test_env_values_reach_the_trainer_exactly_through_the_wrapper(pairs: list[tu
     for key, value in pairs:
         if refused(lambda: validate.parse_env([f"{key}={value}"])):
             continue
+        # KEY=VALUE splits at the first `=`: `A==0` is A set to `=0`, as a shell would read it
+        ((key, value),) = validate.parse_env([f"{key}={value}"]).items()
         if key in SPECIAL_ENV or key.startswith(("RT", "LC_", "BASH", "_")):
             continue  # the shell's own variables: setting them is asking for their effect
         env[key] = value

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from textual import on, work
+from textual.worker import Worker
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
@@ -141,12 +142,24 @@ class StartScreen(ModalScreen[StartedRun | None]):
     def action_cancel(self) -> None:
         # The engine cleans up after a cancelled start itself (removes what it made, or
         # keeps a run that did launch in the index); the app reloads the runs after this.
-        launching = any(w.is_running for w in self.workers if w.node is self and w.group == "start")
-        self.workers.cancel_group(self, "start")
-        if launching:
+        running = [w for w in self.workers if w.node is self and w.group == "start" and w.is_running]
+        if not running:
+            self.dismiss(None)
+            return
+        # The form stays until the engine has cleaned up (it removes the run dir and the
+        # index entry of a start that never launched), so the table it returns to is true.
+        self._cancelling = True
+        self.query_one("#step", Static).update("cancelling: undoing what this start made…")
+        for worker in running:
+            worker.cancel()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if getattr(self, "_cancelling", False) and event.worker.group == "start" \
+                and event.worker.is_finished and self.is_attached:
+            self._cancelling = False
             self.app.notify("The start was cancelled; the runs table shows whatever it left.",
                             title="New run", severity="warning")
-        self.dismiss(None)
+            self.dismiss(None)
 
     @on(Button.Pressed, "#start")
     @on(Input.Submitted)
