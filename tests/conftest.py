@@ -53,8 +53,11 @@ class Cli:
     def popen(self, *args: str) -> subprocess.Popen[str]:
         cmd = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(self.hosts.ssh_config),
                "--index", str(self.index), *args]
+        # SIGINT back to its default: a test run started in the background (`pytest &`,
+        # CI) inherits SIGINT ignored, and Python then never turns Ctrl-C into anything.
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self.hosts.env())
+                                env=self.hosts.env(),
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @pytest.fixture

@@ -137,8 +137,8 @@ def test_ctrl_c_mid_fetch_leaves_no_part_file(cli: Cli, done_run: Path, workdir:
         assert proc.poll() is None and time.monotonic() < deadline, "the fetch never began"
         time.sleep(0.005)
     proc.send_signal(signal.SIGINT)
-    proc.wait(30)
-    assert proc.returncode != 0
+    out_text, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0, (out_text, err)
     assert not list(out.rglob("*.part")) and not (out / "big.bin").exists()
 
 

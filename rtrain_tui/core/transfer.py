@@ -363,6 +363,9 @@ async def _receive(stream: _Stream, wanted: list[int], listing: _Listing, target
                         done[0] += len(piece)
                         if progress and size > CHUNK:
                             progress(rel, min(done[0], total), total)
+                        # Pieces already buffered come without a real wait: yield, so a
+                        # Ctrl-C (a task cancel) and the TUI's redraws are served meanwhile.
+                        await asyncio.sleep(0)
                 os.utime(part, ns=(mtime, mtime))
             except OSError as exc:
                 raise RemoteError(f"cannot write {part}: {exc.strerror}") from None
