@@ -14,6 +14,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Log, Static
 
+from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
 from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
@@ -64,14 +65,21 @@ class LogPane(Vertical):
 
     async def _follow(self) -> None:
         r = self.record
-        async for event in LogFollower(self.engine, r.host, r.workdir, r.run_id).events():
-            if isinstance(event, LogLines):
-                self.add_lines(event.lines)
-            else:
-                self.stream = event.status
-                self.final_state = event.run_state
-                self.stream_detail = event.detail
-                self._render_status()
+        # Only the pane's window is read: a 200 MiB log opens as fast as a small one.
+        follower = LogFollower(self.engine, r.host, r.workdir, r.run_id, max_lines=self.max_lines)
+        try:
+            async for event in follower.events():
+                if isinstance(event, LogLines):
+                    self.add_lines(event.lines)
+                else:
+                    self.stream = event.status
+                    self.final_state = event.run_state
+                    self.stream_detail = event.detail
+                    self._render_status()
+        except RemoteError as exc:  # permanent: a changed host key, refused authentication
+            self.stream = f"gave up: {safe_line(str(exc))}"[:100]
+            self._render_status()
+            self.app.notify(safe_line(str(exc)), title=f"Log of {r.run_id}", severity="error")
 
     # -- lines -----------------------------------------------------------------
     def add_lines(self, lines: list[str]) -> None:
