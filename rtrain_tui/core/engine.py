@@ -304,14 +304,19 @@ class Engine:
         return f"{self._workdirs[key]}/{run_id}"
 
     # -- fetch ---------------------------------------------------------------
+    async def _run_python(self, host: str, workdir: str, run_id: str) -> str:
+        """The run's own interpreter: transfers run a small program with it on the host."""
+        try:
+            records = await asyncio.to_thread(self.index.load)
+        except RemoteError:
+            return validate.DEFAULT_PYTHON
+        return next((r.python for r in records if r.key == (host, workdir, run_id) and r.python),
+                    validate.DEFAULT_PYTHON)
+
     async def list_run(self, host: str, workdir: str, run_id: str) -> list[RemoteEntry]:
         """Everything in the run dir (recursively), for the fetch browser."""
         run_dir = await self.run_dir(host, workdir, run_id)
-        try:  # the run's own interpreter: transfers run a small program with it on the host
-            python = next((r.python for r in self.index.load()
-                           if r.key == (host, workdir, run_id) and r.python), validate.DEFAULT_PYTHON)
-        except RemoteError:
-            python = validate.DEFAULT_PYTHON
+        python = await self._run_python(host, workdir, run_id)
         return await list_tree(self.host(host), run_dir, python=python)
 
     async def fetch(self, host: str, workdir: str, run_id: str, path: str, out: Path,
@@ -323,11 +328,7 @@ class Engine:
         """
         rel = validate.check_fetch_path(path)
         run_dir = await self.run_dir(host, workdir, run_id)
-        try:  # the run's own interpreter: transfers run a small program with it on the host
-            python = next((r.python for r in self.index.load()
-                           if r.key == (host, workdir, run_id) and r.python), validate.DEFAULT_PYTHON)
-        except RemoteError:
-            python = validate.DEFAULT_PYTHON
+        python = await self._run_python(host, workdir, run_id)
         return await fetch(self.host(host), run_dir, rel, out, progress, python=python,
                            on_warning=on_warning)
 
