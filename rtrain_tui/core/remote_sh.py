@@ -102,10 +102,14 @@ run_members() {
   read_file "$1/train.token"; rm_token=$rf
   rm_all=$(marked_pids "$rm_token")
   if is_live "$rm_pid" "$rm_ident" "$1"; then rm_all="$rm_all $(GROUP=$pgrp; group_pids)"; fi
-  members=
-  for rm_m in $rm_all; do
-    case " $members " in *" $rm_m "*) continue;; esac
-    [ "$rm_m" != "$$" ] && usable "$rm_m" && members="$members $rm_m"
+  live_of "$rm_all"; members=$live
+}
+# live_of CANDIDATES: sets `live` to the distinct usable pids among them, never this shell.
+live_of() {
+  live=
+  for lo_m in $1; do
+    case " $live " in *" $lo_m "*) continue;; esac
+    [ "$lo_m" != "$$" ] && usable "$lo_m" && live="$live $lo_m"
   done
 }
 # Live marked processes of all runs, gathered once per script (one grep, whatever the
@@ -208,12 +212,7 @@ else echo removed=0; fi
 # memory under a run that reads as ended.
 _END_REST = r"""
 rest_of_run() {
-  rr_all="$(marked_pids "$RTRAIN_RUN") $(GROUP=$$; group_pids)"
-  rr_left=
-  for rr_m in $rr_all; do
-    case " $rr_left " in *" $rr_m "*) continue;; esac
-    [ "$rr_m" != "$$" ] && usable "$rr_m" && rr_left="$rr_left $rr_m"
-  done
+  live_of "$(marked_pids "$RTRAIN_RUN") $(GROUP=$$; group_pids)"; rr_left=$live
 }
 end_rest() {
   own_pgrp=none sh_pgrp=none  # the wrapper's own group is the run's: nothing to spare
