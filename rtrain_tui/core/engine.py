@@ -397,9 +397,8 @@ class Engine:
             await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
     def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
-        key = (host, workdir, run_id)
-        if any(r.key == key for r in self.index.load()):
-            self.index.set_states({key: (state, False, index_now())})
+        # A run the index does not know changes nothing, and set_states then writes nothing.
+        self.index.set_states({(host, workdir, run_id): (state, False, index_now())})
 
 
 def _starting_lock(index: RunIndex, token: str) -> Path:
