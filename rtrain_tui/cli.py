@@ -164,7 +164,7 @@ def _main(argv: list[str] | None) -> int:
             return 1
 
     async def run() -> int:
-        engine = Engine(ConnectionPool(ssh_config), index)
+        engine = Engine(ConnectionPool(ssh_config, on_warning=lambda m: _err(f"warning: {m}")), index)
         demo = None
         if args.demo:
             from rtrain_tui.demo.server import start_demo_host

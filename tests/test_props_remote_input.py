@@ -132,6 +132,9 @@ def test_run_ids_and_workdirs_make_exactly_their_run_dir(pairs: list[tuple[str, 
     with sandbox() as root:
         home = root / "home"
         script, expected, accepted = [], {}, []
+        taken: dict[int, str] = {}
+        made_runs: set[str] = set()
+        made_parents: set[str] = set()
         for i, (wd, rid) in enumerate(pairs):
             if refused(lambda: validate.check_run_id(rid)) | refused(lambda: validate.check_workdir("h", wd)):
                 continue
@@ -140,8 +143,16 @@ def test_run_ids_and_workdirs_make_exactly_their_run_dir(pairs: list[tuple[str, 
             wd_run = f"{root}{wd}" if wd.startswith("/") else wd
             base = (str(home) + wd_run[1:] if wd_run.startswith("~") else
                     wd_run if wd_run.startswith("/") else f"{root}/case{i}/{wd_run}")
-            expected[i] = os.path.normpath(f"{base}/{rid}")
-            accepted.append((wd_run, rid))
+            want = os.path.normpath(f"{base}/{rid}")
+            if want in made_parents and want not in made_runs:
+                # An earlier case's workdir made this path, without a token: make_run_dir
+                # must refuse it as someone else's directory, never adopt it.
+                taken[i] = want
+            else:
+                expected[i] = want
+                made_runs.add(want)
+                accepted.append((wd_run, rid))
+            made_parents.update(str(p) for p in Path(want).parents)
             # make_run_dir cds into the workdir: its own subshell, so resolve starts afresh.
             script.append(case_block(i, f"( {remote_sh.make_run_dir(wd_run, rid, TOKEN)} )\n"
                                      + remote_sh.resolve_workdir(wd_run)))
@@ -157,6 +168,9 @@ def test_run_ids_and_workdirs_make_exactly_their_run_dir(pairs: list[tuple[str, 
             assert os.path.normpath(lines[0].removeprefix("dir=")) == want, lines
             assert Path(want).is_dir()
             assert os.path.normpath(lines[1]) == os.path.dirname(want)
+        for i, path in taken.items():
+            assert (root / f"case{i}.out").read_text().splitlines()[0] == "exists", path
+            assert not (Path(path) / "train.token").exists()
         assert_no_canary(root)
     COUNTS["run id + workdir"] += len(pairs) * 2
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from rtrain_tui.core.errors import (
     AuthError, HostKeyChangedError, PermanentError, RemoteError, UnknownHostError,
-    UnreachableError,
+    UnreachableError, ValidationError,
 )
 
 if TYPE_CHECKING:
@@ -67,15 +67,43 @@ class HostOptions:
     connect_timeout: float
     keepalive: int
     known_hosts: tuple[Path, ...]
+    strict: str = "accept-new"  # StrictHostKeyChecking: "yes", "no" or "accept-new"
+    key_alias: str | None = None  # HostKeyAlias: the name keys are looked up and recorded under
+    jump: str | None = None  # ProxyJump
+    identity_files: tuple[Path, ...] = ()  # IdentityFile entries that exist
+    missing_identities: tuple[str, ...] = ()  # IdentityFile entries that do not
+
+
+# OpenSSH's words for StrictHostKeyChecking. There is no prompt to answer here, so `ask`
+# (OpenSSH's default, which rtrain-tui replaces with accept-new) refuses like `yes`.
+_STRICT = {"yes": "yes", "ask": "yes", "no": "no", "off": "no", "accept-new": "accept-new"}
+
+
+def _client_config_class() -> type:
+    """asyncssh's ssh-config reader, taught the one option it does not read itself."""
+    from asyncssh.config import SSHClientConfig, SSHConfig
+
+    class Config(SSHClientConfig):
+        _handlers = {**SSHClientConfig._handlers,
+                     "stricthostkeychecking": ("StrictHostKeyChecking", SSHConfig._set_string)}
+
+    return Config
 
 
 def host_options(alias: str, ssh_config: Path | None) -> HostOptions:
     """Read an alias's options the way asyncssh (and OpenSSH) will apply them."""
-    from asyncssh.config import SSHClientConfig
-
     paths = [str(ssh_config)] if ssh_config and ssh_config.exists() else []
-    cfg = SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(), (), alias, ())
+    cfg = _client_config_class().load(None, paths, False, False, False, getpass.getuser(), (),
+                                      alias, ())
     known = cfg.get("UserKnownHostsFile") or ["~/.ssh/known_hosts"]
+    strict_word = str(cfg.get("StrictHostKeyChecking") or "accept-new")
+    strict = _STRICT.get(strict_word.lower())
+    if strict is None:
+        raise ValidationError(
+            f"{ssh_config}: StrictHostKeyChecking {strict_word!r} for {alias} is not one of "
+            "yes, no, accept-new: fix the ssh config.")
+    jump = cfg.get("ProxyJump")
+    identities = [Path(os.path.expanduser(str(p))) for p in cfg.get("IdentityFile") or ()]
     return HostOptions(
         alias=alias,
         hostname=str(cfg.get("Hostname") or alias),
@@ -83,6 +111,11 @@ def host_options(alias: str, ssh_config: Path | None) -> HostOptions:
         connect_timeout=float(cfg.get("ConnectTimeout") or DEFAULT_CONNECT_TIMEOUT),
         keepalive=int(cfg.get("ServerAliveInterval") or DEFAULT_KEEPALIVE),
         known_hosts=tuple(Path(os.path.expanduser(p)) for p in known),
+        strict=strict,
+        key_alias=cfg.get("HostKeyAlias"),
+        jump=None if not jump or str(jump).lower() == "none" else str(jump),
+        identity_files=tuple(p for p in identities if p.exists()),
+        missing_identities=tuple(str(p) for p in identities if not p.exists()),
     )
 
 
@@ -90,17 +123,20 @@ def known_hosts_name(hostname: str, port: int) -> str:
     return hostname if port == 22 else f"[{hostname}]:{port}"
 
 
-def _accept_new_client(opts: HostOptions) -> Any:
-    """An asyncssh client with host-key policy `accept-new`.
+def _host_key_client(opts: HostOptions) -> Any:
+    """An asyncssh client that applies the alias's StrictHostKeyChecking, as OpenSSH does.
 
-    asyncssh calls `validate_host_public_key` only for a key not on record. A host with
-    no key on record gets its key recorded; a host whose recorded key differs is
-    refused, and `changed` names the file and line to fix.
+    asyncssh calls `validate_host_public_key` only for a key not on record (under
+    HostKeyAlias when one is set). `accept-new` records a new host's key in the first
+    UserKnownHostsFile and refuses a changed one; `yes` refuses both; `no` accepts both
+    and records nothing. `changed` names the file and line to fix; `unknown` says the
+    key was refused only for being new.
     """
     import asyncssh
 
-    class AcceptNewClient(asyncssh.SSHClient):
+    class HostKeyClient(asyncssh.SSHClient):
         changed: tuple[Path, int] | None = None
+        unknown = False
 
         def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
             for path in opts.known_hosts:
@@ -111,15 +147,20 @@ def _accept_new_client(opts: HostOptions) -> Any:
                     return True
                 if line_no:
                     self.changed = (path, line_no)
-                    return False
+                    return opts.strict == "no"
+            if opts.strict == "yes":
+                self.unknown = True
+                return False
+            if opts.strict == "no":
+                return True
             target = opts.known_hosts[0]
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            entry = known_hosts_name(opts.hostname, opts.port)
+            entry = opts.key_alias or known_hosts_name(opts.hostname, opts.port)
             with target.open("a") as f:
                 f.write(f"{entry} {key.export_public_key().decode().strip()}\n")
             return True
 
-    return AcceptNewClient()
+    return HostKeyClient()
 
 
 def _read_known_hosts(paths: tuple[Path, ...]) -> asyncssh.SSHKnownHosts:
@@ -226,7 +267,8 @@ class DirectTarget:
 class HostConnection:
     """The shared connection to one host alias: opened lazily, reopened after a drop."""
 
-    def __init__(self, alias: str, ssh_config: Path | None, direct: DirectTarget | None = None) -> None:
+    def __init__(self, alias: str, ssh_config: Path | None, direct: DirectTarget | None = None,
+                 on_warning: Callable[[str], None] | None = None) -> None:
         self.alias = alias
         self.options = host_options(alias, ssh_config if direct is None else None)
         self.direct = direct
@@ -242,6 +284,9 @@ class HostConnection:
         self._next_attempt = 0.0
         self._last_error: UnreachableError | None = None
         self._sftp_lock = asyncio.Lock()
+        self._jumps: list[asyncssh.SSHClientConnection] = []  # ProxyJump hops of _conn
+        self._warned: set[str] = set()
+        self._warn = on_warning or (lambda message: None)
 
     @property
     def connected(self) -> bool:
@@ -274,37 +319,95 @@ class HostConnection:
         self._next_attempt = 0.0
 
     async def _open(self) -> asyncssh.SSHClientConnection:
-        """One connection attempt, bounded by ConnectTimeout."""
+        """One connection attempt (through its jump hosts, if any), bounded by ConnectTimeout."""
         import asyncssh
 
-        client = _accept_new_client(self.options)
-        config = [str(self._ssh_config)] if self._ssh_config and self._ssh_config.exists() else []
-        timeout = self.options.connect_timeout
         if self.direct is not None:
             d = self.direct
-            target = dict(host=d.host, port=d.port, username=d.username, config=[],
-                          client_keys=[d.client_key], known_hosts=([d.server_key.convert_to_public()], [], []))
-        else:
-            target = dict(host=self.alias, config=config, client_factory=lambda: client,
-                          known_hosts=_read_known_hosts(self.options.known_hosts))
+            return await self._bounded_connect(
+                self.alias, self.options.connect_timeout, self.options.keepalive, None,
+                host=d.host, port=d.port, username=d.username, config=[],
+                client_keys=[d.client_key], known_hosts=([d.server_key.convert_to_public()], [], []))
+        jumps = await self._open_jumps(self.options.jump) if self.options.jump else []
         try:
-            return await asyncio.wait_for(
-                asyncssh.connect(
-                    **target,  # type: ignore[arg-type]
-                    connect_timeout=timeout,
-                    keepalive_interval=self.options.keepalive,
-                    keepalive_count_max=3,
-                ),
-                timeout + 1,
-            )
-        except (OSError, asyncssh.Error, asyncio.TimeoutError, UnicodeError) as exc:
+            conn = await self._connect_host(self.alias, self.options, jumps[-1] if jumps else None)
+        except BaseException:
+            _abort_all(jumps)
+            raise
+        self._jumps = jumps
+        return conn
+
+    async def _open_jumps(self, spec: str, depth: int = 0) -> list[asyncssh.SSHClientConnection]:
+        """Connections to the ProxyJump hops, in order, each through the one before.
+
+        Each hop follows its own ssh config (keys, known hosts, StrictHostKeyChecking);
+        the first hop's own ProxyJump is followed too, as `ssh -J` does.
+        """
+        opened: list[asyncssh.SSHClientConnection] = []
+        try:
+            for i, hop in enumerate(spec.split(",")):
+                user, name, port = _parse_hop(hop.strip())
+                opts = host_options(name, self._ssh_config)
+                if i == 0 and opts.jump and depth < 4:
+                    opened += await self._open_jumps(opts.jump, depth + 1)
+                opened.append(await self._connect_host(name, opts, opened[-1] if opened else None,
+                                                       username=user, port=port))
+        except BaseException:
+            _abort_all(opened)
+            raise
+        return opened
+
+    async def _connect_host(self, name: str, opts: HostOptions,
+                            tunnel: asyncssh.SSHClientConnection | None,
+                            **overrides: Any) -> asyncssh.SSHClientConnection:
+        """Connect to `name` (this host or one of its jump hosts) under its own key policy."""
+        for path in opts.missing_identities:
+            if path not in self._warned:
+                # OpenSSH skips a missing IdentityFile with a warning, and so do we.
+                self._warned.add(path)
+                self._warn(f"{name}: IdentityFile {path} does not exist; skipped")
+        extra: dict[str, Any] = {k: v for k, v in overrides.items() if v is not None}
+        if opts.identity_files or opts.missing_identities:
+            extra["client_keys"] = [str(p) for p in opts.identity_files]
+        client = _host_key_client(opts)
+        config = [str(self._ssh_config)] if self._ssh_config and self._ssh_config.exists() else []
+        jump = None if name == self.alias else name
+        try:
+            return await self._bounded_connect(
+                name, opts.connect_timeout, opts.keepalive, jump, host=name, config=config,
+                client_factory=lambda: client, known_hosts=_read_known_hosts(opts.known_hosts),
+                tunnel=tunnel, **extra)
+        except UnreachableError:
+            whose = "its" if jump is None else f"jump host {jump}'s"
             if client.changed:
                 path, line = client.changed
                 raise HostKeyChangedError(
-                    f"cannot reach {self.alias}: its host key changed. If the host was "
-                    f"reinstalled, remove line {line} of {path} and try again."
+                    f"cannot reach {self.alias}: {whose} host key changed. If "
+                    f"{'the host' if jump is None else jump} was reinstalled, remove line "
+                    f"{line} of {path} and try again."
                 ) from None
-            raise _classify(self.alias, exc, timeout, self._alias_is_configured()) from None
+            if client.unknown:
+                raise HostKeyChangedError(
+                    f"cannot reach {self.alias}: {whose} host key is not on record and "
+                    f"StrictHostKeyChecking is yes for {name}: run `ssh {name}` once to "
+                    "check the key and record it."
+                ) from None
+            raise
+
+    async def _bounded_connect(self, name: str, timeout: float, keepalive: int,
+                               jump: str | None, **kwargs: Any) -> asyncssh.SSHClientConnection:
+        import asyncssh
+
+        try:
+            return await asyncio.wait_for(
+                asyncssh.connect(connect_timeout=timeout, keepalive_interval=keepalive,
+                                 keepalive_count_max=3, **kwargs),
+                timeout + 1,
+            )
+        except (OSError, asyncssh.Error, asyncio.TimeoutError, UnicodeError) as exc:
+            label = self.alias if jump is None else f"{self.alias} (via jump host {jump})"
+            configured = jump is not None or self._alias_is_configured()
+            raise _classify(label, exc, timeout, configured) from None
 
     def _alias_is_configured(self) -> bool:
         """True when the name is an alias the ssh config knows (or the demo host)."""
@@ -432,6 +535,8 @@ class HostConnection:
         if self._conn is not None:
             self._conn.abort()
         self._conn = None
+        _abort_all(self._jumps)
+        self._jumps = []
         self._close_shells()
         self._sftp = None
 
@@ -450,8 +555,31 @@ class HostConnection:
             except (asyncio.TimeoutError, OSError, asyncssh.Error):
                 pass
         self._conn = None
+        _abort_all(self._jumps)
+        self._jumps = []
         self._close_shells()
         self._sftp = None
+
+
+def _abort_all(connections: list[asyncssh.SSHClientConnection]) -> None:
+    for conn in reversed(connections):
+        conn.abort()
+
+
+def _parse_hop(hop: str) -> tuple[str | None, str, int | None]:
+    """`[user@]host[:port]` of one ProxyJump hop (an ssh:// URI's form included)."""
+    hop = hop.removeprefix("ssh://")
+    user, _, rest = hop.rpartition("@")
+    host, port = rest, None
+    if rest.startswith("["):  # [v6]:port
+        host, _, tail = rest[1:].partition("]")
+        port = tail.removeprefix(":") or None
+    elif rest.count(":") == 1:
+        host, port = rest.split(":")
+    try:
+        return user or None, host, int(port) if port else None
+    except ValueError:
+        raise ValidationError(f"ProxyJump hop {hop!r} has a bad port: fix the ssh config.") from None
 
 
 def _describe(exc: BaseException, timeout: float) -> str:
@@ -616,13 +744,18 @@ class BoundedFile:
 class ConnectionPool:
     """All hosts' connections, keyed by alias: the one place connections are opened."""
 
-    def __init__(self, ssh_config: Path | None) -> None:
+    def __init__(self, ssh_config: Path | None,
+                 on_warning: Callable[[str], None] | None = None) -> None:
         self.ssh_config = ssh_config
         self._hosts: dict[str, HostConnection] = {}
+        # What OpenSSH would print as a warning (a missing IdentityFile): the CLI prints
+        # it on stderr, the TUI shows a toast. Set it before the first connection.
+        self.on_warning = on_warning
 
     def get(self, alias: str) -> HostConnection:
         if alias not in self._hosts:
-            self._hosts[alias] = HostConnection(alias, self.ssh_config)
+            self._hosts[alias] = HostConnection(alias, self.ssh_config,
+                                                on_warning=lambda m: self.on_warning and self.on_warning(m))
         return self._hosts[alias]
 
     def add(self, connection: HostConnection) -> None:

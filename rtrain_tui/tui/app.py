@@ -28,6 +28,7 @@ from rtrain_tui.core import probes
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
+from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
 from rtrain_tui.core.logparse import progress_of
 from rtrain_tui.core.logstream import read_tail
@@ -121,6 +122,9 @@ class RTrainApp(App[int]):
         return self.query_one("#runs", RunsTable)
 
     def on_mount(self) -> None:
+        # What OpenSSH would warn about (a missing IdentityFile) shows as a toast.
+        self.engine.pool.on_warning = lambda message: self.notify(
+            safe_line(message), title="ssh", severity="warning", timeout=15, markup=False)
         self.load_runs(first=True)
         self.show_preflight()
         # Connections start after the first frame: loading asyncssh takes ~150 ms.
