@@ -320,7 +320,7 @@ def test_refresh_of_a_silent_host_does_not_hold_up_the_others(hosts: SshHosts, t
             assert "silent" in app._in_flight  # still waiting out its ConnectTimeout
             await until(pilot, lambda: states()["far"] == ("running", True), "silent's run stale")
             assert app.host_list.hosts["silent"].status == "unreachable"
-            assert "?stale" in screen_text(app)
+            await until(pilot, lambda: "?stale" in screen_text(app), "the stale mark drawn")
 
     asyncio.run(go())
 

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.binding import Binding
+from textual.content import Content
 from textual.containers import Horizontal, Vertical
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState
@@ -27,8 +29,9 @@ from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPan
 from rtrain_tui.core import probes
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
+from rtrain_tui.core.fetch_dirs import FetchDirs
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.sanitize import safe_line, safe_text
 from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
 from rtrain_tui.core.logparse import progress_of
 from rtrain_tui.core.logstream import read_tail
@@ -84,6 +87,7 @@ class RTrainApp(App[int]):
         self.poll_runs = poll_runs
         self.refresh_seconds = refresh_seconds
         self.out_dir = out_dir or Path.cwd()
+        self.fetch_dirs = FetchDirs(engine.index.path.with_name("fetch_dirs.toml"))
         self.reports: dict[str, tuple[PreflightReport, str]] = {}
         self.checking: set[str] = set()
         self.last_states: dict[RunKey, str] = {}
@@ -97,6 +101,13 @@ class RTrainApp(App[int]):
         self._host_timers: dict[str, Timer] = {}
         self._log_ids = itertools.count()  # tab ids are never reused, whatever closes first
         self._discovering = False
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """Every toast shows its text literally: messages quote host aliases, file names and
+        remote errors, where `[` is text, not markup (`x[@click=app.quit]` is a name)."""
+        super().notify(safe_text(message), title=safe_line(title), severity=severity,
+                       timeout=timeout, markup=markup)
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -408,7 +419,8 @@ class RTrainApp(App[int]):
         pane_id = f"log-{next(self._log_ids)}"
         self.log_panes[record.key] = pane_id
         pane = LogPane(self.engine if follow else None, record)
-        tabs.add_pane(TabPane(f"{record.host}/{record.run_id}", pane, id=pane_id))
+        # Plain Content: an alias from the ssh config may hold `[`, never read as markup.
+        tabs.add_pane(TabPane(Content(f"{record.host}/{record.run_id}"), pane, id=pane_id))
         tabs.active = pane_id
         return pane
 
@@ -434,7 +446,11 @@ class RTrainApp(App[int]):
     def action_fetch(self) -> None:
         record = self._selected_record()
         if record is not None:
-            self.push_screen(FetchScreen(self.engine, record, self.out_dir), self._fetched)
+            host = record.host
+            out = self.fetch_dirs.get(host) or self.out_dir
+            self.push_screen(FetchScreen(self.engine, record, out,
+                                         remember_dir=lambda d: self.fetch_dirs.remember(host, d)),
+                             self._fetched)
 
     def _fetched(self, dest: Path | None) -> None:
         if dest is not None:

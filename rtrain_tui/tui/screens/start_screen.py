@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.text import Text
 from textual import on, work
 from textual.worker import Worker
 from textual.app import ComposeResult
@@ -17,6 +18,7 @@ from textual.widgets import Button, Input, Label, ProgressBar, Select, Static
 from rtrain_tui.core import validate
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
 from rtrain_tui.core.errors import RemoteError, ValidationError
+from rtrain_tui.core.sanitize import safe_line, safe_text
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
             self.query_one(f"#{name}", Input).set_class(bool(err), "invalid")
             if err:
                 errors.append(err)
-        self.query_one("#errors", Static).update("\n".join(f"✗ {e}" for e in errors))
+        self.query_one("#errors", Static).update(Text("\n".join(f"✗ {safe_line(str(e))}" for e in errors)))
         self.query_one("#start", Button).disabled = bool(errors)
         return errors
 
@@ -169,7 +171,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
         try:
             request = build_request(self.host, self.values)
         except ValidationError as exc:
-            self.query_one("#errors", Static).update(f"✗ {exc}")
+            self.query_one("#errors", Static).update(Text(f"✗ {safe_text(str(exc))}"))
             return
         self.query_one("#start", Button).disabled = True
         self.launch(request)
@@ -182,16 +184,17 @@ class StartScreen(ModalScreen[StartedRun | None]):
         def progress(label: str, done: int, total: int) -> None:
             bar.display = True
             bar.update(total=max(total, 1), progress=done)
-            step.update(f"uploading {label}")
+            step.update(Text(f"uploading {label}"))
 
         try:
             assert self.engine is not None
-            started = await self.engine.start(request, progress=progress, on_step=step.update)
+            started = await self.engine.start(request, progress=progress,
+                                              on_step=lambda text: step.update(Text(text)))
         except RemoteError as exc:
             if not self.is_attached:  # the form was closed meanwhile: say it in a toast
                 self.app.notify(str(exc), title="New run", severity="error", timeout=30)
                 return
-            self.query_one("#errors", Static).update(f"✗ {exc}")
+            self.query_one("#errors", Static).update(Text(f"✗ {safe_text(str(exc))}"))
             step.update("")
             self.query_one("#start", Button).disabled = False
             return

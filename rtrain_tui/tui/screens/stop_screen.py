@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -29,7 +30,7 @@ class StopScreen(ModalScreen[tuple[bool, str] | None]):
     def compose(self) -> ComposeResult:
         r = self.record
         with Vertical(id="dialog"):
-            yield Static(f"[b]Stop {r.run_id} on {r.host}?[/b]", id="title")
+            yield Static(Text(f"Stop {r.run_id} on {r.host}?", style="bold"), id="title")
             yield Static(
                 f"Its whole process group gets SIGTERM; whatever is left after {self.grace:g} s "
                 "gets SIGKILL. The trainer can save a checkpoint in between.", id="explain")
@@ -59,7 +60,7 @@ class StopScreen(ModalScreen[tuple[bool, str] | None]):
 
         def step(message: str) -> None:
             steps.append(f"→ {message}")
-            ladder.update("\n".join(steps))
+            ladder.update(Text("\n".join(steps)))  # host text, never markup
 
         r = self.record
         assert self.engine is not None
