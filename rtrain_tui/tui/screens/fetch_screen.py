@@ -1,7 +1,15 @@
-"""Fetch: browse the run directory on the host, pick a file or folder, bring it home."""
+"""Fetch: browse the run directory on the host, pick a file or folder, bring it home.
+
+The dialog opens at once with "loading…" and stays usable while the host answers: a
+fetch asked for before the listing arrives is kept and runs on what gets preselected
+(the adapter, `lora_model/`, else the first entry). Names come from the host: shown as
+text, never as markup, with control characters removed.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.text import Text
@@ -15,6 +23,7 @@ from textual.widgets import Button, Input, Label, ProgressBar, Static, Tree
 from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.sanitize import safe_line, safe_text
 from rtrain_tui.core.transfer import RemoteEntry
 
 
@@ -27,24 +36,40 @@ def human_size(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def natural_key(path: str) -> tuple[list[str | int], ...]:
+    """Sort key that puts checkpoint-50 before checkpoint-100, part by part of a path."""
+    return tuple([int(t) if t.isdigit() else t.lower() for t in re.split(r"(\d+)", part)]
+                 for part in path.split("/"))
+
+
+def sorted_entries(entries: list[RemoteEntry]) -> list[RemoteEntry]:
+    # Part by part, so a folder sorts right before its own contents.
+    return sorted(entries, key=lambda e: natural_key(e.path))
+
+
 class FetchScreen(ModalScreen[Path | None]):
     """Dismisses with the local path of what was fetched, or None."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "fetch", "Fetch")]
 
     def __init__(self, engine: Engine | None, record: RunRecord, out_dir: Path,
-                 entries: list[RemoteEntry] | None = None) -> None:
+                 entries: list[RemoteEntry] | None = None,
+                 remember_dir: Callable[[Path], None] | None = None) -> None:
         super().__init__()
         self.engine = engine
         self.record = record
         self.out_dir = out_dir
         self.entries = entries
+        self.remember_dir = remember_dir or (lambda _path: None)
+        self.loaded = False
+        self.fetch_when_loaded = False
+        self.warnings: list[str] = []
 
     def compose(self) -> ComposeResult:
         r = self.record
         with Vertical(id="dialog"):
-            yield Static(f"[b]Fetch from {r.run_id} on {r.host}[/b]", id="title")
-            tree: Tree[RemoteEntry | None] = Tree(f"{r.run_id}/", id="tree")
+            yield Static(Text(f"Fetch from {r.run_id} on {r.host}", style="bold"), id="title")
+            tree: Tree[RemoteEntry | None] = Tree(Text(f"{r.run_id}/ loading…"), id="tree")
             tree.root.expand()
             yield tree
             with Horizontal(id="dest-row"):
@@ -64,27 +89,44 @@ class FetchScreen(ModalScreen[Path | None]):
             self.load()
         self.query_one("#tree", Tree).focus()
 
+    def show_error(self, message: str) -> None:
+        self.query_one("#errors", Static).update(Text(f"✗ {safe_text(message)}"))
+
     @work(group="fetch-list", exclusive=True, exit_on_error=False)
     async def load(self) -> None:
         r = self.record
         assert self.engine is not None
         try:
-            self.show_entries(await self.engine.list_run(r.host, r.workdir, r.run_id))
+            entries = await self.engine.list_run(r.host, r.workdir, r.run_id)
         except RemoteError as exc:
-            self.query_one("#errors", Static).update(f"✗ {exc}")
+            self.query_one("#tree", Tree).root.set_label(Text(f"{r.run_id}/ (not listed)"))
+            self.fetch_when_loaded = False
+            self.show_error(str(exc))
+            return
+        self.show_entries(entries)
 
     def show_entries(self, entries: list[RemoteEntry]) -> None:
         tree = self.query_one("#tree", Tree)
+        tree.root.set_label(Text(f"{self.record.run_id}/"))
         nodes = {"": tree.root}
-        for e in entries:
+        for e in sorted_entries(entries):
             parent = nodes.get(e.path.rpartition("/")[0], tree.root)
-            name = e.path.rpartition("/")[2]
+            name = safe_line(e.path.rpartition("/")[2])
             if e.is_dir:
                 nodes[e.path] = parent.add(Text(f"{name}/", style="bold"), data=e, expand=False)
             else:
                 parent.add_leaf(Text.assemble(name, (f"  {human_size(e.size)}", "dim")), data=e)
-        lora = next((n for p, n in nodes.items() if p == "lora_model"), None)
-        tree.move_cursor(lora or (tree.root.children[0] if tree.root.children else tree.root))
+        # Keys pressed while loading moved the cursor over nothing: the preselection wins.
+        first = nodes.get("lora_model") or (tree.root.children[0] if tree.root.children else None)
+        tree.move_cursor(first or tree.root)
+        self.loaded = True
+        if self.fetch_when_loaded:
+            self.fetch_when_loaded = False
+            # The cursor lands on its node only at the next refresh: fetch the node itself.
+            if first is None or first.data is None:
+                self.show_error("the run directory is empty: nothing to fetch")
+            else:
+                self.start_fetch(first.data)
 
     @property
     def chosen(self) -> RemoteEntry | None:
@@ -99,11 +141,23 @@ class FetchScreen(ModalScreen[Path | None]):
     @on(Button.Pressed, "#fetch")
     @on(Input.Submitted)
     def action_fetch(self) -> None:
-        entry = self.chosen
-        if entry is None or self.engine is None:
-            self.query_one("#errors", Static).update("✗ pick a file or folder first")
+        if self.engine is None:
             return
+        if not self.loaded and self.entries is None:
+            # Asked before the listing came: fetch what gets preselected once it does.
+            self.fetch_when_loaded = True
+            self.query_one("#errors", Static).update(
+                Text("fetching the adapter (or the first entry) once the listing arrives…"))
+            return
+        entry = self.chosen
+        if entry is None:
+            self.show_error("pick a file or folder first")
+            return
+        self.start_fetch(entry)
+
+    def start_fetch(self, entry: RemoteEntry) -> None:
         self.query_one("#fetch", Button).disabled = True
+        self.query_one("#errors", Static).update("")
         self.run_fetch(entry.path, Path(self.query_one("#dest", Input).value).expanduser())
 
     @work(group="fetch", exclusive=True, exit_on_error=False)
@@ -116,10 +170,15 @@ class FetchScreen(ModalScreen[Path | None]):
 
         r = self.record
         assert self.engine is not None
+        self.warnings = []
         try:
-            dest = await self.engine.fetch(r.host, r.workdir, r.run_id, path, out, progress)
+            dest = await self.engine.fetch(r.host, r.workdir, r.run_id, path, out, progress,
+                                           on_warning=self.warnings.append)
         except RemoteError as exc:
-            self.query_one("#errors", Static).update(f"✗ {exc}")
+            self.show_error(str(exc))
             self.query_one("#fetch", Button).disabled = False
             return
+        self.remember_dir(out)
+        for warning in self.warnings:
+            self.app.notify(warning, title="Fetch", severity="warning", timeout=20)
         self.dismiss(dest)
