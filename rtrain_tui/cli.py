@@ -205,8 +205,8 @@ async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
         mark = "!" if c.warning and not c.ok else marks[c.ok]
         print(f"  {mark} {c.name:8} {c.detail}")
     for g in report.gpus:
-        print(f"    GPU {g.index}: {g.name}  {g.memory_used_mib}/{g.memory_total_mib} MiB  "
-              f"{g.utilization_pct}% busy")
+        print(f"    GPU {g.index}: {g.name}  {g.shown('memory_used_mib')}/"
+              f"{g.shown('memory_total_mib')} MiB  {g.shown('utilization_pct')}% busy")
     if report.ok:
         print(f"{args.host} is ready")
         return 0

@@ -45,3 +45,20 @@ def test_gpu_names_versions_and_errors_from_the_host_are_inert() -> None:
     bad = "python=3.11.2\ntrainer=ok\nnvidia_smi=9\ngpu=NVIDIA-SMI has failed \x1b[2J\x1b]0;x\x07\n"
     report = probes.parse_preflight("gpu", bad, "python3", 1)
     assert report.why_not and all("\x1b" not in w for w in report.why_not)
+
+
+def test_unknown_fields_show_as_question_marks_and_null_never_as_zero() -> None:
+    from rich.console import Console
+
+    from rtrain_tui.tui.widgets.preflight_panel import render_report
+
+    out = BASE + "gpu=0, NVIDIA A100-SXM4-40GB, [N/A], [N/A], [N/A]\n"
+    r = probes.parse_preflight("gpu", out, "python3", 1)
+    g = r.gpus[0]
+    assert (g.shown("memory_used_mib"), g.shown("memory_total_mib"), g.shown("utilization_pct")) == ("?", "?", "?")
+    assert r.to_json()["gpus"][0] == {"index": 0, "name": "NVIDIA A100-SXM4-40GB", "memory_used_mib": None,
+                                      "memory_total_mib": None, "utilization_pct": None}
+    console = Console(width=60, record=True)
+    console.print(render_report(r, "gpu"))
+    row = next(line for line in console.export_text().splitlines() if "GPU0" in line)
+    assert "?/?G" in row and "?%" in row and "0%" not in row

@@ -39,6 +39,13 @@ class GpuInfo:
     # Fields nvidia-smi answered `[N/A]` for (MIG, some vGPUs); they read 0 above.
     unknown: frozenset[str] = frozenset()
 
+    def shown(self, field_name: str) -> str:
+        """A numeric field as text: `?` where nvidia-smi said `[N/A]` (never a made-up 0)."""
+        return "?" if field_name in self.unknown else str(getattr(self, field_name))
+
+    def json_value(self, field_name: str) -> int | None:
+        return None if field_name in self.unknown else getattr(self, field_name)
+
     @property
     def busy(self) -> bool:
         # A GPU someone else is training on: real load or most of its memory taken.
@@ -96,9 +103,10 @@ class PreflightReport:
                 {
                     "index": g.index,
                     "name": g.name,
-                    "memory_used_mib": g.memory_used_mib,
-                    "memory_total_mib": g.memory_total_mib,
-                    "utilization_pct": g.utilization_pct,
+                    # null where nvidia-smi answered [N/A] (MIG, some vGPUs)
+                    "memory_used_mib": g.json_value("memory_used_mib"),
+                    "memory_total_mib": g.json_value("memory_total_mib"),
+                    "utilization_pct": g.json_value("utilization_pct"),
                 }
                 for g in self.gpus
             ],

@@ -34,9 +34,13 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
             Text("!", style="bold yellow") if c.warning else Text("✗", style="bold red"))
         table.add_row(mark, Text.assemble((f"{c.name:8}", "bold"), c.detail))
     for g in report.gpus:
+        memory_known = not {"memory_used_mib", "memory_total_mib"} & g.unknown
+        used = f"{g.memory_used_mib // 1024}" if "memory_used_mib" not in g.unknown else "?"
+        total = f"{g.memory_total_mib // 1024}" if "memory_total_mib" not in g.unknown else "?"
         table.add_row("", Text.assemble(
-            f"GPU{g.index} ", _bar(g.memory_used_mib, g.memory_total_mib),
-            f" {g.memory_used_mib // 1024}/{g.memory_total_mib // 1024}G {g.utilization_pct:3d}%",
+            f"GPU{g.index} ",
+            _bar(g.memory_used_mib, g.memory_total_mib) if memory_known else ("?" * 12, "dim"),
+            f" {used}/{total}G {g.shown('utilization_pct'):>3}%",
         ))
     verdict = Text("ready", style="bold green") if report.ok else Text("not ready", style="bold yellow")
     table.add_row("", Text.assemble(verdict, (f"  checked {checked_at}" if checked_at else "", "dim")))
