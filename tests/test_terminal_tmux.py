@@ -1,0 +1,121 @@
+"""In a real terminal (tmux), a hostile trainer's output changes neither the terminal's
+title nor its clipboard: not through `tail`, not through the TUI's log pane.
+
+tmux acts on OSC 0/2 (the pane title) and, with `set-clipboard on`, on OSC 52 (a paste
+buffer), so both can be read back. Each test first proves that the same terminal does
+change when the escapes reach it raw (`tail --raw`), so a pass means something.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli, write_config
+
+TITLE = "rt-clean-title"
+
+
+@pytest.fixture
+def tmux(tmp_path: Path):  # type: ignore[no-untyped-def]
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux not found: install tmux (apt-get install tmux); the terminal-safety "
+                    "tests read a real terminal's title and clipboard", pytrace=False)
+    socket = f"rt-test-{os.getpid()}-{time.monotonic_ns()}"
+
+    def run(*args: str) -> str:
+        return subprocess.run(["tmux", "-L", socket, "-f", "/dev/null", *args], check=True,
+                              capture_output=True, text=True, timeout=20).stdout
+
+    run("new-session", "-d", "-x", "140", "-y", "40", "-s", "t", "sh")
+    run("set-option", "-g", "set-clipboard", "on")
+    yield run
+    subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=20)
+
+
+def _fresh_pane(tmux, name: str, script: Path) -> str:  # type: ignore[no-untyped-def]
+    """A new window running `script`, its title set to TITLE first; returns its target."""
+    tmux("new-window", "-d", "-n", name, f"sh {shlex.quote(str(script))}; sleep 600")
+    target = f"t:{name}"
+    tmux("select-pane", "-t", target, "-T", TITLE)
+    return target
+
+
+def _wait_for(tmux, target: str, text: str, timeout: float = 60) -> str:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = tmux("capture-pane", "-p", "-t", target)
+        if text in screen:
+            return screen
+        assert time.monotonic() < deadline, f"{text!r} never appeared; the pane shows:\n{screen}"
+        time.sleep(0.2)
+
+
+def _title(tmux, target: str) -> str:  # type: ignore[no-untyped-def]
+    return tmux("display-message", "-p", "-t", target, "#{pane_title}").strip()
+
+
+def _buffers(tmux) -> str:  # type: ignore[no-untyped-def]
+    return tmux("list-buffers", "-F", "#{buffer_sample}")
+
+
+def _script(cli: Cli, tmp_path: Path, name: str, *args: str) -> Path:
+    """A shell script that runs rtrain-tui with the test hosts' environment."""
+    env = cli.hosts.env()
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()
+                      if k.isidentifier() and k in {"HOME", "XDG_DATA_HOME", "PATH", "TERM", "LANG"})
+    cmd = shlex.join([sys.executable, "-m", "rtrain_tui", "--ssh-config", str(cli.hosts.ssh_config),
+                      "--index", str(cli.index), *args])
+    script = tmp_path / f"{name}.sh"
+    script.write_text(f"{exports}cd {shlex.quote(os.getcwd())}\n{cmd}\necho RT-DONE-$?\n")
+    return script
+
+
+def _hostile_run(cli: Cli, tmp_path: Path, workdir: str, run_id: str) -> None:
+    config = write_config(tmp_path / f"{run_id}.yaml", steps=2, hostile_escapes=True)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id, "--follow")
+    assert r.rc == 0, r.err
+
+
+def test_tail_leaves_the_title_and_clipboard_alone_and_raw_would_not(
+        cli: Cli, tmp_path: Path, workdir: str, tmux) -> None:  # type: ignore[no-untyped-def]
+    _hostile_run(cli, tmp_path, workdir, "hostile-tmux")
+
+    # The control: the raw bytes do retitle this terminal and write its clipboard.
+    raw = _fresh_pane(tmux, "raw", _script(cli, tmp_path, "raw", "tail", "gpu", "hostile-tmux",
+                                           "--workdir", workdir, "--raw"))
+    _wait_for(tmux, raw, "RT-DONE-0")
+    assert _title(tmux, raw).startswith("PWNED-TITLE"), _title(tmux, raw)
+    assert "PWNED-CLIP" in _buffers(tmux)
+    tmux("delete-buffer")
+
+    safe = _fresh_pane(tmux, "safe", _script(cli, tmp_path, "safe", "tail", "gpu", "hostile-tmux",
+                                             "--workdir", workdir))
+    screen = _wait_for(tmux, safe, "RT-DONE-0")
+    assert "hostile: clipboard  osc52" in screen  # the line itself is shown, inert
+    assert _title(tmux, safe) == TITLE
+    assert _buffers(tmux) == ""
+
+
+def test_the_tui_log_pane_leaves_the_title_and_clipboard_alone(
+        cli: Cli, tmp_path: Path, workdir: str, tmux) -> None:  # type: ignore[no-untyped-def]
+    _hostile_run(cli, tmp_path, workdir, "hostile-tui-tmux")
+    app = _fresh_pane(tmux, "app", _script(cli, tmp_path, "app"))
+    _wait_for(tmux, app, "hostile-tui-tmux")  # the runs table lists the run (and has focus)
+    time.sleep(0.5)
+    tmux("send-keys", "-t", app, "Enter")  # open the run's log
+    _wait_for(tmux, app, "training done")  # the whole log drawn, every hostile line in it
+    time.sleep(0.5)
+    title, buffers = _title(tmux, app), _buffers(tmux)
+    tmux("send-keys", "-t", app, "q")
+    _wait_for(tmux, app, "RT-DONE-0")
+    # Textual itself may set a title of its own; the trainer's never shows.
+    assert "PWNED" not in title, title
+    assert buffers == ""
