@@ -676,8 +676,11 @@ class BoundedSFTP:
 
     async def bounded(self, what: str, call: Awaitable[Any]) -> Any:
         try:
-            return await asyncio.wait_for(call, self.call_timeout)
-        except asyncio.TimeoutError:
+            # asyncio.timeout, not wait_for: on Python 3.11, wait_for can swallow a cancel
+            # (Ctrl-C, a closed pane) that lands as the call completes.
+            async with asyncio.timeout(self.call_timeout):
+                return await call
+        except TimeoutError:
             self._conn.abandon_sftp(self._sftp)
             raise RemoteError(
                 f"{self._conn.alias}: an SFTP {what} got no answer within "

@@ -251,7 +251,9 @@ class LogFollower:
             await _close(handle)
 
     async def _bounded(self, aw: Any) -> Any:
-        return await asyncio.wait_for(aw, self.op_timeout)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel (a closed pane).
+        async with asyncio.timeout(self.op_timeout):
+            return await aw
 
     async def _open(self, conn: Any, run_dir: str) -> Any:
         """The open log, or None while the trainer has not created it yet."""
