@@ -62,3 +62,12 @@ def test_unknown_fields_show_as_question_marks_and_null_never_as_zero() -> None:
     console.print(render_report(r, "gpu"))
     row = next(line for line in console.export_text().splitlines() if "GPU0" in line)
     assert "?/?G" in row and "?%" in row and "0%" not in row
+
+
+def test_preflight_refuses_a_start_that_cannot_fit_and_accepts_one_that_can() -> None:
+    out = BASE.replace("disk_free_kb=1048576", "disk_free_kb=5120")  # 5 MiB free
+    fits = probes.parse_preflight("gpu", out, "python3", 0, ship_bytes=4 << 20)
+    assert fits.ok
+    full = probes.parse_preflight("gpu", out, "python3", 0, ship_bytes=8 << 20)
+    assert full.why_not == ["no space left: the config and dataset need 8.0 MiB, 5.0 MiB is free "
+                            "in the workdir; free some space on gpu"]

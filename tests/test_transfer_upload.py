@@ -45,8 +45,11 @@ def test_start_refuses_early_when_the_dataset_cannot_fit(cli: Cli, tmp_path: Pat
             "--run-id", "full", "--no-follow")
     last = r.err.strip().splitlines()[-1]
     assert r.rc == 1 and "Traceback" not in r.err, r.err
-    assert last.startswith(f"rtrain-tui: no space left on gpu ({small_disk}): d.jsonl needs 2.0 MiB")
-    assert not list(small_disk.rglob("*.part")) and not (small_disk / "full").exists()
+    assert last.startswith("rtrain-tui: gpu is not ready: no space left: the config and dataset "
+                           "need 2.0 MiB, "), last
+    assert last.endswith("is free in the workdir; free some space on gpu")
+    # Refused by the preflight: nothing was made on the host.
+    assert list(small_disk.iterdir()) == []
 
 
 def test_disk_full_mid_upload_is_named_and_leaves_no_partial_file(

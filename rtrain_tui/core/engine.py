@@ -86,6 +86,17 @@ def trainer_command(template: str, python: str, dataset: str | None, gpus: int) 
     return trainer_template.render(template, python, dataset, gpus)
 
 
+def _local_size(*paths: Path | None) -> int:
+    """Bytes a start will upload (files that cannot be read fail later, with their own error)."""
+    total = 0
+    for path in paths:
+        try:
+            total += path.stat().st_size if path is not None else 0
+        except OSError:
+            pass
+    return total
+
+
 class Engine:
     def __init__(self, pool: ConnectionPool, index: RunIndex) -> None:
         self.pool = pool
@@ -109,8 +120,9 @@ class Engine:
     # -- preflight -------------------------------------------------------------
     async def preflight(
         self, host: str, gpus: int = 1, python: str = validate.DEFAULT_PYTHON,
-        workdir: str = validate.DEFAULT_WORKDIR,
+        workdir: str = validate.DEFAULT_WORKDIR, ship_bytes: int = 0,
     ) -> PreflightReport:
+        """Is the host ready? `ship_bytes`: what a start will upload, checked against free space."""
         validate.check_workdir(host, workdir)
         validate.check_python(python)
         validate.check_gpus(gpus)
@@ -120,7 +132,7 @@ class Engine:
             out = await conn.run(remote_sh.preflight(python, workdir), timeout=30)
         except UnreachableError as exc:
             return PreflightReport(host=host, reachable=False, error=str(exc))
-        return probes.parse_preflight(host, out, python, gpus)
+        return probes.parse_preflight(host, out, python, gpus, ship_bytes)
 
     # -- start -----------------------------------------------------------------
     async def start(
@@ -133,7 +145,8 @@ class Engine:
         await asyncio.to_thread(self.index.check)
         step = on_step or (lambda _msg: None)
         step(f"preflight {req.host}")
-        report = await self.preflight(req.host, req.gpus, req.python, req.workdir)
+        ship = await asyncio.to_thread(_local_size, req.config, req.dataset)
+        report = await self.preflight(req.host, req.gpus, req.python, req.workdir, ship)
         if not report.ok:
             raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
         conn = self.host(req.host)

@@ -160,7 +160,8 @@ def _human_kb(kb: int) -> str:
     return f"{kb} KiB"  # pragma: no cover - loop always returns
 
 
-def parse_preflight(host: str, output: str, python: str, gpus_needed: int) -> PreflightReport:
+def parse_preflight(host: str, output: str, python: str, gpus_needed: int,
+                    ship_bytes: int = 0) -> PreflightReport:
     """Turn the preflight script's output into checks with the seed's wording."""
     values = [(k, safe_line(v)) if k != "gpu" else (k, v) for k, v in parse_key_values(output)]
     facts = dict(values)
@@ -214,7 +215,14 @@ def parse_preflight(host: str, output: str, python: str, gpus_needed: int) -> Pr
     disk_kb = None
     try:
         disk_kb = int(facts.get("disk_free_kb", ""))
-        checks.append(Check("disk", True, f"{_human_kb(disk_kb)} free in workdir"))
+        need_kb = -(-ship_bytes // 1024)
+        if disk_kb < need_kb:
+            # Refused before the upload: a full disk mid-upload costs the user the wait.
+            checks.append(Check("disk", False, f"no space left: the config and dataset need "
+                                f"{_human_kb(need_kb)}, {_human_kb(disk_kb)} is free in the "
+                                f"workdir; free some space on {host}"))
+        else:
+            checks.append(Check("disk", True, f"{_human_kb(disk_kb)} free in workdir"))
     except ValueError:
         checks.append(Check("disk", False, "free disk space unknown", warning=True))
 
