@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -92,13 +93,24 @@ def run(hosts: SshHosts, root: Path, args: argparse.Namespace) -> None:
     def shell(cmd: str) -> None:
         subprocess.run(cmd, shell=True, check=True, env=env, capture_output=True)
 
+    worst_turn = [0.0]  # the longest the event loop went without a turn, over every run
+
+    async def watch_loop() -> None:
+        """What a TUI would feel: how late a 10 ms timer fires while a transfer runs."""
+        while True:
+            began = time.perf_counter()
+            await asyncio.sleep(0.01)
+            worst_turn[0] = max(worst_turn[0], time.perf_counter() - began - 0.01)
+
     def ours(coro_fn: Callable[[HostConnection], object]) -> Callable[[], None]:
         def go() -> None:
             async def inner() -> None:
                 conn = HostConnection("gpu", hosts.ssh_config)
+                watcher = asyncio.ensure_future(watch_loop())
                 try:
                     await coro_fn(conn)  # type: ignore[misc]
                 finally:
+                    watcher.cancel()
                     await conn.close()
             asyncio.run(inner())
         return go
@@ -147,6 +159,9 @@ def run(hosts: SshHosts, root: Path, args: argparse.Namespace) -> None:
     b = median_time(lambda: shell(f"{scp} -r gpu:{src} {local}/"), args.repeat)
     print(f"| re-fetch the same dir, all here and unchanged (new connection) | {again:.2f} s "
           f"| {b:.2f} s | `scp -r` (sends it all again) | {again / b:.2f}× |", flush=True)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    print(f"\nClient during all of the above: peak RSS {peak_mib:.0f} MiB (target ≤ 100 MiB); "
+          f"longest event-loop stall {worst_turn[0] * 1000:.0f} ms (target ≤ 50 ms).")
 
 
 if __name__ == "__main__":
