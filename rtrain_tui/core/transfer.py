@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 Progress = Callable[[str, int, int], None]
 Warn = Callable[[str], None]
 CHUNK = 1 << 20
+SEND_SLICE = 128 << 10  # what one turn of the event loop encrypts and sends
 STALL_TIMEOUT = 30.0  # a transfer that moves no byte for this long is abandoned
 OPEN_TIMEOUT = 20.0  # opening the exec channel (a login shell runs first)
 RETRIES = 3  # a file that shrank or was replaced while it was read is read again
@@ -265,6 +266,21 @@ def _unchanged(target: Path, size: int, mtime_ns: int) -> bool:
     return st.st_size == size and st.st_mtime_ns == mtime_ns and target.is_file()
 
 
+def _prepare_local(out: Path, dest: Path, listing: _Listing, targets: list[Path], single: bool,
+                   rel: str) -> list[int]:
+    """Make the local directories; return the files not already here unchanged."""
+    rel_b = os.fsencode(rel)
+    out.mkdir(parents=True, exist_ok=True)
+    if not single:
+        dest.mkdir(exist_ok=True)
+        for d in listing.dirs:
+            inner = d if rel == "." else d[len(rel_b) + 1:]
+            if inner:
+                (dest / os.fsdecode(inner)).mkdir(parents=True, exist_ok=True)
+    return [i for i, (_, size, mtime) in enumerate(listing.files)
+            if not _unchanged(targets[i], size, mtime)]
+
+
 def _part_name(target: Path) -> Path:
     # A name near NAME_MAX cannot take a suffix: such files use a short random name.
     if len(os.fsencode(target.name)) <= 240:
@@ -297,7 +313,9 @@ async def fetch(
         for path, _, _ in listing.files:
             inner = path if rel == "." else path[len(rel_b) + 1:]
             targets.append(dest if single else dest / os.fsdecode(inner))
-        _check_local(out, dest, targets, single)
+        # Stats and mkdirs for thousands of files run in a thread: on the event loop they
+        # held the TUI for 100+ ms.
+        await asyncio.to_thread(_check_local, out, dest, targets, single)
         if listing.skipped and on_warning:
             what = ", ".join(f"{shown(p)} ({kind})" for p, kind in listing.skipped[:10])
             more = len(listing.skipped) - 10
@@ -306,15 +324,7 @@ async def fetch(
         if not single and not listing.files and not listing.dirs and listing.skipped:
             raise RemoteError(f"{shown(rel)} is not a regular file or directory "
                               f"({listing.skipped[0][1]}); nothing to fetch.")
-        out.mkdir(parents=True, exist_ok=True)
-        if not single:
-            dest.mkdir(exist_ok=True)
-            for d in listing.dirs:
-                inner = d if rel == "." else d[len(rel_b) + 1:]
-                if inner:
-                    (dest / os.fsdecode(inner)).mkdir(parents=True, exist_ok=True)
-        wanted = [i for i, (_, size, mtime) in enumerate(listing.files)
-                  if not _unchanged(targets[i], size, mtime)]
+        wanted = await asyncio.to_thread(_prepare_local, out, dest, listing, targets, single, rel)
         total = sum(listing.files[i][1] for i in wanted)
         done = [0]
         for _attempt in range(RETRIES):
@@ -523,7 +533,12 @@ async def _send_hashed(f: Any, size: int, h: Any, stream: _Stream,
         want = min(CHUNK, size - sent - len(block))
         reading = asyncio.ensure_future(asyncio.to_thread(f.read, want) if want > 0 else _empty())
         try:
-            await stream.write(block)
+            # In slices, each followed by a turn of the loop: encrypting a whole 1 MiB block
+            # at once held the TUI's event loop for ~40 ms.
+            view = memoryview(block)
+            for at in range(0, len(block), SEND_SLICE):
+                await stream.write(view[at:at + SEND_SLICE])
+                await asyncio.sleep(0)
         finally:
             # Never leave a thread touching the file or the hash behind (a failed write).
             await asyncio.gather(hashing, reading, return_exceptions=True)
