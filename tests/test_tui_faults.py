@@ -192,7 +192,9 @@ def test_a_lock_held_by_another_process_never_freezes_the_screen(hosts: SshHosts
                     began = time.monotonic()
                     await pilot.press("j")
                     worst = max(worst, time.monotonic() - began)
-                assert worst < 0.5, f"a key took {worst:.1f} s to be handled"
+                # A frozen screen waits out the whole 2 s lock; a loaded 2-core machine
+                # can take half a second for a key on its own, so the bound sits between.
+                assert worst < 1.5, f"a key took {worst:.1f} s to be handled"
                 await until(pilot, lambda: any("locked by another process" in m
                                                for m in notifications(app)), "the busy warning")
             assert app.is_running
