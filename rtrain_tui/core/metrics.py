@@ -1,0 +1,354 @@
+"""Training metrics from a trainer's log: loss curves, progress, ETA. Pure and incremental.
+
+Feed it the log's bytes as they arrive (`MetricsParser.feed`); it keeps a partial last
+line and never needs to see a byte twice, so a cache of its state (`to_state`) plus the
+byte offset resumes a week-old run without re-reading it.
+
+What it understands, as real trainers print it:
+- Hugging Face Trainer dicts: `{'loss': 3.39, 'grad_norm': 2.3, 'learning_rate': 2e-05,
+  'epoch': 0.01}`; transformers 5 quotes the numbers (`{'loss': '3.395', ...}`). Real
+  ones carry no `step`: it comes from the training bar, or from counting. Eval dicts
+  (`eval_loss`) and the final summary (`train_runtime`, `train_loss`).
+- tqdm bars (` 61%|███  | 1840/3000 [1:17:44<48:58, 2.53s/it]`), split by `\\r` or `\\n`,
+  with a stdout dict glued to the end (tqdm writes stderr unbuffered, the dict sits in
+  stdout's buffer, and the merged log shows them on one line, often out of order).
+- JSON lines (`{"step": 10, "loss": 2.3}`) and `key=value` lines (`step=10 loss=2.31`).
+
+The training bar is told apart from the others: a bar with a description ("Map",
+"Writing model shards", "Loading checkpoint shards") or a data unit (`examples/s`,
+`B/s`) is never the run's progress, and once the trainer's header has said
+`Total optimization steps = 3,000`, only a bar with that total is (an eval bar is not).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MAX_PENDING = 1 << 16  # bytes kept of a line that never ends; the rest of it is dropped
+STATE_VERSION = 1
+
+# `'loss': 3.39`, `"loss": "3.395"`, `'learning_rate': 2e-05`: a quoted key, a number
+# that may itself be quoted (transformers 5).
+_PAIR = re.compile(
+    r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*['"]?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)['"]?""")
+# `desc:  61%|███▋      | 1840/3000 [1:17:44<48:58,  2.53s/it, postfix]`
+_BAR = re.compile(
+    r"(?P<desc>[^|]*?)\s*(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
+    r"\[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.?]+)(?P<unit>[^\s,\]]*)(?P<post>[^\]]*)\]")
+_KV = re.compile(
+    r"(?<![\w.])(step|global_step|loss|train_loss|eval_loss|val_loss|lr|learning_rate|grad_norm)"
+    r"\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+# HF Trainer: `Total optimization steps = 3,000`; Unsloth's banner: `Total steps = 60`.
+_TOTAL = re.compile(r"Total (?:optimization )?steps\s*=\s*([\d,]+)")
+# Descriptions a training bar may carry (Lightning: `Epoch 3:`); others are data bars.
+_TRAIN_DESC = re.compile(r"^(?:train(?:ing)?|epoch\b.*|steps?)$", re.IGNORECASE)
+_STEP_UNITS = ("it/s", "s/it")
+
+_LOSS_KEYS = ("loss", "train_loss")
+_EVAL_KEYS = ("eval_loss", "val_loss")
+_LR_KEYS = ("learning_rate", "lr")
+
+
+def _seconds(clock: str) -> float | None:
+    """`1:17:44` or `48:58` → seconds; `?` → None."""
+    if "?" in clock:
+        return None
+    total = 0
+    for part in clock.split(":"):
+        if not part.isdigit():
+            return None
+        total = total * 60 + int(part)
+    return float(total)
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The latest of everything, for a table cell or a header line."""
+
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    eval_loss: float | None = None
+    learning_rate: float | None = None
+    grad_norm: float | None = None
+    steps_per_second: float | None = None
+    eta_seconds: float | None = None
+    finished: bool = False  # the trainer printed its final summary (`train_runtime`)
+    train_loss: float | None = None  # the summary's mean training loss
+    runtime_seconds: float | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if self.step is None or not self.total:
+            return None
+        return min(1.0, self.step / self.total)
+
+
+class MetricsParser:
+    """Bytes of a log in, series out. See the module docstring for the formats."""
+
+    def __init__(self) -> None:
+        self.losses: list[tuple[int, float]] = []
+        self.eval_losses: list[tuple[int, float]] = []
+        self.learning_rates: list[tuple[int, float]] = []
+        self.grad_norms: list[tuple[int, float]] = []
+        self.lines = 0  # complete lines seen
+        self._pending = b""
+        self._header_total: int | None = None  # `Total optimization steps = N`
+        self._bar_step: int | None = None  # the training bar's latest count
+        self._bar_total: int | None = None
+        self._bar_used = True  # the bar's count already gave a dict its step
+        self._rate: float | None = None  # steps per second
+        self._eta: float | None = None
+        self._last_step = 0  # step of the latest training dict
+        self._interval = 1  # steps between training dicts, learned from the bar
+        self._final: dict[str, float] = {}
+
+    # -- input -------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """Parse the complete lines in `pending + data`; keep the unfinished last one."""
+        data = self._pending + data
+        # A trailing \r may be half of \r\n: wait for the next byte to tell.
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1))
+        if cut < 0:
+            self._pending = data[:MAX_PENDING]
+            self._peek_pending()
+            return
+        block, self._pending = data[: cut + 1], data[cut + 1:]
+        if len(self._pending) > MAX_PENDING:
+            self._pending = self._pending[:MAX_PENDING]
+        # Line ends are ASCII, so a block of whole lines never splits a UTF-8 character.
+        text = block.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        lines.pop()  # the empty string after the final line end
+        self.lines += len(lines)
+        for line in lines:
+            if "{" in line:
+                self._dict_line(line)
+            elif "%|" in line:
+                self._bar(line)
+            elif "loss" in line and ("=" in line or ":" in line):
+                self._kv_line(line)
+            elif "Total" in line and (m := _TOTAL.search(line)):
+                self._header_total = int(m.group(1).replace(",", ""))
+        self._peek_pending()
+
+    def _peek_pending(self) -> None:
+        """tqdm redraws with a leading `\\r`, so its live bar is always the unfinished
+        last line: read the progress from it now (reading it again when it completes
+        changes nothing). Only the bar: a loss in it is counted once, when it completes."""
+        if b"%|" in self._pending and b"{" not in self._pending:
+            self._bar(self._pending.decode("utf-8", "replace"), postfix=False)
+
+    def flush(self) -> None:
+        """The log is complete: its unfinished last line counts as a line."""
+        if self._pending:
+            self.feed(b"\n")
+
+    # -- one line ------------------------------------------------------------------
+    def _bar(self, line: str, postfix: bool = True) -> None:
+        m = _BAR.search(line)
+        if m is None:
+            return
+        desc = m["desc"].strip().rstrip(":").strip()
+        unit = m["unit"]
+        if desc and not _TRAIN_DESC.match(desc):
+            return  # "Map", "Writing model shards", "Loading checkpoint shards"
+        if unit and unit not in _STEP_UNITS:
+            return  # examples/s, B/s: a data bar
+        n, total = int(m["n"]), int(m["total"])
+        if self._header_total is not None:
+            if total != self._header_total:
+                return  # an eval or prediction bar
+        elif self._bar_total is not None and total < self._bar_total:
+            return  # without the header, the longest bar is the training one
+        if n != self._bar_step:
+            self._bar_used = False
+        self._bar_step, self._bar_total = n, total
+        rate = _num(m["rate"])
+        if rate is not None and rate > 0:
+            self._rate = 1.0 / rate if unit == "s/it" else rate
+        self._eta = _seconds(m["left"])
+        if postfix and m["post"] and "loss" in m["post"]:
+            self._kv_line(m["post"])  # Lightning: `..., 14.8it/s, v_num=0, train_loss=2.31]`
+
+    def _dict_line(self, line: str) -> None:
+        brace = line.find("{")
+        if "%|" in line[:brace]:
+            self._bar(line[:brace])  # a bar with stdout's dict glued to its end
+        pairs = _PAIR.findall(line, brace)
+        if not pairs:
+            return
+        values = {k: v for k, raw in pairs if (v := _num(raw)) is not None}
+        self._record(values)
+
+    def _kv_line(self, line: str) -> None:
+        values = {k: v for k, raw in _KV.findall(line) if (v := _num(raw)) is not None}
+        if any(k in values for k in (*_LOSS_KEYS, *_EVAL_KEYS)):
+            self._record(values)
+
+    def _record(self, values: dict[str, float]) -> None:
+        if "train_runtime" in values:
+            self._final = values
+            return
+        eval_loss = next((values[k] for k in _EVAL_KEYS if k in values), None)
+        loss = next((values[k] for k in _LOSS_KEYS if k in values), None)
+        if eval_loss is not None and loss is None:
+            # An eval happens at the current training step; it does not advance it.
+            self.eval_losses.append((self._explicit_step(values) or self._last_step, eval_loss))
+            return
+        if loss is None:
+            return
+        step = self._next_step(values)
+        self.losses.append((step, loss))
+        if (lr := next((values[k] for k in _LR_KEYS if k in values), None)) is not None:
+            self.learning_rates.append((step, lr))
+        if (gn := values.get("grad_norm")) is not None:
+            self.grad_norms.append((step, gn))
+        if eval_loss is not None:
+            self.eval_losses.append((step, eval_loss))
+
+    @staticmethod
+    def _explicit_step(values: dict[str, float]) -> int | None:
+        step = values.get("step", values.get("global_step"))
+        return int(step) if step is not None else None
+
+    def _next_step(self, values: dict[str, float]) -> int:
+        """The step a training dict belongs to.
+
+        Its own `step` when it has one; else the training bar's count if the bar moved
+        since the last dict; else (dicts flushed in a burst from stdout's buffer, behind
+        the bar) the last step plus the usual interval between dicts.
+        """
+        step = self._explicit_step(values)
+        if step is None:
+            if not self._bar_used and self._bar_step is not None and self._bar_step > self._last_step:
+                step = self._bar_step
+                self._bar_used = True
+            else:
+                step = self._last_step + self._interval
+        if step > self._last_step and self.losses:
+            self._interval = step - self._last_step
+        self._last_step = max(self._last_step, step)
+        return step
+
+    # -- output --------------------------------------------------------------------
+    def summary(self) -> Summary:
+        total = self._header_total or self._bar_total
+        step = self._bar_step
+        if self._last_step and (step is None or self._last_step > step):
+            step = self._last_step
+        finished = bool(self._final)
+        eta = self._eta
+        if finished:
+            step = total if total is not None else step
+            eta = 0.0
+        rate = self._rate
+        if finished and "train_steps_per_second" in self._final:
+            rate = self._final["train_steps_per_second"]
+        return Summary(
+            step=step, total=total,
+            loss=self.losses[-1][1] if self.losses else None,
+            eval_loss=self.eval_losses[-1][1] if self.eval_losses else None,
+            learning_rate=self.learning_rates[-1][1] if self.learning_rates else None,
+            grad_norm=self.grad_norms[-1][1] if self.grad_norms else None,
+            steps_per_second=rate, eta_seconds=eta, finished=finished,
+            train_loss=self._final.get("train_loss"),
+            runtime_seconds=self._final.get("train_runtime"),
+        )
+
+    # -- the cache's view of it ----------------------------------------------------
+    def to_state(self) -> dict[str, object]:
+        """Everything needed to resume: plain JSON types only."""
+        def cols(series: list[tuple[int, float]]) -> list[list[float]]:
+            return [[s for s, _ in series], [v for _, v in series]]
+
+        return {
+            "version": STATE_VERSION, "lines": self.lines,
+            "pending": self._pending.decode("latin-1"),
+            "losses": cols(self.losses), "eval_losses": cols(self.eval_losses),
+            "learning_rates": cols(self.learning_rates), "grad_norms": cols(self.grad_norms),
+            "header_total": self._header_total, "bar_step": self._bar_step,
+            "bar_total": self._bar_total, "bar_used": self._bar_used, "rate": self._rate,
+            "eta": self._eta, "last_step": self._last_step, "interval": self._interval,
+            "final": self._final,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, object]) -> MetricsParser:
+        """The inverse of `to_state`; raises ValueError (or KeyError, TypeError) on junk."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError("cache from another version")
+        p = cls()
+
+        def series(name: str) -> list[tuple[int, float]]:
+            steps, values = state[name]  # type: ignore[misc]
+            if len(steps) != len(values):
+                raise ValueError(f"{name}: columns differ in length")
+            return [(int(s), float(v)) for s, v in zip(steps, values)]
+
+        p.losses, p.eval_losses = series("losses"), series("eval_losses")
+        p.learning_rates, p.grad_norms = series("learning_rates"), series("grad_norms")
+        p.lines = int(state["lines"])  # type: ignore[arg-type]
+        p._pending = str(state["pending"]).encode("latin-1")
+        p._header_total = _opt_int(state["header_total"])
+        p._bar_step = _opt_int(state["bar_step"])
+        p._bar_total = _opt_int(state["bar_total"])
+        p._bar_used = bool(state["bar_used"])
+        p._rate = _opt_float(state["rate"])
+        p._eta = _opt_float(state["eta"])
+        p._last_step = int(state["last_step"])  # type: ignore[arg-type]
+        p._interval = int(state["interval"])  # type: ignore[arg-type]
+        final = state["final"]
+        if not isinstance(final, dict):
+            raise ValueError("final: not a table")
+        p._final = {str(k): float(v) for k, v in final.items()}
+        return p
+
+
+def _opt_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def _opt_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def parse_text(text: str) -> MetricsParser:
+    """A whole log at once (tests, small files)."""
+    parser = MetricsParser()
+    parser.feed(text.encode())
+    parser.flush()
+    return parser
+
+
+def downsample(series: list[tuple[int, float]], width: int) -> list[tuple[int, float]]:
+    """At most `width` points: the mean of each bucket, so a curve keeps its shape."""
+    if width <= 0 or len(series) <= width:
+        return list(series)
+    out = []
+    size = len(series) / width
+    for i in range(width):
+        bucket = series[int(i * size): int((i + 1) * size)] or [series[min(int(i * size), len(series) - 1)]]
+        out.append((bucket[-1][0], sum(v for _, v in bucket) / len(bucket)))
+    return out
+
+
+def format_eta(seconds: float | None) -> str:
+    """`1h05m`, `4m12s`, `9s`; empty when unknown."""
+    if seconds is None:
+        return ""
+    s = int(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
