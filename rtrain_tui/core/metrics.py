@@ -45,9 +45,6 @@ _TOTAL = re.compile(r"Total (?:optimization )?steps\s*=\s*([\d,]+)")
 _TRAIN_DESC = re.compile(r"^(?:train(?:ing)?|epoch\b.*|steps?)$", re.IGNORECASE)
 _STEP_UNITS = ("it/s", "s/it")
 
-_LOSS_KEYS = ("loss", "train_loss")
-_EVAL_KEYS = ("eval_loss", "val_loss")
-_LR_KEYS = ("learning_rate", "lr")
 
 
 def _seconds(clock: str) -> float | None:
@@ -106,8 +103,9 @@ class MetricsParser:
         self._bar_step: int | None = None  # the training bar's latest count
         self._bar_total: int | None = None
         self._bar_used = True  # the bar's count already gave a dict its step
-        self._rate: float | None = None  # steps per second
-        self._eta: float | None = None
+        self._left: str | None = None  # the bar's time left, `48:58`
+        self._rate_text = ""  # the bar's rate and its unit, `2.53` `s/it`
+        self._unit = ""
         self._last_step = 0  # step of the latest training dict
         self._interval = 1  # steps between training dicts, learned from the bar
         self._final: dict[str, float] = {}
@@ -130,16 +128,41 @@ class MetricsParser:
         lines = text.split("\n")
         lines.pop()  # the empty string after the final line end
         self.lines += len(lines)
+        # Of a run of bar redraws only the newest accepted one matters: parsing just
+        # that one is what makes 300,000 lines/s (tqdm writes ~4 redraws per dict).
+        bars: list[str] = []
         for line in lines:
             if "{" in line:
-                self._dict_line(line)
+                brace = line.find("{")
+                if brace and "%|" in line[:brace] and self._bar(line[:brace]):
+                    bars = []  # the bar glued before the dict is newer than the run's
+                elif bars:
+                    bars = self._newest_bar(bars)
+                self._dict_line(line, brace)
             elif "%|" in line:
-                self._bar(line)
+                bars.append(line)
             elif "loss" in line and ("=" in line or ":" in line):
+                if bars:
+                    bars = self._newest_bar(bars)
                 self._kv_line(line)
             elif "Total" in line and (m := _TOTAL.search(line)):
+                if bars:
+                    bars = self._newest_bar(bars)
                 self._header_total = int(m.group(1).replace(",", ""))
+        if bars:
+            self._newest_bar(bars)
         self._peek_pending()
+
+    def _newest_bar(self, bars: list[str]) -> list[str]:
+        """Take the newest of these redraws that is the training bar; returns an empty run."""
+        if self._header_total is None and self._bar_total is None:
+            for line in bars:  # no training bar known yet: the longest wins, in order
+                self._bar(line)
+            return []
+        for line in reversed(bars):
+            if self._bar(line):
+                break
+        return []
 
     def _peek_pending(self) -> None:
         """tqdm redraws with a leading `\\r`, so its live bar is always the unfinished
@@ -154,53 +177,50 @@ class MetricsParser:
             self.feed(b"\n")
 
     # -- one line ------------------------------------------------------------------
-    def _bar(self, line: str, postfix: bool = True) -> None:
-        m = _BAR.search(line)
+    def _bar(self, line: str, postfix: bool = True) -> bool:
+        """Take a bar line; False when it is not the training bar."""
+        # Anchored first (fast); a prefix holding a `|` of its own needs the search.
+        m = _BAR.match(line) or _BAR.search(line)
         if m is None:
-            return
-        desc = m["desc"].strip().rstrip(":").strip()
-        unit = m["unit"]
-        if desc and not _TRAIN_DESC.match(desc):
-            return  # "Map", "Writing model shards", "Loading checkpoint shards"
+            return False
+        desc, n_text, total_text, left, rate, unit, post = m.group(
+            "desc", "n", "total", "left", "rate", "unit", "post")
+        if desc and (desc := desc.strip().rstrip(":").strip()) and not _TRAIN_DESC.match(desc):
+            return False  # "Map", "Writing model shards", "Loading checkpoint shards"
         if unit and unit not in _STEP_UNITS:
-            return  # examples/s, B/s: a data bar
-        n, total = int(m["n"]), int(m["total"])
+            return False  # examples/s, B/s: a data bar
+        n, total = int(n_text), int(total_text)
         if self._header_total is not None:
             if total != self._header_total:
-                return  # an eval or prediction bar
+                return False  # an eval or prediction bar
         elif self._bar_total is not None and total < self._bar_total:
-            return  # without the header, the longest bar is the training one
+            return False  # without the header, the longest bar is the training one
         if n != self._bar_step:
             self._bar_used = False
         self._bar_step, self._bar_total = n, total
-        rate = _num(m["rate"])
-        if rate is not None and rate > 0:
-            self._rate = 1.0 / rate if unit == "s/it" else rate
-        self._eta = _seconds(m["left"])
-        if postfix and m["post"] and "loss" in m["post"]:
-            self._kv_line(m["post"])  # Lightning: `..., 14.8it/s, v_num=0, train_loss=2.31]`
+        # Kept as text: turned into numbers only when asked (most redraws never are).
+        self._left, self._rate_text, self._unit = left, rate, unit
+        if postfix and post and "loss" in post:
+            self._kv_line(post)  # Lightning: `..., 14.8it/s, v_num=0, train_loss=2.31]`
+        return True
 
-    def _dict_line(self, line: str) -> None:
-        brace = line.find("{")
-        if "%|" in line[:brace]:
-            self._bar(line[:brace])  # a bar with stdout's dict glued to its end
+    def _dict_line(self, line: str, brace: int) -> None:
         pairs = _PAIR.findall(line, brace)
         if not pairs:
             return
-        values = {k: v for k, raw in pairs if (v := _num(raw)) is not None}
-        self._record(values)
+        self._record({k: float(raw) for k, raw in pairs})  # the pattern admits only numbers
 
     def _kv_line(self, line: str) -> None:
-        values = {k: v for k, raw in _KV.findall(line) if (v := _num(raw)) is not None}
-        if any(k in values for k in (*_LOSS_KEYS, *_EVAL_KEYS)):
+        values = {k: float(raw) for k, raw in _KV.findall(line)}
+        if "loss" in values or "train_loss" in values or "eval_loss" in values or "val_loss" in values:
             self._record(values)
 
     def _record(self, values: dict[str, float]) -> None:
         if "train_runtime" in values:
             self._final = values
             return
-        eval_loss = next((values[k] for k in _EVAL_KEYS if k in values), None)
-        loss = next((values[k] for k in _LOSS_KEYS if k in values), None)
+        eval_loss = values.get("eval_loss", values.get("val_loss"))
+        loss = values.get("loss", values.get("train_loss"))
         if eval_loss is not None and loss is None:
             # An eval happens at the current training step; it does not advance it.
             self.eval_losses.append((self._explicit_step(values) or self._last_step, eval_loss))
@@ -209,7 +229,7 @@ class MetricsParser:
             return
         step = self._next_step(values)
         self.losses.append((step, loss))
-        if (lr := next((values[k] for k in _LR_KEYS if k in values), None)) is not None:
+        if (lr := values.get("learning_rate", values.get("lr"))) is not None:
             self.learning_rates.append((step, lr))
         if (gn := values.get("grad_norm")) is not None:
             self.grad_norms.append((step, gn))
@@ -247,11 +267,13 @@ class MetricsParser:
         if self._last_step and (step is None or self._last_step > step):
             step = self._last_step
         finished = bool(self._final)
-        eta = self._eta
+        eta = _seconds(self._left) if self._left else None
         if finished:
             step = total if total is not None else step
             eta = 0.0
-        rate = self._rate
+        rate = _num(self._rate_text) if self._rate_text else None
+        if rate is not None:
+            rate = (1.0 / rate if self._unit == "s/it" else rate) if rate > 0 else None
         if finished and "train_steps_per_second" in self._final:
             rate = self._final["train_steps_per_second"]
         return Summary(
@@ -277,8 +299,8 @@ class MetricsParser:
             "losses": cols(self.losses), "eval_losses": cols(self.eval_losses),
             "learning_rates": cols(self.learning_rates), "grad_norms": cols(self.grad_norms),
             "header_total": self._header_total, "bar_step": self._bar_step,
-            "bar_total": self._bar_total, "bar_used": self._bar_used, "rate": self._rate,
-            "eta": self._eta, "last_step": self._last_step, "interval": self._interval,
+            "bar_total": self._bar_total, "bar_used": self._bar_used, "left": self._left,
+            "rate": self._rate_text, "unit": self._unit, "last_step": self._last_step, "interval": self._interval,
             "final": self._final,
         }
 
@@ -303,8 +325,8 @@ class MetricsParser:
         p._bar_step = _opt_int(state["bar_step"])
         p._bar_total = _opt_int(state["bar_total"])
         p._bar_used = bool(state["bar_used"])
-        p._rate = _opt_float(state["rate"])
-        p._eta = _opt_float(state["eta"])
+        p._left = None if state["left"] is None else str(state["left"])
+        p._rate_text, p._unit = str(state["rate"]), str(state["unit"])
         p._last_step = int(state["last_step"])  # type: ignore[arg-type]
         p._interval = int(state["interval"])  # type: ignore[arg-type]
         final = state["final"]
