@@ -24,6 +24,7 @@ from rtrain_tui.core.index import RunIndex, default_index_path
 from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.metrics_sync import sync_metrics
+from rtrain_tui.core.run_reason import reason_for
 from rtrain_tui.core.sshconfig import default_ssh_config
 from rtrain_tui.progress_view import TerminalProgress
 
@@ -295,6 +296,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
             "exists": probe.exists, "stop_requested": probe.stop_requested,
+            "reason": await reason_for(engine, args.host, args.workdir, args.run_id, probe),
         }, indent=2))
     else:
         print(probe.state)

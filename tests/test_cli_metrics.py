@@ -79,3 +79,26 @@ def test_metrics_of_a_missing_run_is_one_line(cli: Cli, workdir: str) -> None:
     assert r.err == "rtrain-tui: no run nosuchrun on gpu\n"
     bad = cli("metrics", "gpu", "../etc", "--workdir", workdir)
     assert bad.rc == 1 and len(bad.err.splitlines()) == 1
+
+
+def test_status_json_says_why_a_run_died_and_status_stays_one_word(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "oom.yaml", crash="cuda_oom")
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "oom")
+    assert r.rc == 1
+    assert cli("status", "gpu", "oom", "--workdir", workdir).out == "failed (exit 1)\n"
+    got = json.loads(cli("status", "gpu", "oom", "--workdir", workdir, "--json").out)
+    assert got["state"] == "failed (exit 1)"
+    assert got["reason"].startswith("CUDA out of memory: tried to allocate 2.00 GiB on GPU 0")
+
+
+def test_status_json_names_a_missing_module_and_the_pip_command(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "mod.yaml", crash="module")
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "mod").rc == 1
+    got = json.loads(cli("status", "gpu", "mod", "--workdir", workdir, "--json").out)
+    assert got["reason"] == "missing Python module peft: pip install peft on gpu"
+
+
+def test_a_completed_run_has_no_reason(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    start_hf(cli, tmp_path, workdir, "fine", steps=2)
+    got = json.loads(cli("status", "gpu", "fine", "--workdir", workdir, "--json").out)
+    assert (got["state"], got["reason"]) == ("completed", "")
