@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+from rtrain_tui.core.metrics import MetricsParser
 from tests.conftest import Cli, write_config
 
 
@@ -63,7 +64,9 @@ def test_metrics_reads_only_new_bytes_and_survives_a_corrupt_cache(cli: Cli, hos
     assert json.loads(cache.read_text())["offset"] == log.stat().st_size
     # Proof the cache is used: what it says wins over bytes it has already covered.
     state = json.loads(cache.read_text())
-    state["state"]["losses"] = [[1], [9.0]]
+    planted = MetricsParser()
+    planted.feed(b"{'loss': 9.0, 'step': 1}\n")
+    state["state"]["losses"] = planted.to_state()["losses"]
     cache.write_text(json.dumps(state))
     loss = json.loads(cli("metrics", "gpu", "grow", "--workdir", workdir, "--json").out)["series"]["loss"]
     assert loss == [[1, 9.0]]

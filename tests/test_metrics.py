@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rtrain_tui.core.metrics import MetricsParser, downsample, format_eta, parse_text
+from rtrain_tui.core.metrics import Downsampler, MetricsParser, downsample, format_eta, parse_text
 
 # transformers 4.x Trainer, stdout and stderr merged into train.log (not a TTY): the
 # header, tqdm redraws on `\r`, dicts printed by ProgressCallback.on_log.
@@ -237,3 +237,19 @@ def test_downsample_keeps_width_and_shape() -> None:
 
 def test_format_eta() -> None:
     assert [format_eta(x) for x in (None, 9, 252, 3900)] == ["", "9s", "4m12s", "1h05m"]
+
+
+def test_downsampler_follows_a_growing_series_like_a_fresh_one() -> None:
+    series = [(i, float((i * 7919) % 13)) for i in range(1, 5001)]
+    sampler = Downsampler()
+    for end in (10, 999, 1000, 3333, 5000):
+        sampler.update(series[:end])
+        assert sampler.points(80) == pytest.approx(downsample(series[:end], 80)) if end > 80 \
+            else sampler.points(80) == series[:end]
+    sampler.update(series[:5])  # a shorter series is another series: start over
+    assert sampler.points(80) == series[:5]
+
+
+def test_downsample_of_an_uneven_split_keeps_the_newest_point() -> None:
+    series = [(i, float(i)) for i in range(10)]
+    assert downsample(series, 3) == [(3, 1.5), (7, 5.5), (9, 8.5)]

@@ -47,13 +47,20 @@ def test_corrupt_cache_is_discarded_not_a_crash(tmp_path: Path, junk: bytes) -> 
     assert not path.exists()
 
 
-def test_cache_with_mangled_series_is_discarded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mangle", [
+    lambda st: st.update(losses=["not base64!", ""]),
+    lambda st: st.update(losses=[MetricsParser().to_state()["losses"][0], "AAAA"]),  # 3 bytes: no double
+    lambda st: st.update(losses=[st["losses"][0], MetricsParser().to_state()["losses"][1]]),  # 1 step, 0 values
+    lambda st: st.update(final=[1, 2]),
+    lambda st: st.pop("interval"),
+])
+def test_cache_with_mangled_state_is_discarded(tmp_path: Path, mangle) -> None:  # type: ignore[no-untyped-def]
     parser = MetricsParser()
     parser.feed(LOG)
     path = tmp_path / "run.json"
     metrics_cache.save(path, CachedMetrics(len(LOG), parser))
     data = json.loads(path.read_text())
-    data["state"]["losses"] = [[1, 2], [0.5]]
+    mangle(data["state"])
     path.write_text(json.dumps(data))
     assert metrics_cache.load(path) is None
 

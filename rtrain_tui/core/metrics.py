@@ -22,11 +22,15 @@ The training bar is told apart from the others: a bar with a description ("Map",
 
 from __future__ import annotations
 
+import base64
 import re
+from array import array
+from itertools import accumulate
 from dataclasses import dataclass
+from operator import itemgetter
 
 MAX_PENDING = 1 << 16  # bytes kept of a line that never ends; the rest of it is dropped
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 # `'loss': 3.39`, `"loss": "3.395"`, `'learning_rate': 2e-05`: a quoted key, a number
 # that may itself be quoted (transformers 5).
@@ -290,8 +294,12 @@ class MetricsParser:
     # -- the cache's view of it ----------------------------------------------------
     def to_state(self) -> dict[str, object]:
         """Everything needed to resume: plain JSON types only."""
-        def cols(series: list[tuple[int, float]]) -> list[list[float]]:
-            return [[s for s, _ in series], [v for _, v in series]]
+        def cols(series: list[tuple[int, float]]) -> list[str]:
+            # Packed 64-bit columns, base64: a million points load in milliseconds,
+            # where JSON numbers take a second.
+            steps = array("q", map(itemgetter(0), series)).tobytes()
+            values = array("d", map(itemgetter(1), series)).tobytes()
+            return [base64.b64encode(steps).decode(), base64.b64encode(values).decode()]
 
         return {
             "version": STATE_VERSION, "lines": self.lines,
@@ -312,11 +320,14 @@ class MetricsParser:
         p = cls()
 
         def series(name: str) -> list[tuple[int, float]]:
-            steps, values = state[name]  # type: ignore[misc]
+            packed_steps, packed_values = state[name]  # type: ignore[misc]
+            steps, values = array("q"), array("d")
+            # b64decode raises binascii.Error (a ValueError); frombytes a ValueError too.
+            steps.frombytes(base64.b64decode(packed_steps, validate=True))
+            values.frombytes(base64.b64decode(packed_values, validate=True))
             if len(steps) != len(values):
                 raise ValueError(f"{name}: columns differ in length")
-            # map() runs in C: a million cached points load in a fraction of a second.
-            return list(zip(map(int, steps), map(float, values)))
+            return list(zip(steps, values))
 
         p.losses, p.eval_losses = series("losses"), series("eval_losses")
         p.learning_rates, p.grad_norms = series("learning_rates"), series("grad_norms")
@@ -353,16 +364,48 @@ def parse_text(text: str) -> MetricsParser:
     return parser
 
 
+class Downsampler:
+    """One series shrunk to a plot's width, kept up to date as the series grows.
+
+    It keeps running sums, so a bucket's mean is one subtraction: after the first call
+    a redraw costs the new points plus the width, not the whole series (a live run's
+    curve is redrawn on every poll; its series only ever grows at the end).
+    """
+
+    def __init__(self) -> None:
+        self._steps: list[int] = []
+        self._sums: list[float] = [0.0]  # _sums[i]: the sum of the first i values
+
+    def update(self, series: list[tuple[int, float]]) -> None:
+        done = len(self._steps)
+        if len(series) < done:  # not the same series any more: start over
+            self.__init__()  # type: ignore[misc]
+            done = 0
+        new = series[done:]
+        if new:
+            self._steps.extend(map(itemgetter(0), new))
+            self._sums.extend(accumulate(map(itemgetter(1), new), initial=self._sums[-1]))
+            del self._sums[done + 1]  # the repeated `initial`
+
+    def points(self, width: int) -> list[tuple[int, float]]:
+        n = len(self._steps)
+        if n == 0:
+            return []
+        k = max(1, -(-n // max(width, 1)))  # points per bucket
+        sums, steps = self._sums, self._steps
+        out = [(steps[min(i + k, n) - 1], (sums[min(i + k, n)] - sums[i]) / (min(i + k, n) - i))
+               for i in range(0, n, k)]
+        return out
+
+
 def downsample(series: list[tuple[int, float]], width: int) -> list[tuple[int, float]]:
-    """At most `width` points: the mean of each bucket, so a curve keeps its shape."""
+    """At most `width` points: the mean of each bucket at its last step, so a curve keeps
+    its shape (noise averages out instead of aliasing)."""
     if width <= 0 or len(series) <= width:
         return list(series)
-    out = []
-    size = len(series) / width
-    for i in range(width):
-        bucket = series[int(i * size): int((i + 1) * size)] or [series[min(int(i * size), len(series) - 1)]]
-        out.append((bucket[-1][0], sum(v for _, v in bucket) / len(bucket)))
-    return out
+    sampler = Downsampler()
+    sampler.update(series)
+    return sampler.points(width)
 
 
 def format_eta(seconds: float | None) -> str:

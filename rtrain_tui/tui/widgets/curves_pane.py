@@ -20,7 +20,7 @@ from textual_plotext import PlotextPlot
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.metrics import MetricsParser, downsample, format_eta
+from rtrain_tui.core.metrics import Downsampler, MetricsParser, format_eta
 from rtrain_tui.core.metrics_format import summary_line
 from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.probes import is_final
@@ -58,6 +58,8 @@ class CurvesPane(Vertical):
         self.error = ""
         self._polling = False
         self.autostart = autostart
+        # One per series: a redraw costs the new points plus the width, not the series.
+        self._samplers: dict[str, Downsampler] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(id="curves-summary")
@@ -132,13 +134,16 @@ class CurvesPane(Vertical):
         plt.clear_figure()
         # No title and no axis label: every row counts in a tab this high, and the
         # legend names each curve (x is always the step).
-        # Two braille dots per cell: more points than that cannot be told apart.
-        width = max(10, (widget.size.width or 80) * 2)
+        # One point per column: plotext's drawing cost grows with the points, and more
+        # than one mean per cell adds nothing a reader can see.
+        width = max(10, widget.size.width or 80)
         drawn = False
         for label, points, color in series:
             if not points:
                 continue
-            small = downsample(points, width)
+            sampler = self._samplers.setdefault(label, Downsampler())
+            sampler.update(points)
+            small = sampler.points(width)
             plt.plot([s for s, _ in small], [v for _, v in small], label=label, color=color,
                      marker="braille")
             drawn = True
