@@ -20,6 +20,7 @@ from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.metrics import parse_text
 from rtrain_tui.core.transfer import RemoteEntry
 from rtrain_tui.tui.app import RTrainApp, make_app
+from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.help_screen import HelpScreen
 from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
@@ -82,12 +83,12 @@ LOG_LINES = [
 ]
 
 
-def curves_log() -> str:
-    """A deterministic transformers-5 style log up to step 1840 of 3000: bars, quoted-number
+def curves_log(last: int = 1840, floor: float = 0.7, speed: float = 500) -> str:
+    """A deterministic transformers-5 style log up to step `last` of 3000: bars, quoted-number
     loss dicts every 10 steps (falling, with a wiggle), an eval every 200 steps."""
     out = ["***** Running training *****", "  Total optimization steps = 3,000"]
-    for step in range(10, 1841, 10):
-        loss = 0.7 + 1.5 * math.exp(-step / 500) + 0.05 * math.sin(step / 37)
+    for step in range(10, last + 1, 10):
+        loss = floor + 1.5 * math.exp(-step / speed) + 0.05 * math.sin(step / 37)
         lr = 2e-4 * min(1.0, step / 100) * (1 - step / 3000)
         grad = 0.4 + 0.3 * math.exp(-step / 300) + 0.04 * math.cos(step / 23)
         out.append(f"\r{step * 100 // 3000:3d}%|██▏       | {step}/3000 [0:{step // 24:02d}:00<48:58,  2.53s/it]"
@@ -95,7 +96,7 @@ def curves_log() -> str:
                    f"'epoch': '{step / 1500:.2f}'}}")
         if step % 200 == 0:
             out.append(f"{{'eval_loss': {loss + 0.08:.4f}, 'eval_runtime': 41.2, 'epoch': {step / 1500:.2f}}}")
-    out.append(" 61%|██████▏   | 1840/3000 [1:17:44<48:58,  2.53s/it]")
+    out.append(f"{last * 100 // 3000:3d}%|██████▏   | {last}/3000 [1:17:44<48:58,  2.53s/it]")
     return "\n".join(out) + "\n"
 
 
@@ -154,6 +155,23 @@ async def curves_pane(pilot: Pilot) -> None:
     await _settle(pilot)
 
 
+async def compare_runs(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    app.runs_table.toggle_mark(RUNS[0].key)
+    app.runs_table.toggle_mark(RUNS[2].key)
+    app.runs_table.toggle_mark(RUNS[3].key)
+    await pilot.pause()
+    screen = CompareScreen(None, [RUNS[0], RUNS[2], RUNS[3]])
+    await app.push_screen(screen)
+    await pilot.pause()
+    done = parse_text(curves_log(last=3000, floor=0.6, speed=700) + "{'train_runtime': 8113.2, "
+                      "'train_steps_per_second': 0.37, 'train_loss': 0.98, 'epoch': 2.0}\n")
+    screen.show({RUNS[0].key: parse_text(curves_log()), RUNS[2].key: done,
+                 RUNS[3].key: parse_text(curves_log(last=410, floor=0.9, speed=300))})
+    await _settle(pilot)
+
+
 async def start_form_error(pilot: Pilot) -> None:
     await main_screen(pilot)
     app: RTrainApp = pilot.app  # type: ignore[assignment]
@@ -199,6 +217,7 @@ SCENES: dict[str, Callable[[Pilot], Awaitable[None]]] = {
     "preflight": preflight_panel,
     "log_pane": log_pane,
     "curves": curves_pane,
+    "compare": compare_runs,
     "start_form_error": start_form_error,
     "fetch_browser": fetch_browser,
     "stop_confirm": stop_confirm,

@@ -43,6 +43,12 @@ class TestCurves:
         then decay) and grad norm plots side by side."""
         assert _compare(snap_compare, "curves", tmp_path)
 
+    def test_compare_overlay(self, snap_compare, tmp_path: Path) -> None:
+        """Three marked runs (● before their ids in the table) overlaid in the compare
+        dialog: three loss curves in three colours with a legend, and under them one row
+        per run: step (3000/3000 finished, 1840/3000 with ETA 48m58s, 410/3000), loss, eval loss."""
+        assert _compare(snap_compare, "compare", tmp_path)
+
 
 class TestModals:
     def test_start_form_with_validation_error(self, snap_compare, tmp_path: Path) -> None:

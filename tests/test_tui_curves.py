@@ -9,6 +9,7 @@ import pytest
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest
 from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.widgets.curves_pane import CurvesPane
 from rtrain_tui.tui.widgets.run_tab import RunTab
 from tests.conftest import write_config
@@ -85,5 +86,37 @@ def test_failed_run_shows_its_reason_in_the_table_and_the_toast(hosts: SshHosts,
             assert "CUDA out of memory" in screen_text(app)
             toast = [m for m in notifications(app) if m.startswith("oom on gpu: failed (exit 1)")]
             assert toast and "CUDA out of memory: tried to allocate 2.00 GiB on GPU 0" in toast[0]
+
+    asyncio.run(go())
+
+
+def test_space_marks_runs_and_C_overlays_their_loss_curves(hosts: SshHosts, tmp_path: Path) -> None:
+    start_run(hosts, tmp_path, "lr-high", hf_style=True, steps=20, step_seconds=0.01)
+    start_run(hosts, tmp_path, "lr-low", hf_style=True, steps=10, step_seconds=0.01)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.runs_table.row_count == 2, "both runs in the table")
+            app.runs_table.focus()
+            await pilot.press("space", "down", "space")
+            await pilot.pause()
+            assert len(app.runs_table.marked) == 2
+            assert screen_text(app).count("● lr-") == 2
+            await pilot.press("C")
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen)
+                        and len(app.screen.metrics) == 2, "both runs' metrics")
+            await pilot.pause()
+            screen: CompareScreen = app.screen  # type: ignore[assignment]
+            runs = {k[2]: len(p.losses) for k, p in screen.metrics.items()}
+            assert runs == {"lr-high": 10, "lr-low": 5}
+            text = screen_text(app)
+            assert "gpu/lr-high" in text and "gpu/lr-low" in text
+            assert "20/20" in text and "10/10" in text
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, CompareScreen)
+            await pilot.press("space")  # unmark
+            assert len(app.runs_table.marked) == 1
 
     asyncio.run(go())

@@ -37,6 +37,7 @@ from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.run_reason import needs_reason, reason_for
 from rtrain_tui.core.probes import PreflightReport
 from rtrain_tui.core.sshconfig import list_hosts
+from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.help_screen import HelpScreen
 from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
@@ -74,6 +75,10 @@ class RTrainApp(App[int]):
                 tooltip="Show only the selected host's runs"),
         Binding("c", "toggle_curves", "Curves", id="toggle_curves",
                 tooltip="Toggle the run's tab between its log and its loss curves"),
+        Binding("space", "mark_run", "Mark", id="mark_run", show=False,
+                tooltip="Mark the selected run for comparing curves (again: unmark)"),
+        Binding("C", "compare", "Compare", id="compare", show=False,
+                tooltip="Overlay the loss curves of the marked runs"),
         Binding("w", "close_log", "Close log", id="close_log", show=False,
                 tooltip="Close the current log pane"),
         Binding("question_mark", "help", "Help", id="help", tooltip="All keys"),
@@ -469,6 +474,23 @@ class RTrainApp(App[int]):
         if not tabs.active:
             return
         await self.query_one(f"#{tabs.active} RunTab", RunTab).toggle()
+
+    def action_mark_run(self) -> None:
+        view = self.runs_table.selected
+        if view is None:
+            self.notify("No run selected.", severity="warning")
+            return
+        self.runs_table.toggle_mark(view.key)
+
+    def action_compare(self) -> None:
+        table = self.runs_table
+        records = [v.record for k, v in table.views.items() if k in table.marked]
+        if not records and table.selected is not None:
+            records = [table.selected.record]
+        if not records:
+            self.notify("Mark runs with space first.", severity="warning")
+            return
+        self.push_screen(CompareScreen(self.engine, records))
 
     def action_close_log(self) -> None:
         tabs = self.query_one("#logs", TabbedContent)
