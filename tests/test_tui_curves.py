@@ -120,3 +120,18 @@ def test_space_marks_runs_and_C_overlays_their_loss_curves(hosts: SshHosts, tmp_
             assert len(app.runs_table.marked) == 1
 
     asyncio.run(go())
+
+
+def test_a_reason_with_brackets_shows_literally_in_the_runs_table(tmp_path: Path) -> None:
+    from tests.scenes import RUNS, make_scene_app
+
+    reason = "✗ ValueError: [b]x[/b] [Errno 2]"
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await app.load_runs({RUNS[1].key: reason}).wait()
+            await pilot.pause()
+            assert "✗ ValueError: [b]x[/b] [Errno" in screen_text(app)  # literal, not bold x
+
+    asyncio.run(go())

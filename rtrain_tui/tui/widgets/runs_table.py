@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
@@ -99,7 +100,8 @@ class RunsTable(DataTable):
                 r.host, ("● " if r.key in self.marked else "") + r.run_id,
                 run_badge(r.state, r.stale), started_text(r.started_at),
                 elapsed(r.started_at, now, view.ended_at if is_final(r.state) else ""),
-                view.progress, key=row_key(r.key),
+                # Host text (a traceback line as a failure reason): literal, never markup.
+                Text(view.progress), key=row_key(r.key),
             )
         if selected is not None:
             self.select_run(selected.key)
