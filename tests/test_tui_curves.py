@@ -123,6 +123,7 @@ def test_space_marks_runs_and_C_overlays_their_loss_curves(hosts: SshHosts, tmp_
 
 
 def test_a_reason_with_brackets_shows_literally_in_the_runs_table(tmp_path: Path) -> None:
+    from rtrain_tui.tui.widgets.runs_table import row_key
     from tests.scenes import RUNS, make_scene_app
 
     reason = "✗ ValueError: [b]x[/b] [Errno 2]"
@@ -131,7 +132,9 @@ def test_a_reason_with_brackets_shows_literally_in_the_runs_table(tmp_path: Path
         app = make_scene_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await app.load_runs({RUNS[1].key: reason}).wait()
-            await pilot.pause()
-            assert "✗ ValueError: [b]x[/b] [Errno" in screen_text(app)  # literal, not bold x
+            await until(pilot, lambda: app.runs_table.views[RUNS[1].key].progress == reason, "the cell")
+            cell = app.runs_table.get_cell(row_key(RUNS[1].key), "progress")
+            assert cell.plain == reason  # type: ignore[union-attr]  # not parsed as markup
+            await until(pilot, lambda: "✗ ValueError: [b]x[/b] [Errno" in screen_text(app), "it on screen")
 
     asyncio.run(go())
