@@ -210,42 +210,43 @@ class MetricsParser:
 
     def _dict_line(self, line: str, brace: int) -> None:
         pairs = _PAIR.findall(line, brace)
-        if not pairs:
-            return
-        self._record({k: float(raw) for k, raw in pairs})  # the pattern admits only numbers
+        if pairs:
+            # Kept as text: only the few values used become floats (the pattern admits
+            # only numbers, so float() cannot fail). This is the parser's hot path.
+            self._record(dict(pairs))
 
     def _kv_line(self, line: str) -> None:
-        values = {k: float(raw) for k, raw in _KV.findall(line)}
+        values = dict(_KV.findall(line))
         if "loss" in values or "train_loss" in values or "eval_loss" in values or "val_loss" in values:
             self._record(values)
 
-    def _record(self, values: dict[str, float]) -> None:
+    def _record(self, values: dict[str, str]) -> None:
         if "train_runtime" in values:
-            self._final = values
+            self._final = {k: float(v) for k, v in values.items()}
             return
-        eval_loss = values.get("eval_loss", values.get("val_loss"))
-        loss = values.get("loss", values.get("train_loss"))
-        if eval_loss is not None and loss is None:
-            # An eval happens at the current training step; it does not advance it.
-            self.eval_losses.append((self._explicit_step(values) or self._last_step, eval_loss))
-            return
-        if loss is None:
+        eval_text = values.get("eval_loss") or values.get("val_loss")
+        loss_text = values.get("loss") or values.get("train_loss")
+        if loss_text is None:
+            if eval_text is not None:
+                # An eval happens at the current training step; it does not advance it.
+                self.eval_losses.append((self._explicit_step(values) or self._last_step,
+                                         float(eval_text)))
             return
         step = self._next_step(values)
-        self.losses.append((step, loss))
-        if (lr := values.get("learning_rate", values.get("lr"))) is not None:
-            self.learning_rates.append((step, lr))
+        self.losses.append((step, float(loss_text)))
+        if (lr := values.get("learning_rate") or values.get("lr")) is not None:
+            self.learning_rates.append((step, float(lr)))
         if (gn := values.get("grad_norm")) is not None:
-            self.grad_norms.append((step, gn))
-        if eval_loss is not None:
-            self.eval_losses.append((step, eval_loss))
+            self.grad_norms.append((step, float(gn)))
+        if eval_text is not None:
+            self.eval_losses.append((step, float(eval_text)))
 
     @staticmethod
-    def _explicit_step(values: dict[str, float]) -> int | None:
-        step = values.get("step", values.get("global_step"))
-        return int(step) if step is not None else None
+    def _explicit_step(values: dict[str, str]) -> int | None:
+        step = values.get("step") or values.get("global_step")
+        return int(float(step)) if step is not None else None
 
-    def _next_step(self, values: dict[str, float]) -> int:
+    def _next_step(self, values: dict[str, str]) -> int:
         """The step a training dict belongs to.
 
         Its own `step` when it has one; else the training bar's count if the bar moved
