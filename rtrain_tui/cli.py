@@ -1,4 +1,4 @@
-"""The command line: `rtrain-tui preflight|start|tail|status|fetch|stop|runs`, or the TUI.
+"""The command line: `rtrain-tui preflight|start|tail|status|metrics|fetch|stop|runs`, or the TUI.
 
 Thin over `rtrain_tui.core`: parse, validate, call the engine, print. Every expected
 failure is one line on stderr and exit 1 (argparse's usage errors exit 2); Textual is
@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from rtrain_tui.core import probes, validate
+from rtrain_tui.core import metrics_format, probes, validate
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartRequest
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunIndex, default_index_path
 from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
+from rtrain_tui.core.metrics_sync import sync_metrics
+from rtrain_tui.core.run_reason import reason_for
 from rtrain_tui.core.sshconfig import default_ssh_config
 from rtrain_tui.progress_view import TerminalProgress
 
@@ -84,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--json", action="store_true")
         else:
             p.add_argument("--raw", action="store_true", help=RAW_HELP)
+
+    p = sub.add_parser("metrics", help="print a run's loss curve, progress and ETA parsed from its log")
+    p.add_argument("host")
+    p.add_argument("run_id", metavar="RUN_ID")
+    _add_remote(p, python=False)
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="summary and series as JSON")
+    shape.add_argument("--csv", action="store_true",
+                       help="one row per step: " + ",".join(metrics_format.COLUMNS))
 
     p = sub.add_parser("fetch", help="copy a file or directory from the run directory")
     p.add_argument("host")
@@ -284,9 +296,33 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
             "exists": probe.exists, "stop_requested": probe.stop_requested,
+            "reason": await reason_for(engine, args.host, args.workdir, args.run_id, probe),
         }, indent=2))
     else:
         print(probe.state)
+    return 0
+
+
+async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
+    parser = await sync_metrics(engine, args.host, args.workdir, args.run_id)
+    if args.json:
+        print(json.dumps({"host": args.host, "run_id": args.run_id,
+                          **metrics_format.to_json(parser)}, indent=2))
+        return 0
+    rows = metrics_format.rows(parser)
+    if args.csv:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(metrics_format.COLUMNS)
+        writer.writerows([[step, *("" if v is None else repr(v) for v in values)]
+                          for step, *values in rows])
+        return 0
+    print(metrics_format.summary_line(parser.summary()) or f"no metrics in the log of {args.run_id} yet")
+    if rows:
+        table = [("STEP", "LOSS", "EVAL_LOSS", "LR", "GRAD_NORM")] + [
+            (str(step), *(metrics_format.number(v) for v in values)) for step, *values in rows]
+        widths = [max(len(r[i]) for r in table) for i in range(5)]
+        for r in table:
+            print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
     return 0
 
 
@@ -336,5 +372,5 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[Engine, argparse.Namespace], Awaitable[int]]] = {
     "preflight": cmd_preflight, "start": cmd_start, "tail": cmd_tail, "status": cmd_status,
-    "fetch": cmd_fetch, "stop": cmd_stop, "runs": cmd_runs,
+    "fetch": cmd_fetch, "stop": cmd_stop, "runs": cmd_runs, "metrics": cmd_metrics,
 }

@@ -7,6 +7,7 @@ the workers would deliver them. So the pictures depend on neither the clock nor 
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -16,12 +17,15 @@ from textual.pilot import Pilot
 
 from rtrain_tui.core import probes
 from rtrain_tui.core.index import RunIndex, RunRecord
+from rtrain_tui.core.metrics import parse_text
 from rtrain_tui.core.transfer import RemoteEntry
 from rtrain_tui.tui.app import RTrainApp, make_app
+from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.help_screen import HelpScreen
 from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
 from rtrain_tui.tui.screens.stop_screen import StopScreen
+from rtrain_tui.tui.widgets.curves_pane import CurvesPane
 from rtrain_tui.tui.widgets.log_pane import LogPane
 
 SIZE = (140, 40)
@@ -62,11 +66,11 @@ RUNS = [
     RunRecord("h100-lab", "llama3-sft-r32", "~/.praisonai-train", state="starting",
               started_at="2026-11-29T14:29:50+00:00", updated_at="2026-11-29T14:29:50+00:00"),
 ]
-PROGRESS = {
-    RUNS[0].key: "step 1840/3000 · loss 0.8123",
-    RUNS[1].key: "CUDA out of memory. Tried t…",
-    RUNS[2].key: "step 3000/3000 · loss 0.6410",
-    RUNS[3].key: "step 410/1200 · loss 1.2034",
+PROGRESS = {  # as RTrainApp._progress_of words them (metrics_format.progress_cell)
+    RUNS[0].key: "1840/3000 ▕████  ▏ loss 0.812 · 48m58s",
+    RUNS[1].key: "✗ CUDA out of memory: tried to allocate 2.00 GiB o…",
+    RUNS[2].key: "3000/3000 ▕██████▏ loss 0.641",
+    RUNS[3].key: "410/1200 ▕██    ▏ loss 1.203 · 1h23m",
 }
 LOG_LINES = [
     "***** Running training *****",
@@ -77,6 +81,23 @@ LOG_LINES = [
       f"'epoch': {i * 0.06:.2f}, 'step': {1840 - (18 - i) * 10}}}" for i in range(18)),
     " 61%|██████▏   | 1840/3000 [1:17:44<48:58,  2.53s/it]",
 ]
+
+
+def curves_log(last: int = 1840, floor: float = 0.7, speed: float = 500) -> str:
+    """A deterministic transformers-5 style log up to step `last` of 3000: bars, quoted-number
+    loss dicts every 10 steps (falling, with a wiggle), an eval every 200 steps."""
+    out = ["***** Running training *****", "  Total optimization steps = 3,000"]
+    for step in range(10, last + 1, 10):
+        loss = floor + 1.5 * math.exp(-step / speed) + 0.05 * math.sin(step / 37)
+        lr = 2e-4 * min(1.0, step / 100) * (1 - step / 3000)
+        grad = 0.4 + 0.3 * math.exp(-step / 300) + 0.04 * math.cos(step / 23)
+        out.append(f"\r{step * 100 // 3000:3d}%|██▏       | {step}/3000 [0:{step // 24:02d}:00<48:58,  2.53s/it]"
+                   f"{{'loss': '{loss:.4f}', 'grad_norm': '{grad:.4f}', 'learning_rate': '{lr:.3e}', "
+                   f"'epoch': '{step / 1500:.2f}'}}")
+        if step % 200 == 0:
+            out.append(f"{{'eval_loss': {loss + 0.08:.4f}, 'eval_runtime': 41.2, 'epoch': {step / 1500:.2f}}}")
+    out.append(f"{last * 100 // 3000:3d}%|██████▏   | {last}/3000 [1:17:44<48:58,  2.53s/it]")
+    return "\n".join(out) + "\n"
 
 
 def make_scene_app(root: Path | None = None) -> RTrainApp:
@@ -125,6 +146,32 @@ async def log_pane(pilot: Pilot) -> None:
     await _settle(pilot)
 
 
+async def curves_pane(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    app.open_log(RUNS[0], follow=False, curves=True)
+    await pilot.pause()
+    app.query_one(CurvesPane).show(parse_text(curves_log()))
+    await _settle(pilot)
+
+
+async def compare_runs(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    app.runs_table.toggle_mark(RUNS[0].key)
+    app.runs_table.toggle_mark(RUNS[2].key)
+    app.runs_table.toggle_mark(RUNS[3].key)
+    await pilot.pause()
+    screen = CompareScreen(None, [RUNS[0], RUNS[2], RUNS[3]])
+    await app.push_screen(screen)
+    await pilot.pause()
+    done = parse_text(curves_log(last=3000, floor=0.6, speed=700) + "{'train_runtime': 8113.2, "
+                      "'train_steps_per_second': 0.37, 'train_loss': 0.98, 'epoch': 2.0}\n")
+    screen.show({RUNS[0].key: parse_text(curves_log()), RUNS[2].key: done,
+                 RUNS[3].key: parse_text(curves_log(last=410, floor=0.9, speed=300))})
+    await _settle(pilot)
+
+
 async def start_form_error(pilot: Pilot) -> None:
     await main_screen(pilot)
     app: RTrainApp = pilot.app  # type: ignore[assignment]
@@ -169,6 +216,8 @@ SCENES: dict[str, Callable[[Pilot], Awaitable[None]]] = {
     "main": main_screen,
     "preflight": preflight_panel,
     "log_pane": log_pane,
+    "curves": curves_pane,
+    "compare": compare_runs,
     "start_form_error": start_form_error,
     "fetch_browser": fetch_browser,
     "stop_confirm": stop_confirm,

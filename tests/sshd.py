@@ -85,6 +85,7 @@ class SshHosts:
         env = dict(os.environ)
         env["HOME"] = str(self.home)
         env["XDG_DATA_HOME"] = str(self.root / "xdg")
+        env["XDG_CACHE_HOME"] = str(self.root / "xdg-cache")  # metrics caches: never the user's
         env.pop("NO_COLOR", None)
         return env
 

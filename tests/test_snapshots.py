@@ -35,6 +35,21 @@ class TestLogPane:
         assert _compare(snap_compare, "log_pane", tmp_path)
 
 
+class TestCurves:
+    def test_curves_pane(self, snap_compare, tmp_path: Path) -> None:
+        """The `c` view of `h100-lab/llama3-sft-r16`: a summary line (`step 1840/3000 (61%)
+        · loss … · eval loss … · 0.40 steps/s · ETA 48m58s`), a green progress bar at 61%,
+        a falling loss curve with eval loss points in orange, and learning rate (warm-up
+        then decay) and grad norm plots side by side."""
+        assert _compare(snap_compare, "curves", tmp_path)
+
+    def test_compare_overlay(self, snap_compare, tmp_path: Path) -> None:
+        """Three marked runs (● before their ids in the table) overlaid in the compare
+        dialog: three loss curves in three colours with a legend, and under them one row
+        per run: step (3000/3000 finished, 1840/3000 with ETA 48m58s, 410/3000), loss, eval loss."""
+        assert _compare(snap_compare, "compare", tmp_path)
+
+
 class TestModals:
     def test_start_form_with_validation_error(self, snap_compare, tmp_path: Path) -> None:
         """The start form: Config and Run id highlighted red, the engine's two messages

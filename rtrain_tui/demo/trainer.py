@@ -2,13 +2,14 @@
 
 Small enough to run anywhere, honest enough to show what a fine-tune looks like: it reads
 the dataset (JSONL with a "text" field, or plain lines), learns next-character
-probabilities by gradient descent, logs like a Hugging Face trainer (a `\\r` progress bar
-and `{'loss': ...}` lines), saves `checkpoint-N/` every `save_steps`, writes
+probabilities by gradient descent, logs like a Hugging Face Trainer (its header, a tqdm
+bar redrawn with `\\r` on stderr, `{'loss': ...}` dicts without a step on stdout every
+`logging_steps`, an eval dict every `eval_steps`, the `train_runtime` summary), saves `checkpoint-N/` every `save_steps`, writes
 `lora_model/` (adapter_config.json + adapter_model.safetensors) at the end, and on
 SIGTERM saves a checkpoint and exits 143, as a real trainer's signal handler would.
 
 Config (flat `key: value` lines in config.yaml): max_steps, step_seconds,
-learning_rate, batch_size, save_steps, seed.
+learning_rate, batch_size, save_steps, logging_steps, eval_steps, seed.
 """
 
 from __future__ import annotations
@@ -101,15 +102,28 @@ class Bigram:
             json.dumps({"peft_type": "DEMO_BIGRAM", "vocab": "".join(self.vocab), **meta}, indent=2) + "\n")
 
 
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+
+
 def progress_bar(step: int, total: int, began: float) -> str:
+    """A tqdm bar as tqdm draws it (`\\r` first, no newline): ` 37%|███▋      | 45/120 [...]`."""
     frac = step / total
-    filled = int(frac * 20)
+    filled = int(frac * 10)
     elapsed = time.monotonic() - began
-    rate = step / elapsed if elapsed else 0.0
+    rate = step / elapsed if elapsed and step else 0.0
+    if not step:
+        return f"\r  0%|          | 0/{total} [00:00<?, ?it/s]"
     left = (total - step) / rate if rate else 0.0
-    return (f"{int(frac * 100):3d}%|{'█' * filled}{' ' * (20 - filled)}| {step}/{total} "
-            f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}<{int(left) // 60:02d}:{int(left) % 60:02d}, "
-            f"{rate:.2f}it/s]")
+    speed = f"{rate:.2f}it/s" if rate >= 1 else f"{1 / rate:.2f}s/it"
+    return (f"\r{int(frac * 100):3d}%|{'█' * filled}{' ' * (10 - filled)}| {step}/{total} "
+            f"[{_clock(elapsed)}<{_clock(left)}, {speed}]")
+
+
+def trainer_dict(values: dict[str, float]) -> str:
+    """A Trainer log dict as transformers prints it: no `step` key (it lives in the bar)."""
+    return "{" + ", ".join(f"'{k}': {v}" for k, v in values.items()) + "}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,8 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     vocab = sorted(set(corpus))
     model = Bigram(vocab)
     pairs = [(model.index[a], model.index[b]) for a, b in zip(corpus, corpus[1:])]
-    print(f"***** Running training (demo bigram, CPU) *****\n  Num examples = {len(texts)}\n"
-          f"  Vocabulary = {len(vocab)} characters\n  Total optimization steps = {max_steps}", flush=True)
+    # A held-out tenth for the eval loss, as a real run's eval split.
+    held_out = pairs[: max(1, len(pairs) // 10)]
+    logging_steps = int(cfg.get("logging_steps", 5))
+    eval_steps = int(cfg.get("eval_steps", 20))
+    # What transformers' Trainer prints before training (stdout).
+    print(f"***** Running training *****\n  Num examples = {len(texts):,}\n  Num Epochs = 1\n"
+          f"  Instantaneous batch size per device = {batch}\n"
+          f"  Total optimization steps = {max_steps:,}\n"
+          f"  Number of trainable parameters = {len(vocab) ** 2:,}", flush=True)
 
     step = 0
     stopping = False
@@ -146,14 +167,27 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     began = time.monotonic()
     losses = []
+    # tqdm draws on stderr; the dicts go to stdout. The log merges both, so a dict
+    # lands glued to the end of the bar line, as in a real run's train.log.
+    sys.stderr.write(progress_bar(0, max_steps, began))
+    sys.stderr.flush()
     while step < max_steps and not stopping:
         step += 1
-        loss, grad_norm = model.step([rng.choice(pairs) for _ in range(batch)], lr)
+        # a linear decay of the learning rate, as the Trainer's default scheduler
+        step_lr = lr * (1 - (step - 1) / max_steps)
+        loss, grad_norm = model.step([rng.choice(pairs) for _ in range(batch)], step_lr)
         losses.append(loss)
-        sys.stdout.write(progress_bar(step, max_steps, began) + "\r")
-        if step % 5 == 0 or step == max_steps:
-            print(f"{{'loss': {loss:.4f}, 'grad_norm': {grad_norm:.4f}, 'learning_rate': {lr}, "
-                  f"'epoch': {step * batch / max(len(pairs), 1):.2f}, 'step': {step}}}", flush=True)
+        sys.stderr.write(progress_bar(step, max_steps, began))
+        sys.stderr.flush()
+        epoch = round(step * batch / max(len(pairs), 1), 2)
+        if step % logging_steps == 0 or step == max_steps:
+            print(trainer_dict({"loss": round(loss, 4), "grad_norm": round(grad_norm, 4),
+                                "learning_rate": round(step_lr, 6), "epoch": epoch}), flush=True)
+        if step % eval_steps == 0 or step == max_steps:
+            eval_loss = sum(-math.log(max(model.probs(a)[b], 1e-12)) for a, b in held_out) / len(held_out)
+            print(trainer_dict({"eval_loss": round(eval_loss, 4), "eval_runtime": 0.01,
+                                "eval_samples_per_second": 100.0, "eval_steps_per_second": 12.5,
+                                "epoch": epoch}), flush=True)
         if step % save_steps == 0:
             model.save(Path(f"checkpoint-{step}"), {"step": step})
             print(f"Saving model checkpoint to checkpoint-{step}", flush=True)
@@ -163,8 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nReceived SIGTERM: saved checkpoint-{step}, exiting.", flush=True)
         return 128 + signal.SIGTERM
     runtime = time.monotonic() - began
-    print(f"\n{{'train_runtime': {runtime:.1f}, 'train_loss': {sum(losses) / len(losses):.4f}, "
-          f"'epoch': {step * batch / max(len(pairs), 1):.2f}}}", flush=True)
+    sys.stderr.write("\n")
+    print(trainer_dict({"train_runtime": round(runtime, 4),
+                        "train_samples_per_second": round(step * batch / runtime, 3),
+                        "train_steps_per_second": round(step / runtime, 3),
+                        "train_loss": round(sum(losses) / len(losses), 4),
+                        "epoch": round(step * batch / max(len(pairs), 1), 2)}), flush=True)
     model.save(Path("lora_model"), {"steps": step, "final_loss": round(losses[-1], 4)})
     print(f"Sample: {model.sample(vocab[0] if vocab[0] != chr(10) else 't', 60, rng)!r}", flush=True)
     print("Saved adapter to lora_model/", flush=True)

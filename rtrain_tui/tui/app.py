@@ -35,8 +35,12 @@ from rtrain_tui.core.sanitize import safe_line, safe_text
 from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
 from rtrain_tui.core.logparse import progress_of
 from rtrain_tui.core.logstream import read_tail
+from rtrain_tui.core.metrics_format import progress_cell
+from rtrain_tui.core.metrics_sync import sync_metrics
+from rtrain_tui.core.run_reason import needs_reason, reason_for
 from rtrain_tui.core.probes import PreflightReport
 from rtrain_tui.core.sshconfig import list_hosts
+from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.help_screen import HelpScreen
 from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
@@ -44,10 +48,12 @@ from rtrain_tui.tui.screens.stop_screen import StopScreen
 from rtrain_tui.tui.widgets.host_list import HostList
 from rtrain_tui.tui.widgets.log_pane import LogPane
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
+from rtrain_tui.tui.widgets.run_tab import RunTab
 from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 
 Clock = Callable[[], datetime]
 PROGRESS_WIDTH = 28
+REASON_WIDTH = 48  # a failure reason in the runs table; the toast and `status --json` have it whole
 STARTING = "starting"  # entered in the index before launch (probes.STARTING in newer engines)
 PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
 
@@ -70,6 +76,12 @@ class RTrainApp(App[int]):
         Binding("/", "filter", "Filter", id="filter", tooltip="Filter runs"),
         Binding("h", "host_filter", "This host", id="host_filter", show=False,
                 tooltip="Show only the selected host's runs"),
+        Binding("c", "toggle_curves", "Curves", id="toggle_curves",
+                tooltip="Toggle the run's tab between its log and its loss curves"),
+        Binding("space", "mark_run", "Mark", id="mark_run", show=False,
+                tooltip="Mark the selected run for comparing curves (again: unmark)"),
+        Binding("C", "compare", "Compare", id="compare", show=False,
+                tooltip="Overlay the loss curves of the marked runs"),
         Binding("w", "close_log", "Close log", id="close_log", show=False,
                 tooltip="Close the current log pane"),
         Binding("question_mark", "help", "Help", id="help", tooltip="All keys"),
@@ -94,6 +106,8 @@ class RTrainApp(App[int]):
         self.log_panes: dict[RunKey, str] = {}
         self._demo_host = None
         self.progress: dict[RunKey, str] = {}
+        self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended
+        self._settled: set[RunKey] = set()  # ended runs whose final progress is shown
         self._in_flight: set[str] = set()
         self._index_error = ""
         self._index_error_kind: type[RemoteError] = RemoteError
@@ -267,7 +281,16 @@ class RTrainApp(App[int]):
             reached = any(s != probes.UNREACHABLE for s in states.values())
             self._show_reachability(host, reached or not states)
             running = [r for r in records if states.get(r.key) == probes.RUNNING]
-            self.progress.update(await self._progress_of(running))
+            self.progress.update(await self._progress_of(running, running=True))
+            # An ended run shows its final values (and why it failed) once, not what the
+            # last poll before its end happened to catch.
+            ended = [r for r in records if r.key not in self._settled
+                     and probes.is_final(states.get(r.key, ""))]
+            self.progress.update(await self._progress_of(ended, running=False))
+            for r in ended:
+                self._settled.add(r.key)
+                if needs_reason(states[r.key]):
+                    await self._find_reason(r)
             report = await self.read_index()
             if report is not None:
                 self.runs_table.set_runs(report.records, self.progress)
@@ -280,15 +303,32 @@ class RTrainApp(App[int]):
                 self._host_timers[host] = self.set_timer(
                     self.refresh_seconds, lambda: self._refresh_host_now(host))
 
-    async def _progress_of(self, records: list[RunRecord]) -> dict[RunKey, str]:
+    async def _progress_of(self, records: list[RunRecord], running: bool) -> dict[RunKey, str]:
+        """`step/total ▕bar▏ loss · ETA` from the run's metrics (only new log bytes are
+        read); a log with no metrics in it shows its last line instead."""
         out = {}
         for r in records:
             try:
-                lines = await read_tail(self.engine, r.host, r.workdir, r.run_id)
-                out[r.key] = progress_of(lines, width=PROGRESS_WIDTH)
+                parser = await sync_metrics(self.engine, r.host, r.workdir, r.run_id)
+                cell = progress_cell(parser.summary(), running=running)
+                if not cell:
+                    lines = await read_tail(self.engine, r.host, r.workdir, r.run_id)
+                    cell = progress_of(lines, width=PROGRESS_WIDTH)
+                out[r.key] = cell
             except (RemoteError, OSError):
                 continue
         return out
+
+    async def _find_reason(self, record: RunRecord) -> None:
+        """Why a run failed: beside its status in the table, and in its end-of-run toast."""
+        try:
+            reason = await reason_for(self.engine, record.host, record.workdir, record.run_id)
+        except RemoteError:
+            return
+        if reason:
+            self.reasons[record.key] = reason
+            short = reason if len(reason) <= REASON_WIDTH else reason[:REASON_WIDTH - 1] + "…"
+            self.progress[record.key] = f"✗ {short}"
 
     def _show_reachability(self, host: str, reached: bool) -> None:
         """An unanswered probe marks the host unreachable; an answer restores its badge."""
@@ -307,8 +347,9 @@ class RTrainApp(App[int]):
                 # completed, failed or lost; a stop the user issued has its own toast
                 if probes.is_final(r.state) and r.state != probes.STOPPED:
                     severity = "information" if r.state == probes.COMPLETED else "error"
-                    self.notify(f"{r.run_id} on {r.host}: {r.state}", title="Run ended",
-                                severity=severity, timeout=10)
+                    reason = self.reasons.get(r.key, "")
+                    self.notify(f"{r.run_id} on {r.host}: {r.state}" + (f"\n{reason}" if reason else ""),
+                                title="Run ended", severity=severity, timeout=10, markup=False)
                     self.bell()
             self.last_states[r.key] = r.state
 
@@ -409,7 +450,7 @@ class RTrainApp(App[int]):
             return
         self.open_log(view.record)
 
-    def open_log(self, record: RunRecord, follow: bool = True) -> LogPane:
+    def open_log(self, record: RunRecord, follow: bool = True, curves: bool = False) -> LogPane:
         tabs = self.query_one("#logs", TabbedContent)
         tabs.remove_class("hidden")
         self.query_one("#logs-empty").add_class("hidden")
@@ -419,10 +460,49 @@ class RTrainApp(App[int]):
         pane_id = f"log-{next(self._log_ids)}"
         self.log_panes[record.key] = pane_id
         pane = LogPane(self.engine if follow else None, record)
+        tab = RunTab(pane, self.engine if follow else None, record,
+                     state_of=lambda: self._state_of(record), curves_first=curves)
         # Plain Content: an alias from the ssh config may hold `[`, never read as markup.
-        tabs.add_pane(TabPane(Content(f"{record.host}/{record.run_id}"), pane, id=pane_id))
+        tabs.add_pane(TabPane(Content(f"{record.host}/{record.run_id}"), tab, id=pane_id))
         tabs.active = pane_id
         return pane
+
+    def _state_of(self, record: RunRecord) -> str:
+        """The run's latest known state, as the refresh loop last saw it."""
+        view = self.runs_table.views.get(record.key)
+        return view.record.state if view is not None else record.state
+
+    async def action_toggle_curves(self) -> None:
+        """Show the selected run's curves in its tab (opening the tab if need be), or
+        switch the open tab back to its log."""
+        tabs = self.query_one("#logs", TabbedContent)
+        if not self.log_panes:
+            view = self.runs_table.selected
+            if view is None:
+                self.notify("No run selected.", severity="warning")
+                return
+            self.open_log(view.record, curves=True)  # its tab mounts showing the curves
+            return
+        if not tabs.active:
+            return
+        await self.query_one(f"#{tabs.active} RunTab", RunTab).toggle()
+
+    def action_mark_run(self) -> None:
+        view = self.runs_table.selected
+        if view is None:
+            self.notify("No run selected.", severity="warning")
+            return
+        self.runs_table.toggle_mark(view.key)
+
+    def action_compare(self) -> None:
+        table = self.runs_table
+        records = [v.record for k, v in table.views.items() if k in table.marked]
+        if not records and table.selected is not None:
+            records = [table.selected.record]
+        if not records:
+            self.notify("Mark runs with space first.", severity="warning")
+            return
+        self.push_screen(CompareScreen(self.engine, records))
 
     def action_close_log(self) -> None:
         tabs = self.query_one("#logs", TabbedContent)

@@ -19,6 +19,8 @@ KEYS = [
     ("/", "filter runs; in a log pane: search it"),
     ("h", "show only the selected host's runs (again: all)"),
     ("F", "in a log pane: follow on/off"),
+    ("c", "toggle the run's tab between its log and its curves (loss, lr, grad norm, ETA)"),
+    ("space / C", "mark runs / overlay the marked runs' loss curves"),
     ("w", "close the current log pane"),
     ("tab", "next panel"),
     ("j / k, ↑ / ↓", "move in lists"),

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
@@ -45,6 +46,7 @@ class RunsTable(DataTable):
         self.views: dict[RunKey, RunView] = {}
         self.host_filter: str | None = None
         self.text_filter = ""
+        self.marked: set[RunKey] = set()  # runs picked with space to compare their curves
 
     def on_mount(self) -> None:
         self.border_title = "Runs"
@@ -95,12 +97,18 @@ class RunsTable(DataTable):
                 continue
             r = view.record
             self.add_row(
-                r.host, r.run_id, run_badge(r.state, r.stale), started_text(r.started_at),
+                r.host, ("● " if r.key in self.marked else "") + r.run_id,
+                run_badge(r.state, r.stale), started_text(r.started_at),
                 elapsed(r.started_at, now, view.ended_at if is_final(r.state) else ""),
-                view.progress, key=row_key(r.key),
+                # Host text (a traceback line as a failure reason): literal, never markup.
+                Text(view.progress), key=row_key(r.key),
             )
         if selected is not None:
             self.select_run(selected.key)
+
+    def toggle_mark(self, key: RunKey) -> None:
+        self.marked.symmetric_difference_update({key})
+        self._render_rows()
 
     def refilter(self) -> None:
         self._render_rows()

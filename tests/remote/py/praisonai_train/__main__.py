@@ -66,6 +66,14 @@ def main():
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(int(cfg.get("children", 0)))]
     if children:
         print("children=" + ",".join(str(c.pid) for c in children), flush=True)
+    if cfg.get("hf_style") == "true" or cfg.get("crash"):
+        from praisonai_train import hf_style  # real Trainer output and real deaths
+
+        if cfg.get("hf_style") == "true":
+            hf_style.run(cfg)
+        if cfg.get("crash"):
+            hf_style.crash(cfg["crash"])
+        sys.exit(int(cfg.get("exit_code", 0)))
     steps = int(cfg.get("steps", 5))
     pause = float(cfg.get("step_seconds", 0.05))
     for step in range(1, steps + 1):

@@ -1,0 +1,421 @@
+"""Training metrics from a trainer's log: loss curves, progress, ETA. Pure and incremental.
+
+Feed it the log's bytes as they arrive (`MetricsParser.feed`); it keeps a partial last
+line and never needs to see a byte twice, so a cache of its state (`to_state`) plus the
+byte offset resumes a week-old run without re-reading it.
+
+What it understands, as real trainers print it:
+- Hugging Face Trainer dicts: `{'loss': 3.39, 'grad_norm': 2.3, 'learning_rate': 2e-05,
+  'epoch': 0.01}`; transformers 5 quotes the numbers (`{'loss': '3.395', ...}`). Real
+  ones carry no `step`: it comes from the training bar, or from counting. Eval dicts
+  (`eval_loss`) and the final summary (`train_runtime`, `train_loss`).
+- tqdm bars (` 61%|███  | 1840/3000 [1:17:44<48:58, 2.53s/it]`), split by `\\r` or `\\n`,
+  with a stdout dict glued to the end (tqdm writes stderr unbuffered, the dict sits in
+  stdout's buffer, and the merged log shows them on one line, often out of order).
+- JSON lines (`{"step": 10, "loss": 2.3}`) and `key=value` lines (`step=10 loss=2.31`).
+
+The training bar is told apart from the others: a bar with a description ("Map",
+"Writing model shards", "Loading checkpoint shards") or a data unit (`examples/s`,
+`B/s`) is never the run's progress, and once the trainer's header has said
+`Total optimization steps = 3,000`, only a bar with that total is (an eval bar is not).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from array import array
+from itertools import accumulate
+from dataclasses import dataclass
+from operator import itemgetter
+
+MAX_PENDING = 1 << 16  # bytes kept of a line that never ends; the rest of it is dropped
+STATE_VERSION = 2
+
+# `'loss': 3.39`, `"loss": "3.395"`, `'learning_rate': 2e-05`: a quoted key, a number
+# that may itself be quoted (transformers 5).
+_PAIR = re.compile(
+    r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*['"]?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)['"]?""")
+# `desc:  61%|███▋      | 1840/3000 [1:17:44<48:58,  2.53s/it, postfix]`
+_BAR = re.compile(
+    r"(?P<desc>[^|]*?)\s*(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
+    r"\[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.?]+)(?P<unit>[^\s,\]]*)(?P<post>[^\]]*)\]")
+_KV = re.compile(
+    r"(?<![\w.])(step|global_step|loss|train_loss|eval_loss|val_loss|lr|learning_rate|grad_norm)"
+    r"\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+# HF Trainer: `Total optimization steps = 3,000`; Unsloth's banner: `Total steps = 60`.
+_TOTAL = re.compile(r"Total (?:optimization )?steps\s*=\s*([\d,]+)")
+# Descriptions a training bar may carry (Lightning: `Epoch 3:`); others are data bars.
+_TRAIN_DESC = re.compile(r"^(?:train(?:ing)?|epoch\b.*|steps?)$", re.IGNORECASE)
+_STEP_UNITS = ("it/s", "s/it")
+
+
+
+def _seconds(clock: str) -> float | None:
+    """`1:17:44` or `48:58` → seconds; `?` → None."""
+    if "?" in clock:
+        return None
+    total = 0
+    for part in clock.split(":"):
+        if not part.isdigit():
+            return None
+        total = total * 60 + int(part)
+    return float(total)
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The latest of everything, for a table cell or a header line."""
+
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    eval_loss: float | None = None
+    learning_rate: float | None = None
+    grad_norm: float | None = None
+    steps_per_second: float | None = None
+    eta_seconds: float | None = None
+    finished: bool = False  # the trainer printed its final summary (`train_runtime`)
+    train_loss: float | None = None  # the summary's mean training loss
+    runtime_seconds: float | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if self.step is None or not self.total:
+            return None
+        return min(1.0, self.step / self.total)
+
+
+class MetricsParser:
+    """Bytes of a log in, series out. See the module docstring for the formats."""
+
+    def __init__(self) -> None:
+        self.losses: list[tuple[int, float]] = []
+        self.eval_losses: list[tuple[int, float]] = []
+        self.learning_rates: list[tuple[int, float]] = []
+        self.grad_norms: list[tuple[int, float]] = []
+        self.lines = 0  # complete lines seen
+        self._pending = b""
+        self._header_total: int | None = None  # `Total optimization steps = N`
+        self._bar_step: int | None = None  # the training bar's latest count
+        self._bar_total: int | None = None
+        self._bar_used = True  # the bar's count already gave a dict its step
+        self._left: str | None = None  # the bar's time left, `48:58`
+        self._rate_text = ""  # the bar's rate and its unit, `2.53` `s/it`
+        self._unit = ""
+        self._last_step = 0  # step of the latest training dict
+        self._interval = 1  # steps between training dicts, learned from the bar
+        self._final: dict[str, float] = {}
+
+    # -- input -------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """Parse the complete lines in `pending + data`; keep the unfinished last one."""
+        data = self._pending + data
+        # A trailing \r may be half of \r\n: wait for the next byte to tell.
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r", 0, len(data) - 1))
+        if cut < 0:
+            self._pending = data[:MAX_PENDING]
+            self._peek_pending()
+            return
+        block, self._pending = data[: cut + 1], data[cut + 1:]
+        if len(self._pending) > MAX_PENDING:
+            self._pending = self._pending[:MAX_PENDING]
+        # Line ends are ASCII, so a block of whole lines never splits a UTF-8 character.
+        text = block.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        lines.pop()  # the empty string after the final line end
+        self.lines += len(lines)
+        # Of a run of bar redraws only the newest accepted one matters: parsing just
+        # that one is what makes 300,000 lines/s (tqdm writes ~4 redraws per dict).
+        bars: list[str] = []
+        for line in lines:
+            if "{" in line:
+                brace = line.find("{")
+                if brace and "%|" in line[:brace] and self._bar(line[:brace]):
+                    bars = []  # the bar glued before the dict is newer than the run's
+                elif bars:
+                    bars = self._newest_bar(bars)
+                self._dict_line(line, brace)
+            elif "%|" in line:
+                bars.append(line)
+            elif "loss" in line and ("=" in line or ":" in line):
+                if bars:
+                    bars = self._newest_bar(bars)
+                self._kv_line(line)
+            elif "Total" in line and (m := _TOTAL.search(line)):
+                if bars:
+                    bars = self._newest_bar(bars)
+                self._header_total = int(m.group(1).replace(",", ""))
+        if bars:
+            self._newest_bar(bars)
+        self._peek_pending()
+
+    def _newest_bar(self, bars: list[str]) -> list[str]:
+        """Take the newest of these redraws that is the training bar; returns an empty run."""
+        if self._header_total is None and self._bar_total is None:
+            for line in bars:  # no training bar known yet: the longest wins, in order
+                self._bar(line)
+            return []
+        for line in reversed(bars):
+            if self._bar(line):
+                break
+        return []
+
+    def _peek_pending(self) -> None:
+        """tqdm redraws with a leading `\\r`, so its live bar is always the unfinished
+        last line: read the progress from it now (reading it again when it completes
+        changes nothing). Only the bar: a loss in it is counted once, when it completes."""
+        if b"%|" in self._pending and b"{" not in self._pending:
+            self._bar(self._pending.decode("utf-8", "replace"), postfix=False)
+
+    def flush(self) -> None:
+        """The log is complete: its unfinished last line counts as a line."""
+        if self._pending:
+            self.feed(b"\n")
+
+    # -- one line ------------------------------------------------------------------
+    def _bar(self, line: str, postfix: bool = True) -> bool:
+        """Take a bar line; False when it is not the training bar."""
+        # Anchored first (fast); a prefix holding a `|` of its own needs the search.
+        m = _BAR.match(line) or _BAR.search(line)
+        if m is None:
+            return False
+        desc, n_text, total_text, left, rate, unit, post = m.group(
+            "desc", "n", "total", "left", "rate", "unit", "post")
+        if desc and (desc := desc.strip().rstrip(":").strip()) and not _TRAIN_DESC.match(desc):
+            return False  # "Map", "Writing model shards", "Loading checkpoint shards"
+        if unit and unit not in _STEP_UNITS:
+            return False  # examples/s, B/s: a data bar
+        n, total = int(n_text), int(total_text)
+        if self._header_total is not None:
+            if total != self._header_total:
+                return False  # an eval or prediction bar
+        elif self._bar_total is not None and total < self._bar_total:
+            return False  # without the header, the longest bar is the training one
+        if n != self._bar_step:
+            self._bar_used = False
+        self._bar_step, self._bar_total = n, total
+        # Kept as text: turned into numbers only when asked (most redraws never are).
+        self._left, self._rate_text, self._unit = left, rate, unit
+        if postfix and post and "loss" in post:
+            self._kv_line(post)  # Lightning: `..., 14.8it/s, v_num=0, train_loss=2.31]`
+        return True
+
+    def _dict_line(self, line: str, brace: int) -> None:
+        pairs = _PAIR.findall(line, brace)
+        if pairs:
+            # Kept as text: only the few values used become floats (the pattern admits
+            # only numbers, so float() cannot fail). This is the parser's hot path.
+            self._record(dict(pairs))
+
+    def _kv_line(self, line: str) -> None:
+        values = dict(_KV.findall(line))
+        if "loss" in values or "train_loss" in values or "eval_loss" in values or "val_loss" in values:
+            self._record(values)
+
+    def _record(self, values: dict[str, str]) -> None:
+        if "train_runtime" in values:
+            self._final = {k: float(v) for k, v in values.items()}
+            return
+        eval_text = values.get("eval_loss") or values.get("val_loss")
+        loss_text = values.get("loss") or values.get("train_loss")
+        if loss_text is None:
+            if eval_text is not None:
+                # An eval happens at the current training step; it does not advance it.
+                self.eval_losses.append((self._explicit_step(values) or self._last_step,
+                                         float(eval_text)))
+            return
+        step = self._next_step(values)
+        self.losses.append((step, float(loss_text)))
+        if (lr := values.get("learning_rate") or values.get("lr")) is not None:
+            self.learning_rates.append((step, float(lr)))
+        if (gn := values.get("grad_norm")) is not None:
+            self.grad_norms.append((step, float(gn)))
+        if eval_text is not None:
+            self.eval_losses.append((step, float(eval_text)))
+
+    @staticmethod
+    def _explicit_step(values: dict[str, str]) -> int | None:
+        step = values.get("step") or values.get("global_step")
+        return int(float(step)) if step is not None else None
+
+    def _next_step(self, values: dict[str, str]) -> int:
+        """The step a training dict belongs to.
+
+        Its own `step` when it has one; else the training bar's count if the bar moved
+        since the last dict; else (dicts flushed in a burst from stdout's buffer, behind
+        the bar) the last step plus the usual interval between dicts.
+        """
+        step = self._explicit_step(values)
+        if step is None:
+            if not self._bar_used and self._bar_step is not None and self._bar_step > self._last_step:
+                step = self._bar_step
+                self._bar_used = True
+            else:
+                step = self._last_step + self._interval
+        if step > self._last_step and self.losses:
+            self._interval = step - self._last_step
+        self._last_step = max(self._last_step, step)
+        return step
+
+    # -- output --------------------------------------------------------------------
+    def summary(self) -> Summary:
+        total = self._header_total or self._bar_total
+        step = self._bar_step
+        if self._last_step and (step is None or self._last_step > step):
+            step = self._last_step
+        finished = bool(self._final)
+        eta = _seconds(self._left) if self._left else None
+        if finished:
+            step = total if total is not None else step
+            eta = 0.0
+        rate = _num(self._rate_text) if self._rate_text else None
+        if rate is not None:
+            rate = (1.0 / rate if self._unit == "s/it" else rate) if rate > 0 else None
+        if finished and "train_steps_per_second" in self._final:
+            rate = self._final["train_steps_per_second"]
+        return Summary(
+            step=step, total=total,
+            loss=self.losses[-1][1] if self.losses else None,
+            eval_loss=self.eval_losses[-1][1] if self.eval_losses else None,
+            learning_rate=self.learning_rates[-1][1] if self.learning_rates else None,
+            grad_norm=self.grad_norms[-1][1] if self.grad_norms else None,
+            steps_per_second=rate, eta_seconds=eta, finished=finished,
+            train_loss=self._final.get("train_loss"),
+            runtime_seconds=self._final.get("train_runtime"),
+        )
+
+    # -- the cache's view of it ----------------------------------------------------
+    def to_state(self) -> dict[str, object]:
+        """Everything needed to resume: plain JSON types only."""
+        def cols(series: list[tuple[int, float]]) -> list[str]:
+            # Packed 64-bit columns, base64: a million points load in milliseconds,
+            # where JSON numbers take a second.
+            steps = array("q", map(itemgetter(0), series)).tobytes()
+            values = array("d", map(itemgetter(1), series)).tobytes()
+            return [base64.b64encode(steps).decode(), base64.b64encode(values).decode()]
+
+        return {
+            "version": STATE_VERSION, "lines": self.lines,
+            "pending": self._pending.decode("latin-1"),
+            "losses": cols(self.losses), "eval_losses": cols(self.eval_losses),
+            "learning_rates": cols(self.learning_rates), "grad_norms": cols(self.grad_norms),
+            "header_total": self._header_total, "bar_step": self._bar_step,
+            "bar_total": self._bar_total, "bar_used": self._bar_used, "left": self._left,
+            "rate": self._rate_text, "unit": self._unit, "last_step": self._last_step, "interval": self._interval,
+            "final": self._final,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, object]) -> MetricsParser:
+        """The inverse of `to_state`; raises ValueError (or KeyError, TypeError) on junk."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError("cache from another version")
+        p = cls()
+
+        def series(name: str) -> list[tuple[int, float]]:
+            packed_steps, packed_values = state[name]  # type: ignore[misc]
+            steps, values = array("q"), array("d")
+            # b64decode raises binascii.Error (a ValueError); frombytes a ValueError too.
+            steps.frombytes(base64.b64decode(packed_steps, validate=True))
+            values.frombytes(base64.b64decode(packed_values, validate=True))
+            if len(steps) != len(values):
+                raise ValueError(f"{name}: columns differ in length")
+            return list(zip(steps, values))
+
+        p.losses, p.eval_losses = series("losses"), series("eval_losses")
+        p.learning_rates, p.grad_norms = series("learning_rates"), series("grad_norms")
+        p.lines = int(state["lines"])  # type: ignore[arg-type]
+        p._pending = str(state["pending"]).encode("latin-1")
+        p._header_total = _opt_int(state["header_total"])
+        p._bar_step = _opt_int(state["bar_step"])
+        p._bar_total = _opt_int(state["bar_total"])
+        p._bar_used = bool(state["bar_used"])
+        p._left = None if state["left"] is None else str(state["left"])
+        p._rate_text, p._unit = str(state["rate"]), str(state["unit"])
+        p._last_step = int(state["last_step"])  # type: ignore[arg-type]
+        p._interval = int(state["interval"])  # type: ignore[arg-type]
+        final = state["final"]
+        if not isinstance(final, dict):
+            raise ValueError("final: not a table")
+        p._final = {str(k): float(v) for k, v in final.items()}
+        return p
+
+
+def _opt_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def _opt_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def parse_text(text: str) -> MetricsParser:
+    """A whole log at once (tests, small files)."""
+    parser = MetricsParser()
+    parser.feed(text.encode())
+    parser.flush()
+    return parser
+
+
+class Downsampler:
+    """One series shrunk to a plot's width, kept up to date as the series grows.
+
+    It keeps running sums, so a bucket's mean is one subtraction: after the first call
+    a redraw costs the new points plus the width, not the whole series (a live run's
+    curve is redrawn on every poll; its series only ever grows at the end).
+    """
+
+    def __init__(self) -> None:
+        self._steps: list[int] = []
+        self._sums: list[float] = [0.0]  # _sums[i]: the sum of the first i values
+
+    def update(self, series: list[tuple[int, float]]) -> None:
+        done = len(self._steps)
+        if len(series) < done:  # not the same series any more: start over
+            self.__init__()  # type: ignore[misc]
+            done = 0
+        new = series[done:]
+        if new:
+            self._steps.extend(map(itemgetter(0), new))
+            self._sums.extend(accumulate(map(itemgetter(1), new), initial=self._sums[-1]))
+            del self._sums[done + 1]  # the repeated `initial`
+
+    def points(self, width: int) -> list[tuple[int, float]]:
+        n = len(self._steps)
+        if n == 0:
+            return []
+        k = max(1, -(-n // max(width, 1)))  # points per bucket
+        sums, steps = self._sums, self._steps
+        out = [(steps[min(i + k, n) - 1], (sums[min(i + k, n)] - sums[i]) / (min(i + k, n) - i))
+               for i in range(0, n, k)]
+        return out
+
+
+def downsample(series: list[tuple[int, float]], width: int) -> list[tuple[int, float]]:
+    """At most `width` points: the mean of each bucket at its last step, so a curve keeps
+    its shape (noise averages out instead of aliasing)."""
+    if width <= 0 or len(series) <= width:
+        return list(series)
+    sampler = Downsampler()
+    sampler.update(series)
+    return sampler.points(width)
+
+
+def format_eta(seconds: float | None) -> str:
+    """`1h05m`, `4m12s`, `9s`; empty when unknown."""
+    if seconds is None:
+        return ""
+    s = int(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"

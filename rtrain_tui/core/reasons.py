@@ -1,0 +1,126 @@
+"""Why a run ended badly, from its exit code and the tail of its log. Pure.
+
+The reason is a short phrase shown beside the status word (`failed (exit 1)` · `CUDA out
+of memory …`), never a new word: scripts keep parsing the word. The most specific
+evidence wins: a message in the log (CUDA OOM, NCCL, a full disk, a missing module, a
+missing file) before what the exit code alone suggests (SIGKILL: the OOM killer; another
+signal: someone else's), before the last line of a Python traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+from rtrain_tui.core.sanitize import safe_line
+
+MAX_REASON = 200  # characters: a table cell and a toast, not a log
+
+# torch.OutOfMemoryError / torch.cuda.OutOfMemoryError / RuntimeError: CUDA out of memory.
+_CUDA_OOM = re.compile(r"CUDA out of memory\.?(?:\s*Tried to allocate ([\d.]+ [KMGT]i?B))?"
+                       r"(?:\.?\s*GPU (\d+))?", re.IGNORECASE)
+_CUDA_OOM_OTHER = re.compile(r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED")
+# `Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, ...`
+_NCCL_TIMEOUT = re.compile(r"collective operation timeout: WorkNCCL\(.*?OpType=(\w+)"
+                           r"(?:.*?Timeout\(ms\)=(\d+))?")
+# `torch.distributed.DistBackendError: NCCL error in: ...ProcessGroupNCCL.cpp:1970, unhandled system error (...)`
+_NCCL_ERROR = re.compile(r"NCCL (?:error|Error)(?: in: \S+,)?\s*([^(\n]*)")
+_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]")
+_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+_IMPORT_NAME = re.compile(r"ImportError: cannot import name '(\w+)' from '([\w.]+)'")
+# `FileNotFoundError: [Errno 2] No such file or directory: 'data/train.jsonl'`
+_NO_FILE = re.compile(r"FileNotFoundError: (?:\[Errno 2\] No such file or directory: '([^']+)'|(.+))")
+# datasets: `DatasetNotFoundError: Dataset 'org/name' doesn't exist on the Hub or cannot be accessed.`
+_NO_DATASET = re.compile(r"DatasetNotFoundError: Dataset '([^']+)' doesn't exist")
+# transformers: `OSError: org/name is not a local folder and is not a valid model identifier ...`
+_NO_MODEL = re.compile(r"OSError: (\S+) is not a local folder and is not a valid model identifier")
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b[^:]*):?\s?(.*)$")
+
+# Import name → pip name, where they differ (the ones fine-tuning stacks hit).
+PIP_NAMES = {
+    "yaml": "pyyaml", "sklearn": "scikit-learn", "PIL": "pillow", "cv2": "opencv-python",
+    "google.protobuf": "protobuf", "flash_attn": "flash-attn", "bitsandbytes": "bitsandbytes",
+    "sentencepiece": "sentencepiece", "dotenv": "python-dotenv", "unsloth_zoo": "unsloth_zoo",
+}
+
+
+def _pip_name(module: str) -> str:
+    top = module.split(".")[0]
+    return PIP_NAMES.get(module) or PIP_NAMES.get(top) or top
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _from_log(lines: list[str], host: str) -> str:
+    """The most specific message in the log's tail, or ''."""
+    text = "\n".join(lines)
+    if m := _CUDA_OOM.search(text):
+        detail = f": tried to allocate {m.group(1)}" if m.group(1) else ""
+        gpu = f" on GPU {m.group(2)}" if m.group(2) else ""
+        return f"CUDA out of memory{detail}{gpu} (lower the batch size or sequence length)"
+    if _CUDA_OOM_OTHER.search(text):
+        return "CUDA out of memory (lower the batch size or sequence length)"
+    if m := _NCCL_TIMEOUT.search(text):
+        after = f" after {int(m.group(2)) // 1000} s" if m.group(2) else ""
+        return f"NCCL timeout: {m.group(1)} collective did not finish{after}"
+    if m := _NCCL_ERROR.search(text):
+        detail = m.group(1).strip().rstrip(",")
+        return f"NCCL error: {detail}" if detail else "NCCL error"
+    if _NO_SPACE.search(text):
+        return f"no space left on device on {host}" if host else "no space left on device"
+    if m := _MODULE.search(text):
+        where = f" on {host}" if host else " on the host"
+        return f"missing Python module {m.group(1)}: pip install {_pip_name(m.group(1))}{where}"
+    if m := _IMPORT_NAME.search(text):
+        return (f"cannot import {m.group(1)} from {m.group(2)}: upgrade "
+                f"{_pip_name(m.group(2))} on {host or 'the host'}")
+    if m := _NO_DATASET.search(text):
+        return f"dataset not found: {m.group(1)}"
+    if m := _NO_MODEL.search(text):
+        return f"model not found: {m.group(1)}"
+    if m := _NO_FILE.search(text):
+        return f"file not found: {(m.group(1) or m.group(2)).strip()}"
+    return ""
+
+
+def _last_traceback_line(lines: list[str]) -> str:
+    """The exception line that ends the last `Traceback (most recent call last):`."""
+    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")),
+                default=None)
+    if start is None:
+        return ""
+    for line in lines[start + 1:]:
+        if line[:1] not in (" ", "\t", "") and _EXCEPTION_LINE.match(line):
+            return line.strip()
+    return ""
+
+
+def why_it_ended(state: str, exit_code: int | None, stop_requested: bool,
+                 log_tail: list[str], host: str = "") -> str:
+    """A short reason for a run that failed or was lost; '' for any other run.
+
+    `exit_code` is what the wrapper recorded (`128+N` for signal N); `stop_requested`
+    says a stop of ours was issued, so a SIGTERM/SIGKILL was ours, not someone else's.
+    """
+    if not (state.startswith("failed") or state == "lost"):
+        return ""
+    lines = [safe_line(line) for line in log_tail]  # host text: no escapes in a reason
+    reason = _from_log(lines, host)
+    if not reason and exit_code is not None and exit_code > 128 and not stop_requested:
+        number = exit_code - 128
+        if number == signal.SIGKILL:
+            reason = ("killed by SIGKILL, most likely the kernel's OOM killer (the host ran "
+                      "out of memory)")
+        else:
+            reason = f"terminated by {_signal_name(number)} from outside rtrain-tui"
+    if not reason:
+        reason = _last_traceback_line(lines)
+    if not reason and state == "lost":
+        reason = ("its processes vanished without an exit code: the OOM killer, a reboot, "
+                  "or a kill of the wrapper")
+    return reason[:MAX_REASON]

@@ -1,0 +1,33 @@
+"""The demo trainer writes what a real Hugging Face Trainer run writes, so `--demo` shows curves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from rtrain_tui.core.metrics import parse_text
+from rtrain_tui.demo.server import SAMPLES
+
+
+def test_demo_log_reads_as_an_hf_run_with_a_falling_loss_and_evals(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("max_steps: 60\nstep_seconds: 0\nlogging_steps: 5\neval_steps: 20\n")
+    log = tmp_path / "train.log"
+    with log.open("wb") as out:  # stdout and stderr merged, as the wrapper does
+        rc = subprocess.run([sys.executable, "-m", "rtrain_tui.demo.trainer", "llm",
+                             str(SAMPLES / "pirate_chat.jsonl"), "--config", str(config)],
+                            stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=60).returncode
+    assert rc == 0
+    text = log.read_bytes().decode()  # read_text would turn each \r into \n
+    assert "  Total optimization steps = 60\n" in text
+    assert "'step'" not in text  # like real Trainer dicts: the step lives in the bar
+    assert "\r 50%|█████     | 30/60 [" in text
+    p = parse_text(text)
+    assert [s for s, _ in p.losses] == list(range(5, 61, 5))
+    first, last = p.losses[0][1], p.losses[-1][1]
+    assert last < first  # it learns
+    assert [s for s, _ in p.eval_losses] == [20, 40, 60]
+    assert p.learning_rates[0][1] > p.learning_rates[-1][1]  # linear decay
+    s = p.summary()
+    assert (s.step, s.total, s.finished) == (60, 60, True)

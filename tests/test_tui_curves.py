@@ -1,0 +1,140 @@
+"""Curves, the progress column and failure reasons in the TUI, against the real sshd."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import Engine, RunIndex, StartRequest
+from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.tui.screens.compare_screen import CompareScreen
+from rtrain_tui.tui.widgets.curves_pane import CurvesPane
+from rtrain_tui.tui.widgets.run_tab import RunTab
+from tests.conftest import write_config
+from tests.sshd import SshHosts
+from tests.test_tui import SIZE, notifications, screen_text, start_run, tui, until
+
+
+@pytest.fixture(autouse=True)
+def _cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_c_toggles_a_runs_tab_between_log_and_falling_loss_curve(hosts: SshHosts, tmp_path: Path) -> None:
+    start_run(hosts, tmp_path, "curvy", hf_style=True, steps=40, step_seconds=0.02, eval_steps=10)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.runs_table.row_count == 1, "the run in the table")
+            app.runs_table.focus()
+            await pilot.press("c")
+            await until(pilot, lambda: bool(app.query(CurvesPane)), "the curves pane")
+            curves = app.query_one(CurvesPane)
+            await until(pilot, lambda: curves.parser is not None and len(curves.parser.losses) == 20,
+                        "the whole loss series")
+            losses = [v for _, v in curves.parser.losses]
+            assert losses[0] > losses[-1]  # it learned
+            assert [s for s, _ in curves.parser.eval_losses] == [10, 20, 30, 40]
+            await pilot.pause()
+            text = screen_text(app)
+            assert "step 40/40 (100%)" in text and "finished" in text
+            assert "loss" in text and "eval loss" in text and "grad norm" in text
+            tab = app.query_one(RunTab)
+            assert tab.showing_curves
+            await pilot.press("c")
+            await pilot.pause()
+            assert not tab.showing_curves
+            assert app.query_one(RunTab).current == "run-log"
+
+    asyncio.run(go())
+
+
+def test_progress_column_shows_final_step_and_loss_once_ended(hosts: SshHosts, tmp_path: Path) -> None:
+    start_run(hosts, tmp_path, "done", hf_style=True, steps=10, step_seconds=0.01)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True, refresh_seconds=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            view = lambda: next(iter(app.runs_table.views.values()), None)  # noqa: E731
+            await until(pilot, lambda: view() is not None and view().record.state == "completed"
+                        and view().progress != "", "the final progress")
+            # "Writing model shards 1/1" was the last bar: the run's progress is 10/10.
+            assert view().progress.startswith("10/10 ▕██████▏ loss 1.000")
+            assert "·" not in view().progress  # no ETA once ended
+
+    asyncio.run(go())
+
+
+def test_failed_run_shows_its_reason_in_the_table_and_the_toast(hosts: SshHosts, tmp_path: Path) -> None:
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True, refresh_seconds=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            # An OOM run started while the app watches: it sees it run, then die.
+            engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+            config = write_config(tmp_path / "oom.yaml", hf_style=True, steps=40, step_seconds=0.05,
+                                  crash="cuda_oom")
+            await engine.start(StartRequest("gpu", config, run_id="oom", workdir=str(tmp_path / "work")))
+            await engine.close()
+            key = ("gpu", str(tmp_path / "work"), "oom")
+            await until(pilot, lambda: key in app.runs_table.views
+                        and app.runs_table.views[key].record.state == "failed (exit 1)"
+                        and app.runs_table.views[key].progress.startswith("✗"), "the reason")
+            assert app.runs_table.views[key].progress.startswith("✗ CUDA out of memory: tried to allocate 2.00")
+            assert "CUDA out of memory" in screen_text(app)
+            toast = [m for m in notifications(app) if m.startswith("oom on gpu: failed (exit 1)")]
+            assert toast and "CUDA out of memory: tried to allocate 2.00 GiB on GPU 0" in toast[0]
+
+    asyncio.run(go())
+
+
+def test_space_marks_runs_and_C_overlays_their_loss_curves(hosts: SshHosts, tmp_path: Path) -> None:
+    start_run(hosts, tmp_path, "lr-high", hf_style=True, steps=20, step_seconds=0.01)
+    start_run(hosts, tmp_path, "lr-low", hf_style=True, steps=10, step_seconds=0.01)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.runs_table.row_count == 2, "both runs in the table")
+            app.runs_table.focus()
+            await pilot.press("space", "down", "space")
+            await pilot.pause()
+            assert len(app.runs_table.marked) == 2
+            assert screen_text(app).count("● lr-") == 2
+            await pilot.press("C")
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen)
+                        and len(app.screen.metrics) == 2, "both runs' metrics")
+            await pilot.pause()
+            screen: CompareScreen = app.screen  # type: ignore[assignment]
+            runs = {k[2]: len(p.losses) for k, p in screen.metrics.items()}
+            assert runs == {"lr-high": 10, "lr-low": 5}
+            text = screen_text(app)
+            assert "gpu/lr-high" in text and "gpu/lr-low" in text
+            assert "20/20" in text and "10/10" in text
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, CompareScreen)
+            await pilot.press("space")  # unmark
+            assert len(app.runs_table.marked) == 1
+
+    asyncio.run(go())
+
+
+def test_a_reason_with_brackets_shows_literally_in_the_runs_table(tmp_path: Path) -> None:
+    from rtrain_tui.tui.widgets.runs_table import row_key
+    from tests.scenes import RUNS, make_scene_app
+
+    reason = "✗ ValueError: [b]x[/b] [Errno 2]"
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await app.load_runs({RUNS[1].key: reason}).wait()
+            await until(pilot, lambda: app.runs_table.views[RUNS[1].key].progress == reason, "the cell")
+            cell = app.runs_table.get_cell(row_key(RUNS[1].key), "progress")
+            assert cell.plain == reason  # type: ignore[union-attr]  # not parsed as markup
+            await until(pilot, lambda: "✗ ValueError: [b]x[/b] [Errno" in screen_text(app), "it on screen")
+
+    asyncio.run(go())
