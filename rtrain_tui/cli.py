@@ -15,6 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from rtrain_tui import __version__
 from rtrain_tui.core import probes, validate
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartRequest
@@ -22,7 +23,7 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunIndex, default_index_path
 from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
-from rtrain_tui.core.sshconfig import default_ssh_config
+from rtrain_tui.core.sshconfig import default_ssh_config, list_hosts, shown_path
 from rtrain_tui.progress_view import TerminalProgress
 
 
@@ -35,6 +36,24 @@ def _add_remote(p: argparse.ArgumentParser, python: bool = True) -> None:
                        help="python on the host (default: %(default)s)")
 
 
+HOST_HELP = "an alias from the ssh config (`demo` with --demo)"
+RUN_HELP = "the run id `start` printed (`rtrain-tui runs` lists them)"
+JSON_HELP = "print JSON instead of text (for scripts)"
+GPUS_HELP = "GPUs needed; 0 for a CPU-only run (default: 1; 0 on the demo host)"
+DEMO_HELP = "add the built-in demo host `demo` (no GPU box needed)"
+
+
+def _command_parser() -> argparse.ArgumentParser:
+    """Options every command accepts after its name too (`rtrain-tui status demo RUN --demo`).
+
+    SUPPRESS as default: a command that was not given one keeps the value given before
+    the command name, instead of resetting it.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--demo", action="store_true", default=argparse.SUPPRESS, help=DEMO_HELP)
+    return common
+
+
 RAW_HELP = ("print the log's bytes as the trainer wrote them, escape sequences included "
             "(default: terminal control sequences are removed)")
 
@@ -45,24 +64,27 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start, watch, fetch from and stop fine-tuning runs on SSH GPU hosts. "
         "With no command: the full-screen app.",
     )
-    parser.add_argument("--ssh-config", type=Path, default=None, help="default: ~/.ssh/config")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--ssh-config", type=Path, default=None,
+                        help="ssh config to read hosts from (default: ~/.ssh/config)")
     parser.add_argument("--index", type=Path, default=None,
                         help="run index (default: $XDG_DATA_HOME/rtrain-tui/runs.toml)")
-    parser.add_argument("--demo", action="store_true",
-                        help="add the built-in demo host `demo` (no GPU box needed)")
+    parser.add_argument("--demo", action="store_true", help=DEMO_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = [_command_parser()]
 
-    p = sub.add_parser("preflight", help="check that a host is ready to train")
-    p.add_argument("host")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs needed; 0 for a CPU-only run")
+    p = sub.add_parser("preflight", help="check that a host is ready to train", parents=common)
+    p.add_argument("host", help=HOST_HELP)
+    p.add_argument("--gpus", type=int, default=None, help=GPUS_HELP)
     _add_remote(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
 
-    p = sub.add_parser("start", help="ship config and dataset, launch the trainer detached")
-    p.add_argument("host")
+    p = sub.add_parser("start", help="ship config and dataset, launch the trainer detached",
+                       parents=common)
+    p.add_argument("host", help=HOST_HELP)
     p.add_argument("-c", "--config", required=True, help="training config (YAML)")
     p.add_argument("-d", "--dataset", default=None, help="dataset file, shipped under its own name")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs needed; 0 for a CPU-only run")
+    p.add_argument("--gpus", type=int, default=None, help=GPUS_HELP)
     p.add_argument("--run-id", default=None, help="default: run-<epoch>")
     _add_remote(p)
     p.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
@@ -76,32 +98,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("tail", "replay and follow a run's log until it ends"),
                        ("status", "print the run's state")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("host")
-        p.add_argument("run_id", metavar="RUN_ID")
+        p = sub.add_parser(name, help=text, parents=common)
+        p.add_argument("host", help=HOST_HELP)
+        p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
         _add_remote(p)
         if name == "status":
-            p.add_argument("--json", action="store_true")
+            p.add_argument("--json", action="store_true", help=JSON_HELP)
         else:
             p.add_argument("--raw", action="store_true", help=RAW_HELP)
 
-    p = sub.add_parser("fetch", help="copy a file or directory from the run directory")
-    p.add_argument("host")
-    p.add_argument("run_id", metavar="RUN_ID")
+    p = sub.add_parser("fetch", help="copy a file or directory from the run directory",
+                       parents=common)
+    p.add_argument("host", help=HOST_HELP)
+    p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
     p.add_argument("path", metavar="PATH", help="relative to the run dir, e.g. lora_model")
     p.add_argument("--out", type=Path, default=Path("."), help="local directory (default: .)")
     _add_remote(p)
 
-    p = sub.add_parser("stop", help="stop the run's whole process group and verify it is gone")
-    p.add_argument("host")
-    p.add_argument("run_id", metavar="RUN_ID")
+    p = sub.add_parser("stop", help="stop the run's whole process group and verify it is gone",
+                       parents=common)
+    p.add_argument("host", help=HOST_HELP)
+    p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
     p.add_argument("--grace", type=float, default=10.0,
                    help="seconds between SIGTERM and SIGKILL (default: %(default)s)")
     _add_remote(p)
 
-    p = sub.add_parser("runs", help="list the runs in the local index")
+    p = sub.add_parser("runs", help="list the runs in the local index", parents=common)
     p.add_argument("--refresh", action="store_true", help="update every run's state from its host")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
 
 
@@ -149,7 +173,18 @@ def _unexpected(exc: Exception) -> str:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.ssh_config is not None and not args.ssh_config.is_file():
+        # Asked for by name: reading it as "no hosts" would hide the typo.
+        _err(f"--ssh-config {args.ssh_config}: no such file; give the path of an ssh config.")
+        return 1
     ssh_config = args.ssh_config or default_ssh_config()
+    problem = _host_problem(args, ssh_config)
+    if problem:
+        _err(problem)
+        return 1
+    if getattr(args, "gpus", 0) is None:
+        # The demo host has no GPU, so it defaults to a CPU run, as the start form does.
+        args.gpus = 0 if _is_demo_host(args) else 1
     index = RunIndex(args.index or default_index_path())
     if args.command is None:
         from rtrain_tui.tui.app import run_app  # Textual only for the TUI
@@ -179,6 +214,18 @@ def _main(argv: list[str] | None) -> int:
                 await demo.close()
 
     return asyncio.run(run())
+
+
+def _is_demo_host(args: argparse.Namespace) -> bool:
+    return bool(args.demo) and getattr(args, "host", None) == "demo"
+
+
+def _host_problem(args: argparse.Namespace, ssh_config: Path) -> str:
+    """`demo` without --demo would go to DNS (and maybe somewhere real): say what to add."""
+    if getattr(args, "host", None) == "demo" and not args.demo and "demo" not in list_hosts(ssh_config):
+        return (f"demo is not in {shown_path(args.ssh_config)}: add --demo for the built-in demo "
+                "host (rtrain-tui --demo ...).")
+    return ""
 
 
 def _recorded_workdir(index: RunIndex, args: argparse.Namespace) -> str:
@@ -215,7 +262,9 @@ async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def _run_flags(args: argparse.Namespace) -> str:
-    return "" if args.workdir == validate.DEFAULT_WORKDIR else f" --workdir {args.workdir}"
+    """What the printed `tail`/`stop` hints need to find the run again."""
+    flags = "" if args.workdir == validate.DEFAULT_WORKDIR else f" --workdir {args.workdir}"
+    return flags + (" --demo" if args.demo else "")
 
 
 async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
@@ -271,13 +320,12 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
 
 
 async def cmd_tail(engine: Engine, args: argparse.Namespace) -> int:
-    validate.check_run_id(args.run_id)
-    validate.check_workdir(args.host, args.workdir)
+    await engine.require_run(args.host, args.workdir, args.run_id)
     return await _follow(engine, args.host, args.workdir, args.run_id, raw=args.raw)
 
 
 async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
-    probe = await engine.probe(args.host, args.workdir, args.run_id)
+    probe = await engine.require_run(args.host, args.workdir, args.run_id)
     engine.remember_state(args.host, args.workdir, args.run_id, probe.state)
     if args.json:
         print(json.dumps({
@@ -292,6 +340,8 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
 
 async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
     # Engine.fetch validates the path, run id and workdir before it connects.
+    validate.check_fetch_path(args.path)  # a bad path is said before the host is asked
+    await engine.require_run(args.host, args.workdir, args.run_id)
     warnings: list[str] = []
     with TerminalProgress() as progress:
         dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
@@ -307,6 +357,7 @@ async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"  {message}", file=sys.stderr)
 
+    await engine.require_run(args.host, args.workdir, args.run_id)
     print(await engine.stop(args.host, args.workdir, args.run_id, args.grace, step))
     return 0
 

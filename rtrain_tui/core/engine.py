@@ -26,7 +26,7 @@ from pathlib import Path
 from rtrain_tui.core import probes, remote_sh, validate
 from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
-from rtrain_tui.core.errors import RemoteError, UnreachableError
+from rtrain_tui.core.errors import NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.index import utc_now as index_now
 from rtrain_tui.core.probes import PreflightReport, RunProbe
@@ -228,6 +228,19 @@ class Engine:
         validate.check_run_id(run_id)
         validate.check_workdir(host, workdir)
         return (await self.probe_many(host, [(workdir, run_id)]))[0]
+
+    async def require_run(self, host: str, workdir: str, run_id: str) -> RunProbe:
+        """The run's probe; `NoSuchRunError` when the host has no such run directory.
+
+        Asked before acting on a run the user named, so a typo in the id reads as one,
+        not as `unknown`, `was not running` or a missing file.
+        """
+        found = await self.probe(host, workdir, run_id)
+        if not found.exists:
+            raise NoSuchRunError(
+                f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/{run_id}); "
+                "`rtrain-tui runs` lists the known runs.")
+        return found
 
     async def probe_many(self, host: str, runs: Sequence[tuple[str, str]]) -> list[RunProbe]:
         """One script for every run on the host: one round trip, however many runs."""
