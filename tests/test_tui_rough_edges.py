@@ -1,0 +1,146 @@
+"""The TUI's rough edges from the new-user trial (issue 10), each driven by Pilot.
+
+Deterministic scenes (tests/scenes.py) unless the behaviour needs a host: log search and
+follow, elapsed of ended runs, the start form's keys and messages, small terminals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from rtrain_tui.tui.widgets.log_pane import LogPane
+from rtrain_tui.tui.widgets.search_log import CURRENT_LINE
+from tests.scenes import RUNS, make_scene_app
+from tests.test_tui import SIZE, screen_text
+
+
+async def _pane_with_lines(app, pilot, count: int = 300) -> LogPane:  # type: ignore[no-untyped-def]
+    pane = app.open_log(RUNS[0], follow=False)
+    await pilot.pause()
+    pane.add_lines([f"step {i} · {'loss' if i % 10 == 0 else 'tick'} {i}" for i in range(count)])
+    pane._flush()
+    await pilot.pause()
+    return pane
+
+
+def _lit(pane: LogPane, index: int) -> bool:
+    strip = pane.log_widget._render_line_strip(index, pane.log_widget.rich_style)
+    return any(seg.style is not None and seg.style.reverse for seg in strip)
+
+
+def test_search_enter_walks_every_match_in_order_and_wraps(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = await _pane_with_lines(app, pilot)
+            pane.log_widget.focus()
+            await pilot.press("slash", *"loss", "enter")
+            await pilot.pause()
+            # searched from the top of the screen (the end of the log): the first match there
+            first = pane.match_line
+            assert first is not None and pane.log_widget.lines[first].startswith("step ")
+            seen = [first]
+            for _ in range(30):
+                await pilot.press("enter")
+                seen.append(pane.match_line)  # type: ignore[arg-type]
+            hits = [i for i in range(300) if i % 10 == 0]
+            start = hits.index(first)
+            assert seen == [hits[(start + k) % 30] for k in range(31)]
+            await pilot.pause()
+            assert f"match {start + 31 - 30}/30 for 'loss'" in screen_text(app)
+            # the last matches, below the last full screen, are counted too (was stuck 22/25)
+            while pane.match_line != hits[-1]:
+                await pilot.press("enter")
+            await pilot.pause()
+            assert "match 30/30 for 'loss'" in screen_text(app)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert pane.match_line == 0 and "match 1/30 for 'loss'" in screen_text(app)
+            assert pane.log_widget.scroll_y == 0
+            # the current match is lit; another matching line is not, only its word
+            assert _lit(pane, 0) and not _lit(pane, 10)
+            strip = pane.log_widget._render_line_strip(10, pane.log_widget.rich_style)
+            assert any(seg.text == "loss" and seg.style.bgcolor for seg in strip)
+            await pilot.press("escape")
+            assert pane.match_line is None and not _lit(pane, 0)
+
+    asyncio.run(go())
+
+
+def test_search_counts_right_whatever_the_scroll_position(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = await _pane_with_lines(app, pilot)
+            pane.log_widget.scroll_to(y=95, animate=False, immediate=True)
+            await pilot.pause()
+            assert pane.find_next("loss") == 100
+            assert "match 11/30" in pane._match
+            pane.log_widget.scroll_home(animate=False, immediate=True)
+            await pilot.pause()
+            assert pane.find_next("loss") == 110  # from the current match, not the screen
+            assert "match 12/30" in pane._match
+
+    asyncio.run(go())
+
+
+def test_scrolling_up_pauses_at_once_and_one_F_resumes(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = await _pane_with_lines(app, pilot)
+            log = pane.log_widget
+            log.focus()
+            assert pane.follow and "follow on (F)" in screen_text(app)
+            await pilot.press("k")
+            await pilot.pause()
+            assert log.scroll_y == log.max_scroll_y - 1
+            assert not pane.follow and "paused (F follows)" in screen_text(app)
+            pane.add_lines(["one more"])
+            pane._flush()
+            await pilot.pause()
+            assert re.search(r"▼ 1 new line(?!s)", screen_text(app))
+            await pilot.press("F")  # one press resumes
+            await pilot.pause()
+            assert pane.follow and pane.new_lines == 0 and log.scroll_y == log.max_scroll_y
+            assert "follow on (F)" in screen_text(app)
+
+    asyncio.run(go())
+
+
+def test_j_k_home_end_move_the_log(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = await _pane_with_lines(app, pilot)
+            log = pane.log_widget
+            log.focus()
+            await pilot.press("home")
+            await pilot.pause()
+            assert log.scroll_y == 0 and not pane.follow
+            await pilot.press("j", "j", "j")
+            assert log.scroll_y == 3
+            await pilot.press("k")
+            assert log.scroll_y == 2
+            await pilot.press("end")
+            await pilot.pause()
+            assert log.scroll_y == log.max_scroll_y and pane.follow  # back at the end: following
+
+    asyncio.run(go())
+
+
+def test_one_line_is_not_one_lines(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = app.open_log(RUNS[0], follow=False)
+            await pilot.pause()
+            pane.add_lines(["only"])
+            pane._flush()
+            await pilot.pause()
+            text = screen_text(app)
+            assert re.search(r" 1 line(?!s)", text) and "1 lines" not in text
+
+    asyncio.run(go())
