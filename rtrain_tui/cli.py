@@ -369,7 +369,8 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
-             "started_at": r.started_at, "updated_at": r.updated_at, "workdir": r.workdir}
+             "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
+             "workdir": r.workdir}
             for r in runs
         ], indent=2))
         return 0

@@ -7,6 +7,7 @@ follow, elapsed of ended runs, the start form's keys and messages, small termina
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from pathlib import Path
 
@@ -142,5 +143,87 @@ def test_one_line_is_not_one_lines(tmp_path: Path) -> None:
             await pilot.pause()
             text = screen_text(app)
             assert re.search(r" 1 line(?!s)", text) and "1 lines" not in text
+
+    asyncio.run(go())
+
+
+# -- elapsed of an ended run: end − start, by the host's clock, never growing ----------
+def test_the_probe_reports_when_a_run_ended_only_when_asked(tmp_path: Path) -> None:
+    from rtrain_tui.core import probes, remote_sh
+    from tests.test_remote_sh import sh
+
+    for run_id, code in (("done", "0\n"), ("gone", None)):
+        run_dir = tmp_path / run_id
+        run_dir.mkdir()
+        (run_dir / "train.pid").write_text("999999999\n")
+        (run_dir / "train.log").write_text("x\n")
+        os.utime(run_dir / "train.log", (1_700_000_100, 1_700_000_100))
+        if code is not None:
+            (run_dir / "status").write_text(code)
+            os.utime(run_dir / "status", (1_700_000_005, 1_700_000_005))
+    runs = [(str(tmp_path), "done"), (str(tmp_path), "gone")]
+    asked = probes.parse_run_states(sh(remote_sh.run_states(runs, need_end={0, 1})), 2)
+    assert [(p.state, p.ended_at) for p in asked] == [("completed", 1_700_000_005),
+                                                       ("lost", 1_700_000_100)]
+    unasked = probes.parse_run_states(sh(remote_sh.run_states(runs)), 2)
+    assert [p.ended_at for p in unasked] == [None, None]
+
+
+def test_refresh_records_the_hosts_end_time_once(hosts, tmp_path: Path, workdir: str) -> None:  # type: ignore[no-untyped-def]
+    from rtrain_tui.core import Engine, RunIndex
+    from rtrain_tui.core.connection import ConnectionPool
+    from rtrain_tui.core.index import RunRecord
+
+    run_dir = Path(workdir) / "quick"
+    run_dir.mkdir(parents=True)
+    (run_dir / "train.pid").write_text("999999999\n")
+    (run_dir / "status").write_text("0\n")
+    os.utime(run_dir / "status", (1_700_000_005, 1_700_000_005))
+    index = RunIndex(tmp_path / "runs.toml")
+    # seen running 20 minutes before anyone looked again (the app was closed meanwhile)
+    index.add(RunRecord("gpu", "quick", workdir, state="running",
+                        started_at="2023-11-14T22:13:20+00:00", updated_at="2023-11-14T22:13:20+00:00"))
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), index)
+        try:
+            await engine.refresh()
+            os.utime(run_dir / "status", (1_700_009_999, 1_700_009_999))  # touched later
+            await engine.refresh()
+        finally:
+            await engine.close()
+
+    asyncio.run(go())
+    [record] = index.load()
+    assert record.state == "completed"
+    assert record.ended_at == "2023-11-14T22:13:25+00:00"  # 1_700_000_005: 5 s after start
+
+
+def test_elapsed_of_an_ended_run_is_end_minus_start_and_never_grows(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from rtrain_tui.core.index import RunIndex, RunRecord
+    from rtrain_tui.tui.app import make_app
+    from tests.scenes import NOW, SSH_CONFIG
+
+    (tmp_path / "ssh_config").write_text(SSH_CONFIG)
+    index = RunIndex(tmp_path / "runs.toml")
+    # ended 5 s after its start; the index saw it end 20 minutes later (a relaunch)
+    index.add(RunRecord("h100-lab", "five-s", "~/w", state="completed",
+                        started_at="2026-11-29T14:00:00+00:00", updated_at="2026-11-29T14:20:55+00:00",
+                        ended_at="2026-11-29T14:00:05+00:00"))
+    clock = [NOW]
+
+    async def go() -> None:
+        app = make_app(tmp_path / "ssh_config", index, clock=lambda: clock[0], poll_runs=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.runs_table.get_row_at(0)[4] == "5s"
+            clock[0] = NOW + timedelta(hours=3)
+            app.load_runs()
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.runs_table.get_row_at(0)[4] == "5s"
 
     asyncio.run(go())

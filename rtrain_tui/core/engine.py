@@ -17,7 +17,7 @@ import fcntl
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -242,9 +242,13 @@ class Engine:
                 "`rtrain-tui runs` lists the known runs.")
         return found
 
-    async def probe_many(self, host: str, runs: Sequence[tuple[str, str]]) -> list[RunProbe]:
-        """One script for every run on the host: one round trip, however many runs."""
-        out = await self.host(host).run(remote_sh.run_states(runs))
+    async def probe_many(self, host: str, runs: Sequence[tuple[str, str]],
+                         need_end: Collection[int] = ()) -> list[RunProbe]:
+        """One script for every run on the host: one round trip, however many runs.
+
+        Runs at the positions in `need_end` also report when they ended, if they have.
+        """
+        out = await self.host(host).run(remote_sh.run_states(runs, need_end))
         return probes.parse_run_states(out, len(runs))
 
     async def refresh(self, records: Sequence[RunRecord] | None = None) -> dict[tuple[str, str, str], str]:
@@ -260,13 +264,18 @@ class Engine:
         for rec in records:
             by_host.setdefault(rec.host, []).append(rec)
 
+        ended: dict[tuple[str, str, str], str] = {}
+
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
             try:
-                found = await self.probe_many(host, [(r.workdir, r.run_id) for r in recs])
+                found = await self.probe_many(host, [(r.workdir, r.run_id) for r in recs],
+                                              [i for i, r in enumerate(recs) if not r.ended_at])
             except RemoteError:
                 return {r.key: probes.UNREACHABLE for r in recs}
             states = {}
             for r, p in zip(recs, found):
+                if p.ended_at is not None and probes.is_final(p.state):
+                    ended[r.key] = datetime.fromtimestamp(p.ended_at, UTC).isoformat()
                 if r.state == probes.STARTING:
                     states[r.key] = await self._settle_start(r, p)
                 else:
@@ -281,7 +290,7 @@ class Engine:
             self.index.set_states,
             {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()
              if s != probes.STARTING},
-            observed_at=observed_at,
+            observed_at=observed_at, ended=ended,
         )
         return results
 

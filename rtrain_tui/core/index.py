@@ -72,7 +72,8 @@ class RunRecord:
     python: str = "python3"
     state: str = "unknown"
     started_at: str = ""  # ISO 8601, UTC
-    updated_at: str = ""  # when `state` last changed
+    updated_at: str = ""  # when `state` last changed (as we saw it)
+    ended_at: str = ""  # when the run ended, by the host's clock (its `status` file)
     stale: bool = False  # the last refresh could not reach the host
     config: str = ""
     dataset: str = ""
@@ -172,12 +173,14 @@ class RunIndex:
         self.update(change)
         return found
 
-    def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None) -> None:
+    def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None,
+                   ended: Mapping[RunKey, str] | None = None) -> None:
         """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state.
 
         `observed_at` is when the probe that produced `states` started: a run whose state
         changed after that (say, a stop's verdict) is left alone, because the probe could
-        not have seen the change. An unchanged state keeps its `updated_at`.
+        not have seen the change. An unchanged state keeps its `updated_at`. `ended`
+        gives runs their end time once; one already recorded is never moved.
         """
         seen = parse_time(observed_at) if observed_at else None
 
@@ -190,6 +193,8 @@ class RunIndex:
                         r = replace(r, stale=True)
                     elif (r.state, r.stale) != (state, False):
                         r = replace(r, state=state, stale=False, updated_at=when)
+                if ended and r.key in ended and not r.ended_at:
+                    r = replace(r, ended_at=ended[r.key])
                 out.append(r)
             return out
 
@@ -351,7 +356,7 @@ def _merge(doc: _Document, change: Callable[[list[RunRecord]], list[RunRecord]])
 
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
-                "config", "dataset", "token")
+                "ended_at", "config", "dataset", "token")
 _REQUIRED = ("host", "run_id", "workdir")
 
 

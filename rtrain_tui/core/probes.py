@@ -241,6 +241,7 @@ class RunProbe:
     stop_requested: bool = False  # a stop of ours was issued
     stopped: bool = False  # a stop of ours saw every process of the run gone
     launched: bool = False
+    ended_at: int | None = None  # epoch seconds on the host's clock, when asked for and known
 
     @property
     def state(self) -> str:
@@ -289,5 +290,6 @@ def parse_run_states(output: str, count: int) -> list[RunProbe]:
             stop_requested=facts.get("stop") == "1",
             stopped=facts.get("stopped") == "1",
             launched=facts.get("launched") == "1",
+            ended_at=_int_or_none(facts.get("ended", "")),
         )
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

@@ -20,7 +20,11 @@ RunKey = tuple[str, str, str]
 class RunView:
     record: RunRecord
     progress: str = ""
-    ended_at: str = ""  # when we first saw it final, for a frozen elapsed time
+    ended_at: str = ""  # when it ended: the host's time, else when the index saw it end
+
+    def elapsed(self, now: datetime) -> str:
+        """End − start for an ended run, frozen; start → now while it runs."""
+        return elapsed(self.record.started_at, now, self.ended_at if is_final(self.record.state) else "")
 
     @property
     def key(self) -> RunKey:
@@ -66,8 +70,10 @@ class RunsTable(DataTable):
         for rec in records:
             prev = old.get(rec.key)
             view = RunView(rec, prev.progress if prev else "", prev.ended_at if prev else "")
-            if is_final(rec.state) and not view.ended_at:
-                view.ended_at = rec.updated_at or now
+            if is_final(rec.state) and (rec.ended_at or not view.ended_at):
+                # The host's end time once known; before that, when the state changed
+                # (kept in the index, so a relaunch reads the same), never this refresh.
+                view.ended_at = rec.ended_at or rec.updated_at or view.ended_at or now
             if progress and rec.key in progress:
                 view.progress = progress[rec.key]
             self.views[rec.key] = view
@@ -96,7 +102,7 @@ class RunsTable(DataTable):
             r = view.record
             self.add_row(
                 r.host, r.run_id, run_badge(r.state, r.stale), started_text(r.started_at),
-                elapsed(r.started_at, now, view.ended_at if is_final(r.state) else ""),
+                view.elapsed(now),
                 view.progress, key=row_key(r.key),
             )
         if selected is not None:
