@@ -219,11 +219,261 @@ def test_elapsed_of_an_ended_run_is_end_minus_start_and_never_grows(tmp_path: Pa
         async with app.run_test(size=SIZE) as pilot:
             await app.workers.wait_for_complete()
             await pilot.pause()
-            assert app.runs_table.get_row_at(0)[4] == "5s"
+            assert app.runs_table.get_row_at(0)[app.runs_table.COLUMNS.index("elapsed")] == "5s"
             clock[0] = NOW + timedelta(hours=3)
             app.load_runs()
             await app.workers.wait_for_complete()
             await pilot.pause()
-            assert app.runs_table.get_row_at(0)[4] == "5s"
+            assert app.runs_table.get_row_at(0)[app.runs_table.COLUMNS.index("elapsed")] == "5s"
+
+    asyncio.run(go())
+
+
+# -- preflight panel: the whole error of an unreachable host --------------------------
+def test_preflight_panel_wraps_the_whole_error_of_an_unreachable_host() -> None:
+    from rich.console import Console
+
+    from rtrain_tui.core.probes import PreflightReport
+    from rtrain_tui.tui.widgets.preflight_panel import render_report
+
+    error = ("cannot reach a100-rented: its host key is not on record and StrictHostKeyChecking "
+             "is yes for a100-rented: run `ssh a100-rented` once to check the key and record it.")
+    console = Console(width=34, record=True, color_system=None)
+    console.print(render_report(PreflightReport("a100-rented", reachable=False, error=error),
+                                "a100-rented"))
+    shown = console.export_text()
+    assert "…" not in shown
+    words = " ".join(line[2:].strip() for line in shown.splitlines() if line.strip())
+    assert error in words
+
+
+def test_preflight_panel_in_the_app_shows_the_error_to_its_end(tmp_path: Path) -> None:
+    from rtrain_tui.core.probes import PreflightReport
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.set_preflight(PreflightReport(
+                "a100-rented", reachable=False,
+                error="cannot reach a100-rented: no answer within 10 s (ConnectTimeout), "
+                      "check the VPN: the END"))
+            app.host_list.focus()
+            app.host_list.highlighted = 1  # a100-rented
+            await pilot.pause()
+            assert "the END" in screen_text(app)
+
+    asyncio.run(go())
+
+
+# -- the start form ------------------------------------------------------------------
+async def _open_form(app, pilot):  # type: ignore[no-untyped-def]
+    from rtrain_tui.tui.screens.start_screen import StartScreen
+
+    await pilot.press("n")
+    await pilot.pause()
+    assert isinstance(app.screen, StartScreen)
+    return app.screen
+
+
+def test_start_form_shows_its_keys_in_the_footer_and_not_the_main_screens(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await _open_form(app, pilot)
+            footer = screen_text(app).splitlines()
+            last = next(line for line in reversed(footer) if line.strip())
+            assert "^s Start" in last and "esc Cancel" in last
+            assert "Preflight" not in last and "Quit" not in last
+
+    asyncio.run(go())
+
+
+def test_enter_in_a_field_moves_to_the_next_field_and_never_launches(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("model: tiny\n")
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            form = await _open_form(app, pilot)
+            form.query_one("#config").value = str(config)
+            await pilot.pause()
+            assert app.focused is form.query_one("#config")
+            await pilot.press("enter")
+            assert app.focused is form.query_one("#dataset")
+            await pilot.press("enter", "enter")
+            assert app.focused is form.query_one("#run_id")
+            assert not [w for w in form.workers if w.group == "start"]  # nothing launched
+            assert app.screen is form
+
+    asyncio.run(go())
+
+
+def test_an_empty_config_says_choose_a_config_file(tmp_path: Path) -> None:
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            form = await _open_form(app, pilot)
+            form.query_one("#config").value = ""
+            await pilot.pause()
+            assert "✗ Config: choose a config file" in screen_text(app)
+            assert "does not exist" not in screen_text(app)
+
+    asyncio.run(go())
+
+
+def test_an_env_error_is_reported_on_the_env_field(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("model: tiny\n")
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            form = await _open_form(app, pilot)
+            form.query_one("#config").value = str(config)
+            for bad, said in (('A="unclosed', "✗ Env: no closing quotation"),
+                              ("NOKEY", "✗ Env: 'NOKEY' is not usable: write KEY=VALUE")):
+                form.query_one("#env").value = bad
+                await pilot.pause()
+                text = screen_text(app)
+                assert said in text and "GPUs" not in text.split("✗", 1)[1]
+                assert form.query_one("#env").has_class("invalid")
+                assert not form.query_one("#gpus").has_class("invalid")
+                assert form.query_one("#start").disabled
+
+    asyncio.run(go())
+
+
+# -- small terminals -----------------------------------------------------------------
+def _table_lines(app, count: int = 6) -> list[str]:  # type: ignore[no-untyped-def]
+    """The runs table's visible lines as drawn (the SVG's text squeezes spaces)."""
+    return ["".join(seg.text for seg in app.runs_table.render_line(y)) for y in range(count)]
+
+
+def test_at_80x24_the_runs_table_keeps_host_run_status_and_progress(tmp_path: Path) -> None:
+    from tests.scenes import PROGRESS, SCENES
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await SCENES["main"](pilot)
+            lines = _table_lines(app)
+            assert lines[0].split()[:4] == ["host", "run", "status", "progress"]
+            assert lines[1].split()[:3] == ["h100-lab", "llama3-sft-r32", "starting"]
+            assert app.query_one("#left").styles.display == "none"
+            # the running run's progress, whole
+            assert PROGRESS[RUNS[0].key] in lines[2]
+            await pilot.press("b")  # the host sidebar comes back on demand
+            await pilot.pause()
+            assert app.query_one("#left").styles.display == "block"
+            assert app.focused is app.host_list
+            await pilot.press("b")
+            await pilot.pause()
+            assert app.query_one("#left").styles.display == "none"
+
+    asyncio.run(go())
+
+
+def test_at_60x20_the_status_is_still_visible(tmp_path: Path) -> None:
+    from tests.scenes import SCENES
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=(60, 20)) as pilot:
+            await SCENES["main"](pilot)
+            lines = _table_lines(app)
+            assert lines[0].split()[:3] == ["host", "run", "status"]
+            assert [line.split()[2] for line in lines[1:4]] == ["starting", "running", "running"]
+            assert "running ?stale" in lines[3]
+
+    asyncio.run(go())
+
+
+def test_dialogs_fit_in_80_columns(tmp_path: Path) -> None:
+    from tests.scenes import SCENES
+
+    async def go() -> None:
+        for scene in ("start_form_error", "stop_confirm", "fetch_browser", "help"):
+            app = make_scene_app(tmp_path / scene)
+            async with app.run_test(size=(80, 24)) as pilot:
+                await SCENES[scene](pilot)
+                for dialog in app.screen.query("#dialog"):
+                    region = dialog.region
+                    assert region.x >= 0 and region.right <= 80, (scene, region)
+
+    for scene in ("start_form_error", "stop_confirm", "fetch_browser", "help"):
+        (tmp_path / scene).mkdir()
+    asyncio.run(go())
+
+
+# -- refresh, toasts, stop, the empty table ------------------------------------------
+def test_r_says_refreshed_at_what_time(tmp_path: Path) -> None:
+    from tests.test_tui import notifications, until
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)  # scene hosts do not resolve: each answers unreachable
+        async with app.run_test(size=SIZE) as pilot:
+            app.runs_table.focus()
+            await pilot.press("r")
+            await until(pilot, lambda: "refreshed 14:30:00" in notifications(app), "the toast")
+
+    asyncio.run(go())
+
+
+def test_toasts_wait_while_an_input_is_being_typed_in(tmp_path: Path) -> None:
+    from tests.test_tui import notifications, until
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = await _pane_with_lines(app, pilot, 50)
+            pane.log_widget.focus()
+            await pilot.press("slash", "x")
+            app.notify("run-7 on h100-lab: completed", title="Run ended")
+            await pilot.pause(0.6)
+            assert "run-7 on h100-lab: completed" not in notifications(app)
+            await pilot.press("escape")  # done typing: the toast shows now
+            await until(pilot, lambda: "run-7 on h100-lab: completed" in notifications(app),
+                        "the held toast")
+
+    asyncio.run(go())
+
+
+def test_stop_on_an_ended_run_says_so_instead_of_asking(tmp_path: Path) -> None:
+    from rtrain_tui.tui.screens.stop_screen import StopScreen
+    from tests.test_tui import notifications
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await app.workers.wait_for_complete()
+            app.runs_table.focus()
+            app.runs_table.select_run(RUNS[2].key)  # completed
+            await pilot.press("x")
+            await pilot.pause()
+            assert not isinstance(app.screen, StopScreen)
+            assert f"{RUNS[2].run_id} on h100-lab already ended (completed); nothing to stop." \
+                in notifications(app)
+            app.runs_table.select_run(RUNS[0].key)  # running: asks
+            await pilot.press("x")
+            await pilot.pause()
+            assert isinstance(app.screen, StopScreen)
+
+    asyncio.run(go())
+
+
+def test_the_empty_runs_table_says_press_n(tmp_path: Path) -> None:
+    from rtrain_tui.core.index import RunIndex
+    from rtrain_tui.tui.app import make_app
+    from tests.scenes import SSH_CONFIG
+
+    (tmp_path / "ssh_config").write_text(SSH_CONFIG)
+
+    async def go() -> None:
+        app = make_app(tmp_path / "ssh_config", RunIndex(tmp_path / "runs.toml"), poll_runs=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert "No runs yet: press n to start a run." in screen_text(app)
 
     asyncio.run(go())

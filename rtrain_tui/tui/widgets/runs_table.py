@@ -41,7 +41,9 @@ class RunsTable(DataTable):
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
     ]
-    COLUMNS = ("host", "run", "status", "started", "elapsed", "progress")
+    # What matters first comes first: on a narrow terminal the last columns are the
+    # ones cut (they stay a sideways scroll away).
+    COLUMNS = ("host", "run", "status", "progress", "elapsed", "started")
 
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
@@ -101,12 +103,22 @@ class RunsTable(DataTable):
                 continue
             r = view.record
             self.add_row(
-                r.host, r.run_id, run_badge(r.state, r.stale), started_text(r.started_at),
-                view.elapsed(now),
-                view.progress, key=row_key(r.key),
+                r.host, r.run_id, run_badge(r.state, r.stale), view.progress,
+                view.elapsed(now), started_text(r.started_at), key=row_key(r.key),
             )
         if selected is not None:
             self.select_run(selected.key)
+
+    def _update_dimensions(self, new_rows):  # type: ignore[no-untyped-def]
+        """Column widths measured for new rows; then redraw rows drawn before that.
+
+        Textual 8.2's DataTable measures new cells on idle but keeps rows it drew
+        before with the old widths in its render caches: a progress column (not the last
+        one any more) then stayed cut at its header's width. One redraw per refill.
+        """
+        super()._update_dimensions(new_rows)
+        self._clear_caches()
+        self.refresh()
 
     def refilter(self) -> None:
         self._render_rows()
