@@ -477,3 +477,40 @@ def test_the_empty_runs_table_says_press_n(tmp_path: Path) -> None:
             assert "No runs yet: press n to start a run." in screen_text(app)
 
     asyncio.run(go())
+
+
+def test_ctrl_o_in_the_config_field_picks_a_local_file(tmp_path: Path) -> None:
+    from textual.widgets import Input
+    from textual_fspicker import FileOpen
+
+    picked = tmp_path / "configs" / "sft.yaml"
+    picked.parent.mkdir()
+    picked.write_text("model: tiny\n")
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            form = await _open_form(app, pilot)
+            form.query_one("#config").value = str(picked.parent / "missing.yaml")
+            await pilot.pause()
+            assert "^o Browse" in screen_text(app)
+            await pilot.press("ctrl+o")
+            await pilot.pause()
+            dialog = app.screen
+            assert isinstance(dialog, FileOpen)
+            name = dialog.query_one(Input)
+            name.value = "sft.yaml"  # relative: the picker opened where the typed path points
+            name.focus()
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.screen is form
+            assert form.query_one("#config").value == str(picked)
+            assert app.focused is form.query_one("#config")
+            assert "✗ Config" not in screen_text(app)
+            # elsewhere in the form there is nothing to browse for
+            form.query_one("#gpus").focus()
+            await pilot.press("ctrl+o")
+            await pilot.pause()
+            assert app.screen is form
+
+    asyncio.run(go())

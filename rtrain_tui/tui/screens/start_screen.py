@@ -2,7 +2,8 @@
 
 `enter` moves to the next field (a form is filled in field by field; launching a run
 is `ctrl+s` or the Start button, both shown in the footer). Each complaint names the
-field it is about, and that field is marked.
+field it is about, and that field is marked. `ctrl+o` in the config or dataset field
+opens a file picker (textual-fspicker) on this machine's files.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, ProgressBar, Select, Static
+from textual_fspicker import FileOpen, Filters
 
 from rtrain_tui.core import validate
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
@@ -100,6 +102,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
     BINDINGS = [
         Binding("ctrl+s", "submit", "Start", tooltip="Preflight, upload and launch the run"),
         Binding("escape", "cancel", "Cancel", tooltip="Close the form; nothing is started"),
+        Binding("ctrl+o", "browse", "Browse", tooltip="Pick the config or dataset file"),
         Binding("tab", "focus_next", "Next field", show=False),
     ]
 
@@ -184,6 +187,35 @@ class StartScreen(ModalScreen[StartedRun | None]):
                             title="New run", severity="warning")
             self.dismiss(None)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Browse belongs to the two file fields: elsewhere it is shown greyed out.
+        if action == "browse":
+            return self._file_field() is not None or None
+        return True
+
+    def _file_field(self) -> str | None:
+        focused = self.focused
+        return focused.id if isinstance(focused, Input) and focused.id in PICKED else None
+
+    def on_descendant_focus(self) -> None:
+        self.refresh_bindings()
+
+    def action_browse(self) -> None:
+        name = self._file_field()
+        if name is None:
+            return
+        field = self.query_one(f"#{name}", Input)
+        current = Path(field.value.strip()).expanduser() if field.value.strip() else None
+        start = current.parent if current is not None and current.parent.is_dir() else Path.cwd()
+
+        def picked(path: Path | None) -> None:
+            if path is not None:
+                field.value = str(path)
+            field.focus()
+
+        title, filters = PICKED[name]
+        self.app.push_screen(FileOpen(start, title, filters=filters), picked)
+
     @on(Input.Submitted)
     def _next_field(self, event: Input.Submitted) -> None:
         event.stop()
@@ -226,6 +258,17 @@ class StartScreen(ModalScreen[StartedRun | None]):
             self.dismiss(started)
 
 
+PICKED = {
+    "config": ("Choose the training config", Filters(
+        ("YAML", lambda p: p.suffix.lower() in (".yaml", ".yml")), ("Any file", lambda _p: True))),
+    "dataset": ("Choose the dataset", Filters(
+        ("Any file", lambda _p: True),
+        ("JSON / JSONL / CSV / Parquet",
+         lambda p: p.suffix.lower() in (".json", ".jsonl", ".csv", ".parquet")))),
+}
+
+
 def _placeholder(name: str) -> str:
-    return {"config": "path to config.yaml", "dataset": "optional: path to the dataset file",
+    return {"config": "path to config.yaml (ctrl+o: browse)",
+            "dataset": "optional: path to the dataset file (ctrl+o: browse)",
             "run_id": "optional: run-<epoch>", "env": "optional: KEY=VALUE KEY2=VALUE2"}.get(name, "")
