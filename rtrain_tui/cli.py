@@ -54,6 +54,9 @@ def _command_parser() -> argparse.ArgumentParser:
     return common
 
 
+ALL_HOSTS = "\0all"  # `--discover` without a host: not a name anyone can type
+
+
 RAW_HELP = ("print the log's bytes as the trainer wrote them, escape sequences included "
             "(default: terminal control sequences are removed)")
 
@@ -125,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list the runs in the local index", parents=common)
     p.add_argument("--refresh", action="store_true", help="update every run's state from its host")
+    p.add_argument("--discover", nargs="?", const=ALL_HOSTS, default=None, metavar="HOST",
+                   help="first add the runs found on HOST (default: every host in the index) "
+                   "that were started elsewhere, e.g. by `praisonai train remote`")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
 
@@ -362,7 +368,38 @@ async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _discover(engine: Engine, host: str) -> int:
+    """Add the runs found on one host or all; 1 when there is no host to look at.
+
+    A named host that cannot be reached is an error (raised); with every host, one that
+    is down is a warning, so the others' runs still come in.
+    """
+    if host == ALL_HOSTS:
+        hosts = sorted({r.host for r in engine.index.load()})
+        if not hosts:
+            _err("no hosts in the run index yet; name one: rtrain-tui runs --discover HOST")
+            return 1
+    else:
+        hosts = [host]  # the engine checks the name before it connects
+    for name in hosts:
+        try:
+            added = await engine.discover(name)
+        except RemoteError as exc:
+            if host != ALL_HOSTS:
+                raise
+            _err(f"warning: {exc}")  # one host down does not hide the others' runs
+            continue
+        ids = ", ".join(r.run_id for r in added)
+        _err(f"{name}: found {len(added)} run{'' if len(added) == 1 else 's'} started elsewhere"
+             + (f": {ids}" if ids else ""))
+    return 0
+
+
 async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
+    if args.discover is not None:
+        code = await _discover(engine, args.discover)
+        if code:
+            return code
     if args.refresh:
         await engine.refresh()
     runs = engine.index.load()
@@ -370,15 +407,17 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
         print(json.dumps([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
              "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
-             "workdir": r.workdir}
+             "workdir": r.workdir, "origin": r.origin or "started"}
             for r in runs
         ], indent=2))
         return 0
     if not runs:
-        print("no runs yet; start one with: rtrain-tui start HOST -c CONFIG -d DATASET")
+        print("no runs yet; start one with: rtrain-tui start HOST -c CONFIG -d DATASET "
+              "(or find those started elsewhere: rtrain-tui runs --discover HOST)")
         return 0
     rows = [("HOST", "RUN", "STATE", "STARTED")] + [
-        (r.host, r.run_id, r.state + (" (stale)" if r.stale else ""), r.started_at) for r in runs
+        (r.host, r.run_id, r.state + (" (stale)" if r.stale else "")
+         + (" (found)" if r.origin == "found" else ""), r.started_at) for r in runs
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:

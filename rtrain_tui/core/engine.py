@@ -294,6 +294,41 @@ class Engine:
         )
         return results
 
+    async def discover(self, host: str) -> list[RunRecord]:
+        """Add to the index the runs on `host` it does not know; returns those added.
+
+        Runs started elsewhere — by `praisonai train remote`, from another laptop, by a
+        teammate on the same account — live in the same run directories. The default
+        workdir and every workdir the index has for the host are listed in one round
+        trip, the unknown runs probed in one more; each is recorded with its state and
+        start time and marked `origin = "found"`. Known runs are matched by their
+        resolved directory, so `~/x` and `/home/me/x` are one place.
+        """
+        records = await asyncio.to_thread(self.index.load)
+        mine = [r for r in records if r.host == host]
+        workdirs = list(dict.fromkeys([validate.DEFAULT_WORKDIR, *(r.workdir for r in mine)]))
+        out = await self.host(host).run(remote_sh.find_runs(workdirs))
+        resolved, found = probes.parse_found_runs(out, len(workdirs))
+        known = {(resolved.get(workdirs.index(r.workdir)), r.run_id) for r in mine}
+        new: list[tuple[str, probes.FoundRun]] = []
+        for f in found:
+            place = (resolved.get(f.workdir), f.run_id)
+            if place[0] is None or place in known or not _usable_run_id(f.run_id):
+                continue
+            known.add(place)  # the same directory under two spellings counts once
+            new.append((workdirs[f.workdir], f))
+        if not new:
+            return []
+        probed = await self.probe_many(host, [(wd, f.run_id) for wd, f in new], range(len(new)))
+        now = index_now()
+        candidates = [
+            RunRecord(host, f.run_id, wd, state=p.state, started_at=_epoch_iso(f.started),
+                      updated_at=now, origin="found",
+                      ended_at=_epoch_iso(p.ended_at) if probes.is_final(p.state) else "")
+            for (wd, f), p in zip(new, probed) if p.exists
+        ]
+        return await asyncio.to_thread(self.index.add_new, candidates)
+
     async def _settle_start(self, record: RunRecord, probe: RunProbe) -> str:
         """The true state of a `starting` entry, once no start of it is in progress.
 
@@ -421,6 +456,18 @@ class Engine:
     def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
         # A run the index does not know changes nothing, and set_states then writes nothing.
         self.index.set_states({(host, workdir, run_id): (state, False, index_now())})
+
+
+def _epoch_iso(epoch: int | None) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else ""
+
+
+def _usable_run_id(run_id: str) -> bool:
+    try:
+        validate.check_run_id(run_id)
+    except validate.ValidationError:
+        return False
+    return True
 
 
 def _starting_lock(index: RunIndex, token: str) -> Path:

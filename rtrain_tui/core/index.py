@@ -28,7 +28,7 @@ import tempfile
 import time
 import tomllib
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
@@ -74,6 +74,7 @@ class RunRecord:
     started_at: str = ""  # ISO 8601, UTC
     updated_at: str = ""  # when `state` last changed (as we saw it)
     ended_at: str = ""  # when the run ended, by the host's clock (its `status` file)
+    origin: str = ""  # "found": discovered on the host (started elsewhere), not started here
     stale: bool = False  # the last refresh could not reach the host
     config: str = ""
     dataset: str = ""
@@ -159,6 +160,26 @@ class RunIndex:
             raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be recorded: "
                                   + "; ".join(bad))
         self.update(lambda runs: [r for r in runs if r.key != record.key] + [record])
+
+    def add_new(self, records: Sequence[RunRecord]) -> list[RunRecord]:
+        """Add the records whose key the index does not have yet, in one locked write.
+
+        Returns those added; a run recorded meanwhile by someone else is left as it is.
+        """
+        for record in records:
+            bad = _record_problems(asdict(record))
+            if bad:
+                raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be "
+                                      "recorded: " + "; ".join(bad))
+        added: list[RunRecord] = []
+
+        def change(runs: list[RunRecord]) -> list[RunRecord]:
+            have = {r.key for r in runs}
+            added[:] = [r for r in records if r.key not in have]
+            return runs + added
+
+        self.update(change)
+        return list(added)
 
     def remove(self, key: RunKey) -> bool:
         """Forget the run with `key`; False when there was none (and nothing was written)."""
@@ -356,7 +377,7 @@ def _merge(doc: _Document, change: Callable[[list[RunRecord]], list[RunRecord]])
 
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
-                "ended_at", "config", "dataset", "token")
+                "ended_at", "origin", "config", "dataset", "token")
 _REQUIRED = ("host", "run_id", "workdir")
 
 

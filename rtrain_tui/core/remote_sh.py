@@ -609,3 +609,33 @@ find "$d" "$d/.." -maxdepth 2 -type f \\( -path "$d/*.part" -o -name config.yaml
 echo "free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {{print $4}}')"
 find "$d" -maxdepth 1 -type f ! -name '*.part' -size {int(size)}c 2>/dev/null | sed 's|.*/|same=|'
 """
+
+
+def find_runs(workdirs: Sequence[str]) -> str:
+    """List the run directories under each workdir, for `runs --discover`.
+
+    Prints `wd<TAB>i<TAB>ABSOLUTE WORKDIR` for each workdir, then
+    `run<TAB>i<TAB>NAME<TAB>EPOCH` for each directory in it that holds what a run leaves
+    (`train.pid`, `status` or `train.log`, from this tool or `praisonai train remote`)
+    and whose name can be a run id; EPOCH is when it started (its config's, pid file's
+    or log's time). Names that cannot be run ids are skipped here, so no name can break
+    the line format. One round trip for every workdir of a host.
+    """
+    lines = []
+    for i, workdir in enumerate(workdirs):
+        validate.check_workdir("host", workdir)
+        lines.append(f"""{_workdir_assign(workdir)}
+case $wd in /*) ;; *) wd=$(pwd)/$wd;; esac
+printf 'wd\\t{i}\\t%s\\n' "$wd"
+for d in "$wd"/*/; do
+  [ -d "$d" ] || continue
+  d=${{d%/}}; n=${{d##*/}}
+  case $n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
+  [ -e "$d/train.pid" ] || [ -e "$d/status" ] || [ -e "$d/train.log" ] || continue
+  t=
+  for f in config.yaml train.pid train.log status; do
+    if [ -e "$d/$f" ]; then t=$(date -r "$d/$f" +%s 2>/dev/null); break; fi
+  done
+  printf 'run\\t{i}\\t%s\\t%s\\n' "$n" "$t"
+done""")
+    return "\n".join(lines) + "\n"

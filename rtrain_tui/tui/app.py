@@ -408,6 +408,22 @@ class RTrainApp(App[int]):
         except RemoteError as exc:
             report = PreflightReport(host=host, reachable=False, error=str(exc))
         self.set_preflight(report)
+        if report.reachable:
+            await self._discover_runs(host)
+
+    async def _discover_runs(self, host: str) -> None:
+        """A checked host's workdirs are scanned for runs started elsewhere (another
+        laptop, `praisonai train remote`); those found join the table, marked in the index."""
+        try:
+            added = await self.engine.discover(host)
+        except RemoteError:
+            return  # the host just answered preflight; the next check tries again
+        if added:
+            names = ", ".join(r.run_id for r in added[:5]) + (" …" if len(added) > 5 else "")
+            self.notify(f"{len(added)} run{'' if len(added) == 1 else 's'} started elsewhere: "
+                        f"{names}", title=f"Found on {host}", markup=False)
+            self.load_runs()
+            self._refresh_host_now(host)
 
     def set_preflight(self, report: PreflightReport) -> None:
         """Show a preflight result (also how tests and screenshots inject one)."""
