@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
-from textual.notifications import SeverityLevel
+from textual.app import ComposeResult, SystemCommand
 from textual.screen import ModalScreen, Screen
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -35,6 +34,7 @@ from rtrain_tui.core.logparse import progress_of
 from rtrain_tui.core.logstream import read_tail
 from rtrain_tui.core.probes import PreflightReport
 from rtrain_tui.core.sshconfig import list_hosts
+from rtrain_tui.tui.held_toasts import HeldToasts
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.help_screen import HelpScreen
 from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
@@ -47,7 +47,6 @@ from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 Clock = Callable[[], datetime]
 PROGRESS_WIDTH = 28
 STARTING = "starting"  # entered in the index before launch (probes.STARTING in newer engines)
-HELD_TOAST_CHECK = 0.25  # seconds between looks at whether the user stopped typing
 EMPTY_RUNS = "No runs yet: press n to start a run."
 PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
 
@@ -56,7 +55,7 @@ def utc_clock() -> datetime:
     return datetime.now(UTC)
 
 
-class RTrainApp(App[int]):
+class RTrainApp(HeldToasts):
     CSS_PATH = "app.tcss"
     # Narrower terminals narrow the host sidebar, then fold it away (`b` brings it back),
     # so the runs table keeps host, run, status and progress (see app.tcss).
@@ -105,7 +104,6 @@ class RTrainApp(App[int]):
         self._host_timers: dict[str, Timer] = {}
         self._log_ids = itertools.count()  # tab ids are never reused, whatever closes first
         self._discovering = False
-        self._held_toasts: list[dict[str, object]] = []  # said while the user was typing
 
     # -- layout ------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -159,34 +157,6 @@ class RTrainApp(App[int]):
             text = str(error) if isinstance(error, RemoteError) else f"{type(error).__name__}: {error}"
             self.notify(text, title=event.worker.description or event.worker.group,
                         severity="error", timeout=30)
-
-    # -- toasts: never over an input being typed in ------------------------------
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None:
-        """A toast, held back while an input has focus (a toast there can cover the very
-        field being typed in: the log search, a full-width form on a small terminal) and
-        shown, in order, as soon as the focus leaves it."""
-        toast = {"title": title, "severity": severity, "timeout": timeout, "markup": markup}
-        if self._typing():
-            self._held_toasts.append({"message": message, **toast})
-            if len(self._held_toasts) == 1:
-                self.set_timer(HELD_TOAST_CHECK, self._release_toasts)
-            return
-        super().notify(message, **toast)  # type: ignore[arg-type]
-
-    def _typing(self) -> bool:
-        try:
-            return isinstance(self.focused, Input)
-        except Exception:  # noqa: BLE001 - no screen yet (startup) or none any more
-            return False
-
-    def _release_toasts(self) -> None:
-        if self._typing():
-            self.set_timer(HELD_TOAST_CHECK, self._release_toasts)
-            return
-        held, self._held_toasts = self._held_toasts, []
-        for toast in held:
-            super().notify(**toast)  # type: ignore[arg-type]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A dialog's footer shows the dialog's keys: the main screen's do nothing there."""
