@@ -31,7 +31,7 @@ class TestMainScreen:
 
 class TestLogPane:
     def test_log_pane(self, snap_compare, tmp_path: Path) -> None:
-        """A tab `h100-lab/llama3-sft-r16`: status line `● live … follow on (F) 23 lines`,
+        """A tab `h100-lab/llama3-sft-r16`: status line `● live  follow on (F)  h100-lab/llama3-sft-r16  23 lines`,
         HF-style loss lines, and a tqdm bar as its own line at the bottom."""
         assert _compare(snap_compare, "log_pane", tmp_path)
 

@@ -507,10 +507,28 @@ def test_ctrl_o_in_the_config_field_picks_a_local_file(tmp_path: Path) -> None:
             assert form.query_one("#config").value == str(picked)
             assert app.focused is form.query_one("#config")
             assert "✗ Config" not in screen_text(app)
-            # elsewhere in the form there is nothing to browse for
+            # from another field it picks the config; esc leaves the field as it was
             form.query_one("#gpus").focus()
             await pilot.press("ctrl+o")
             await pilot.pause()
-            assert app.screen is form
+            assert isinstance(app.screen, FileOpen)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.screen is form and form.query_one("#config").value == str(picked)
+
+    asyncio.run(go())
+
+
+def test_the_search_count_stays_on_screen_in_a_narrower_pane(tmp_path: Path) -> None:
+    """At 100 columns the status line is cut at its end: the count comes before the rest."""
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            pane = await _pane_with_lines(app, pilot)
+            pane.log_widget.focus()
+            await pilot.press("k", "slash", *"loss", "enter")
+            await pilot.pause()
+            status = next(line for line in screen_text(app).splitlines() if "paused" in line)
+            assert re.search(r"match \d+/30 for 'loss'", status), status
 
     asyncio.run(go())

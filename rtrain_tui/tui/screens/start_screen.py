@@ -2,8 +2,9 @@
 
 `enter` moves to the next field (a form is filled in field by field; launching a run
 is `ctrl+s` or the Start button, both shown in the footer). Each complaint names the
-field it is about, and that field is marked. `ctrl+o` in the config or dataset field
-opens a file picker (textual-fspicker) on this machine's files.
+field it is about, and that field is marked. `ctrl+o` opens a file picker
+(textual-fspicker) on this machine's files for the config, or for the dataset when that
+field has the focus. (The key is always live, so the footer never changes under you.)
 """
 
 from __future__ import annotations
@@ -187,23 +188,13 @@ class StartScreen(ModalScreen[StartedRun | None]):
                             title="New run", severity="warning")
             self.dismiss(None)
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Browse belongs to the two file fields: elsewhere it is shown greyed out.
-        if action == "browse":
-            return self._file_field() is not None or None
-        return True
-
-    def _file_field(self) -> str | None:
+    def _file_field(self) -> str:
+        """The file field the picker fills: the focused one, else the config."""
         focused = self.focused
-        return focused.id if isinstance(focused, Input) and focused.id in PICKED else None
-
-    def on_descendant_focus(self) -> None:
-        self.refresh_bindings()
+        return focused.id if isinstance(focused, Input) and focused.id in PICKED else "config"
 
     def action_browse(self) -> None:
         name = self._file_field()
-        if name is None:
-            return
         field = self.query_one(f"#{name}", Input)
         current = Path(field.value.strip()).expanduser() if field.value.strip() else None
         start = current.parent if current is not None and current.parent.is_dir() else Path.cwd()

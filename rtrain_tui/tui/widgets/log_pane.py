@@ -142,15 +142,18 @@ class LogPane(Vertical):
             stream = Text(f"○ {self.stream}", style="dim")
         follow = (Text("  follow on (F)", style="dim") if self.follow
                   else Text("  paused (F follows)", style="bold yellow"))
-        parts = [stream, Text(f"  {self.record.host}/{self.record.run_id}", style="bold"),
-                 follow, Text(f"  {plural(self.total_lines, 'line')}", style="dim")]
+        # What the reader acts on first (a narrow pane cuts the end of the line): the
+        # stream, follow/paused, the search's place, new lines; then run and size.
+        parts = [stream, follow]
+        if self._match:
+            parts.append(Text(f"  {self._match}", style="italic"))
+        if self.new_lines:
+            parts.append(Text(f"  ▼ {plural(self.new_lines, 'new line')}", style="bold reverse"))
+        parts += [Text(f"  {self.record.host}/{self.record.run_id}", style="bold"),
+                  Text(f"  {plural(self.total_lines, 'line')}", style="dim")]
         if self.total_lines > self.max_lines:
             # the whole log stays on the host: `f` fetches train.log
             parts.append(Text(f" (last {self.max_lines} shown)", style="dim"))
-        if self.new_lines:
-            parts.append(Text(f"  ▼ {plural(self.new_lines, 'new line')}", style="bold reverse"))
-        if self._match:
-            parts.append(Text(f"  {self._match}", style="italic"))
         self.query_one("#log-status", Static).update(Text.assemble(*parts))
 
     # -- actions -----------------------------------------------------------------
