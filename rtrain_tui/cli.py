@@ -16,6 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from rtrain_tui import __version__
 from rtrain_tui.core import metrics_format, probes, validate
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartRequest
@@ -25,7 +26,7 @@ from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.run_reason import reason_for
-from rtrain_tui.core.sshconfig import default_ssh_config
+from rtrain_tui.core.sshconfig import default_ssh_config, list_hosts, shown_path
 from rtrain_tui.progress_view import TerminalProgress
 
 
@@ -38,6 +39,27 @@ def _add_remote(p: argparse.ArgumentParser, python: bool = True) -> None:
                        help="python on the host (default: %(default)s)")
 
 
+HOST_HELP = "an alias from the ssh config (`demo` with --demo)"
+RUN_HELP = "the run id `start` printed (`rtrain-tui runs` lists them)"
+JSON_HELP = "print JSON instead of text (for scripts)"
+GPUS_HELP = "GPUs needed; 0 for a CPU-only run (default: 1; 0 on the demo host)"
+DEMO_HELP = "add the built-in demo host `demo` (no GPU box needed)"
+
+
+def _command_parser() -> argparse.ArgumentParser:
+    """Options every command accepts after its name too (`rtrain-tui status demo RUN --demo`).
+
+    SUPPRESS as default: a command that was not given one keeps the value given before
+    the command name, instead of resetting it.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--demo", action="store_true", default=argparse.SUPPRESS, help=DEMO_HELP)
+    return common
+
+
+ALL_HOSTS = "\0all"  # `--discover` without a host: not a name anyone can type
+
+
 RAW_HELP = ("print the log's bytes as the trainer wrote them, escape sequences included "
             "(default: terminal control sequences are removed)")
 
@@ -48,24 +70,27 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start, watch, fetch from and stop fine-tuning runs on SSH GPU hosts. "
         "With no command: the full-screen app.",
     )
-    parser.add_argument("--ssh-config", type=Path, default=None, help="default: ~/.ssh/config")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--ssh-config", type=Path, default=None,
+                        help="ssh config to read hosts from (default: ~/.ssh/config)")
     parser.add_argument("--index", type=Path, default=None,
                         help="run index (default: $XDG_DATA_HOME/rtrain-tui/runs.toml)")
-    parser.add_argument("--demo", action="store_true",
-                        help="add the built-in demo host `demo` (no GPU box needed)")
+    parser.add_argument("--demo", action="store_true", help=DEMO_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    common = [_command_parser()]
 
-    p = sub.add_parser("preflight", help="check that a host is ready to train")
-    p.add_argument("host")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs needed; 0 for a CPU-only run")
+    p = sub.add_parser("preflight", help="check that a host is ready to train", parents=common)
+    p.add_argument("host", help=HOST_HELP)
+    p.add_argument("--gpus", type=int, default=None, help=GPUS_HELP)
     _add_remote(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
 
-    p = sub.add_parser("start", help="ship config and dataset, launch the trainer detached")
-    p.add_argument("host")
+    p = sub.add_parser("start", help="ship config and dataset, launch the trainer detached",
+                       parents=common)
+    p.add_argument("host", help=HOST_HELP)
     p.add_argument("-c", "--config", required=True, help="training config (YAML)")
     p.add_argument("-d", "--dataset", default=None, help="dataset file, shipped under its own name")
-    p.add_argument("--gpus", type=int, default=1, help="GPUs needed; 0 for a CPU-only run")
+    p.add_argument("--gpus", type=int, default=None, help=GPUS_HELP)
     p.add_argument("--run-id", default=None, help="default: run-<epoch>")
     _add_remote(p)
     p.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
@@ -79,41 +104,47 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (("tail", "replay and follow a run's log until it ends"),
                        ("status", "print the run's state")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("host")
-        p.add_argument("run_id", metavar="RUN_ID")
+        p = sub.add_parser(name, help=text, parents=common)
+        p.add_argument("host", help=HOST_HELP)
+        p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
         _add_remote(p)
         if name == "status":
-            p.add_argument("--json", action="store_true")
+            p.add_argument("--json", action="store_true", help=JSON_HELP)
         else:
             p.add_argument("--raw", action="store_true", help=RAW_HELP)
 
-    p = sub.add_parser("metrics", help="print a run's loss curve, progress and ETA parsed from its log")
-    p.add_argument("host")
-    p.add_argument("run_id", metavar="RUN_ID")
+    p = sub.add_parser("metrics", help="print a run's loss curve, progress and ETA parsed from its log",
+                       parents=common)
+    p.add_argument("host", help=HOST_HELP)
+    p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
     _add_remote(p, python=False)
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--json", action="store_true", help="summary and series as JSON")
     shape.add_argument("--csv", action="store_true",
                        help="one row per step: " + ",".join(metrics_format.COLUMNS))
 
-    p = sub.add_parser("fetch", help="copy a file or directory from the run directory")
-    p.add_argument("host")
-    p.add_argument("run_id", metavar="RUN_ID")
+    p = sub.add_parser("fetch", help="copy a file or directory from the run directory",
+                       parents=common)
+    p.add_argument("host", help=HOST_HELP)
+    p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
     p.add_argument("path", metavar="PATH", help="relative to the run dir, e.g. lora_model")
     p.add_argument("--out", type=Path, default=Path("."), help="local directory (default: .)")
     _add_remote(p)
 
-    p = sub.add_parser("stop", help="stop the run's whole process group and verify it is gone")
-    p.add_argument("host")
-    p.add_argument("run_id", metavar="RUN_ID")
+    p = sub.add_parser("stop", help="stop the run's whole process group and verify it is gone",
+                       parents=common)
+    p.add_argument("host", help=HOST_HELP)
+    p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
     p.add_argument("--grace", type=float, default=10.0,
                    help="seconds between SIGTERM and SIGKILL (default: %(default)s)")
     _add_remote(p)
 
-    p = sub.add_parser("runs", help="list the runs in the local index")
+    p = sub.add_parser("runs", help="list the runs in the local index", parents=common)
     p.add_argument("--refresh", action="store_true", help="update every run's state from its host")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--discover", nargs="?", const=ALL_HOSTS, default=None, metavar="HOST",
+                   help="first add the runs found on HOST (default: every host in the index) "
+                   "that were started elsewhere, e.g. by `praisonai train remote`")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
 
 
@@ -161,7 +192,18 @@ def _unexpected(exc: Exception) -> str:
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.ssh_config is not None and not args.ssh_config.is_file():
+        # Asked for by name: reading it as "no hosts" would hide the typo.
+        _err(f"--ssh-config {args.ssh_config}: no such file; give the path of an ssh config.")
+        return 1
     ssh_config = args.ssh_config or default_ssh_config()
+    problem = _host_problem(args, ssh_config)
+    if problem:
+        _err(problem)
+        return 1
+    if getattr(args, "gpus", 0) is None:
+        # The demo host has no GPU, so it defaults to a CPU run, as the start form does.
+        args.gpus = 0 if _is_demo_host(args) else 1
     index = RunIndex(args.index or default_index_path())
     if args.command is None:
         from rtrain_tui.tui.app import run_app  # Textual only for the TUI
@@ -191,6 +233,18 @@ def _main(argv: list[str] | None) -> int:
                 await demo.close()
 
     return asyncio.run(run())
+
+
+def _is_demo_host(args: argparse.Namespace) -> bool:
+    return bool(args.demo) and getattr(args, "host", None) == "demo"
+
+
+def _host_problem(args: argparse.Namespace, ssh_config: Path) -> str:
+    """`demo` without --demo would go to DNS (and maybe somewhere real): say what to add."""
+    if getattr(args, "host", None) == "demo" and not args.demo and "demo" not in list_hosts(ssh_config):
+        return (f"demo is not in {shown_path(args.ssh_config)}: add --demo for the built-in demo "
+                "host (rtrain-tui --demo ...).")
+    return ""
 
 
 def _recorded_workdir(index: RunIndex, args: argparse.Namespace) -> str:
@@ -227,7 +281,9 @@ async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def _run_flags(args: argparse.Namespace) -> str:
-    return "" if args.workdir == validate.DEFAULT_WORKDIR else f" --workdir {args.workdir}"
+    """What the printed `tail`/`stop` hints need to find the run again."""
+    flags = "" if args.workdir == validate.DEFAULT_WORKDIR else f" --workdir {args.workdir}"
+    return flags + (" --demo" if args.demo else "")
 
 
 async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
@@ -283,13 +339,12 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
 
 
 async def cmd_tail(engine: Engine, args: argparse.Namespace) -> int:
-    validate.check_run_id(args.run_id)
-    validate.check_workdir(args.host, args.workdir)
+    await engine.require_run(args.host, args.workdir, args.run_id)
     return await _follow(engine, args.host, args.workdir, args.run_id, raw=args.raw)
 
 
 async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
-    probe = await engine.probe(args.host, args.workdir, args.run_id)
+    probe = await engine.require_run(args.host, args.workdir, args.run_id)
     engine.remember_state(args.host, args.workdir, args.run_id, probe.state)
     if args.json:
         print(json.dumps({
@@ -328,6 +383,8 @@ async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
 
 async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
     # Engine.fetch validates the path, run id and workdir before it connects.
+    validate.check_fetch_path(args.path)  # a bad path is said before the host is asked
+    await engine.require_run(args.host, args.workdir, args.run_id)
     warnings: list[str] = []
     with TerminalProgress() as progress:
         dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
@@ -343,26 +400,61 @@ async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"  {message}", file=sys.stderr)
 
+    await engine.require_run(args.host, args.workdir, args.run_id)
     print(await engine.stop(args.host, args.workdir, args.run_id, args.grace, step))
     return 0
 
 
+async def _discover(engine: Engine, host: str) -> int:
+    """Add the runs found on one host or all; 1 when there is no host to look at.
+
+    A named host that cannot be reached is an error (raised); with every host, one that
+    is down is a warning, so the others' runs still come in.
+    """
+    if host == ALL_HOSTS:
+        hosts = sorted({r.host for r in engine.index.load()})
+        if not hosts:
+            _err("no hosts in the run index yet; name one: rtrain-tui runs --discover HOST")
+            return 1
+    else:
+        hosts = [host]  # the engine checks the name before it connects
+    for name in hosts:
+        try:
+            added = await engine.discover(name)
+        except RemoteError as exc:
+            if host != ALL_HOSTS:
+                raise
+            _err(f"warning: {exc}")  # one host down does not hide the others' runs
+            continue
+        ids = ", ".join(r.run_id for r in added)
+        _err(f"{name}: found {len(added)} run{'' if len(added) == 1 else 's'} started elsewhere"
+             + (f": {ids}" if ids else ""))
+    return 0
+
+
 async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
+    if args.discover is not None:
+        code = await _discover(engine, args.discover)
+        if code:
+            return code
     if args.refresh:
         await engine.refresh()
     runs = engine.index.load()
     if args.json:
         print(json.dumps([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
-             "started_at": r.started_at, "updated_at": r.updated_at, "workdir": r.workdir}
+             "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
+             "workdir": r.workdir, "origin": r.origin or "started"}
             for r in runs
         ], indent=2))
         return 0
     if not runs:
-        print("no runs yet; start one with: rtrain-tui start HOST -c CONFIG -d DATASET")
+        print("no runs yet; start one with: rtrain-tui start HOST -c CONFIG -d DATASET "
+              "(or find those started elsewhere: rtrain-tui runs --discover HOST)")
         return 0
     rows = [("HOST", "RUN", "STATE", "STARTED")] + [
-        (r.host, r.run_id, r.state + (" (stale)" if r.stale else ""), r.started_at) for r in runs
+        (r.host, r.run_id, r.state + (" (stale)" if r.stale else "")
+         + (" (found)" if r.origin == "found" else ""), r.started_at) for r in runs
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:

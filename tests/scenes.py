@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from rtrain_tui.core import probes
 from rtrain_tui.core.index import RunIndex, RunRecord
@@ -179,6 +180,9 @@ async def start_form_error(pilot: Pilot) -> None:
     await app.push_screen(screen)
     await pilot.pause()
     screen.query_one("#run_id").value = "llama;rm -rf ~"  # type: ignore[attr-defined]
+    # A blinking cursor is on or off depending on how long the scene took: hold it on.
+    for field in screen.query(Input):
+        field.cursor_blink = False
     await _settle(pilot)
 
 

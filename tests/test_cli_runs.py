@@ -238,4 +238,5 @@ def test_later_commands_find_the_workdir_start_recorded(cli: Cli, tmp_path: Path
     r = cli("fetch", "gpu", "rec", "train.log", "--out", str(tmp_path / "o"))
     assert r.rc == 0 and (tmp_path / "o" / "train.log").exists()
     # a run the index does not know is looked for in the default workdir
-    assert cli("status", "gpu", "never-started").out == "unknown\n"
+    r = cli("status", "gpu", "never-started")
+    assert r.rc == 1 and r.err.startswith("rtrain-tui: no run never-started on gpu")

@@ -11,8 +11,9 @@ from pathlib import Path
 from tests.scenes import SCENES, SIZE, make_scene_app
 
 
-def _compare(snap_compare, name: str, tmp_path: Path) -> bool:  # type: ignore[no-untyped-def]
-    return snap_compare(make_scene_app(tmp_path), run_before=SCENES[name], terminal_size=SIZE)
+def _compare(snap_compare, name: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+             size: tuple[int, int] = SIZE) -> bool:
+    return snap_compare(make_scene_app(tmp_path), run_before=SCENES[name], terminal_size=size)
 
 
 class TestMainScreen:
@@ -30,7 +31,7 @@ class TestMainScreen:
 
 class TestLogPane:
     def test_log_pane(self, snap_compare, tmp_path: Path) -> None:
-        """A tab `h100-lab/llama3-sft-r16`: status line `● live … follow on (F) 23 lines`,
+        """A tab `h100-lab/llama3-sft-r16`: status line `● live  follow on (F)  h100-lab/llama3-sft-r16  23 lines`,
         HF-style loss lines, and a tqdm bar as its own line at the bottom."""
         assert _compare(snap_compare, "log_pane", tmp_path)
 
@@ -67,3 +68,21 @@ class TestModals:
     def test_help_screen(self, snap_compare, tmp_path: Path) -> None:
         """Every key with what it does, and that quitting never stops runs."""
         assert _compare(snap_compare, "help", tmp_path)
+
+
+class TestSmallTerminals:
+    def test_main_at_80x24(self, snap_compare, tmp_path: Path) -> None:
+        """80×24: the host sidebar is folded away; the runs table shows host, run, status
+        and the whole progress text (`step 1840/3000 · loss 0.8123`), elapsed cut at the
+        right edge; the footer offers `b Hosts`."""
+        assert _compare(snap_compare, "main", tmp_path, (80, 24))
+
+    def test_main_at_60x20(self, snap_compare, tmp_path: Path) -> None:
+        """60×20: host, run and status of every visible run (`starting`, `running`,
+        `running ?stale`, `failed (exit 1)`), the start of the progress column."""
+        assert _compare(snap_compare, "main", tmp_path, (60, 20))
+
+    def test_start_form_at_80x24(self, snap_compare, tmp_path: Path) -> None:
+        """The start form inside 80 columns, every field on one line, its two errors
+        naming their fields, the buttons, and the footer `^s Start  esc Cancel`."""
+        assert _compare(snap_compare, "start_form_error", tmp_path, (80, 24))

@@ -429,7 +429,7 @@ class HostConnection:
         except (OSError, asyncssh.Error, asyncio.TimeoutError, UnicodeError) as exc:
             label = self.alias if jump is None else f"{self.alias} (via jump host {jump})"
             configured = jump is not None or self._alias_is_configured()
-            raise _classify(label, exc, timeout, configured) from None
+            raise _classify(label, exc, timeout, configured, self._ssh_config) from None
 
     def _alias_is_configured(self) -> bool:
         """True when the name is an alias the ssh config knows (or the demo host)."""
@@ -619,7 +619,8 @@ def _describe(exc: BaseException, timeout: float) -> str:
     return text.splitlines()[0]
 
 
-def _classify(alias: str, exc: BaseException, timeout: float, configured: bool) -> UnreachableError:
+def _classify(alias: str, exc: BaseException, timeout: float, configured: bool,
+              ssh_config: Path | None = None) -> UnreachableError:
     """The error for a failed connect: permanent ones are never worth retrying."""
     import asyncssh
 
@@ -630,10 +631,9 @@ def _classify(alias: str, exc: BaseException, timeout: float, configured: bool) 
     if isinstance(exc, UnicodeError) or (isinstance(exc, socket.gaierror) and not configured):
         # Not an alias and not a name the resolver knows: a typo, not an outage. (A
         # configured alias whose HostName does not resolve may be a laptop offline.)
-        return UnknownHostError(
-            f"cannot reach {alias}: it is not a Host in the ssh config and does not resolve; "
-            "check the name (rtrain-tui lists the hosts it knows when started without a command)."
-        )
+        from rtrain_tui.core.sshconfig import not_configured_message
+
+        return UnknownHostError(not_configured_message(alias, ssh_config))
     return UnreachableError(f"cannot reach {alias}: {_describe(exc, timeout)}")
 
 

@@ -17,7 +17,7 @@ import fcntl
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -26,7 +26,7 @@ from pathlib import Path
 from rtrain_tui.core import probes, remote_sh, validate
 from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
-from rtrain_tui.core.errors import RemoteError, UnreachableError
+from rtrain_tui.core.errors import NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.index import utc_now as index_now
 from rtrain_tui.core.probes import PreflightReport, RunProbe
@@ -242,9 +242,26 @@ class Engine:
         validate.check_workdir(host, workdir)
         return (await self.probe_many(host, [(workdir, run_id)]))[0]
 
-    async def probe_many(self, host: str, runs: Sequence[tuple[str, str]]) -> list[RunProbe]:
-        """One script for every run on the host: one round trip, however many runs."""
-        out = await self.host(host).run(remote_sh.run_states(runs))
+    async def require_run(self, host: str, workdir: str, run_id: str) -> RunProbe:
+        """The run's probe; `NoSuchRunError` when the host has no such run directory.
+
+        Asked before acting on a run the user named, so a typo in the id reads as one,
+        not as `unknown`, `was not running` or a missing file.
+        """
+        found = await self.probe(host, workdir, run_id)
+        if not found.exists:
+            raise NoSuchRunError(
+                f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/{run_id}); "
+                "`rtrain-tui runs` lists the known runs.")
+        return found
+
+    async def probe_many(self, host: str, runs: Sequence[tuple[str, str]],
+                         need_end: Collection[int] = ()) -> list[RunProbe]:
+        """One script for every run on the host: one round trip, however many runs.
+
+        Runs at the positions in `need_end` also report when they ended, if they have.
+        """
+        out = await self.host(host).run(remote_sh.run_states(runs, need_end))
         return probes.parse_run_states(out, len(runs))
 
     async def refresh(self, records: Sequence[RunRecord] | None = None) -> dict[tuple[str, str, str], str]:
@@ -260,13 +277,18 @@ class Engine:
         for rec in records:
             by_host.setdefault(rec.host, []).append(rec)
 
+        ended: dict[tuple[str, str, str], str] = {}
+
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
             try:
-                found = await self.probe_many(host, [(r.workdir, r.run_id) for r in recs])
+                found = await self.probe_many(host, [(r.workdir, r.run_id) for r in recs],
+                                              [i for i, r in enumerate(recs) if not r.ended_at])
             except RemoteError:
                 return {r.key: probes.UNREACHABLE for r in recs}
             states = {}
             for r, p in zip(recs, found):
+                if p.ended_at is not None and probes.is_final(p.state):
+                    ended[r.key] = datetime.fromtimestamp(p.ended_at, UTC).isoformat()
                 if r.state == probes.STARTING:
                     states[r.key] = await self._settle_start(r, p)
                 else:
@@ -281,9 +303,44 @@ class Engine:
             self.index.set_states,
             {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()
              if s != probes.STARTING},
-            observed_at=observed_at,
+            observed_at=observed_at, ended=ended,
         )
         return results
+
+    async def discover(self, host: str) -> list[RunRecord]:
+        """Add to the index the runs on `host` it does not know; returns those added.
+
+        Runs started elsewhere — by `praisonai train remote`, from another laptop, by a
+        teammate on the same account — live in the same run directories. The default
+        workdir and every workdir the index has for the host are listed in one round
+        trip, the unknown runs probed in one more; each is recorded with its state and
+        start time and marked `origin = "found"`. Known runs are matched by their
+        resolved directory, so `~/x` and `/home/me/x` are one place.
+        """
+        records = await asyncio.to_thread(self.index.load)
+        mine = [r for r in records if r.host == host]
+        workdirs = list(dict.fromkeys([validate.DEFAULT_WORKDIR, *(r.workdir for r in mine)]))
+        out = await self.host(host).run(remote_sh.find_runs(workdirs))
+        resolved, found = probes.parse_found_runs(out, len(workdirs))
+        known = {(resolved.get(workdirs.index(r.workdir)), r.run_id) for r in mine}
+        new: list[tuple[str, probes.FoundRun]] = []
+        for f in found:
+            place = (resolved.get(f.workdir), f.run_id)
+            if place[0] is None or place in known or not _usable_run_id(f.run_id):
+                continue
+            known.add(place)  # the same directory under two spellings counts once
+            new.append((workdirs[f.workdir], f))
+        if not new:
+            return []
+        probed = await self.probe_many(host, [(wd, f.run_id) for wd, f in new], range(len(new)))
+        now = index_now()
+        candidates = [
+            RunRecord(host, f.run_id, wd, state=p.state, started_at=_epoch_iso(f.started),
+                      updated_at=now, origin="found",
+                      ended_at=_epoch_iso(p.ended_at) if probes.is_final(p.state) else "")
+            for (wd, f), p in zip(new, probed) if p.exists
+        ]
+        return await asyncio.to_thread(self.index.add_new, candidates)
 
     async def _settle_start(self, record: RunRecord, probe: RunProbe) -> str:
         """The true state of a `starting` entry, once no start of it is in progress.
@@ -412,6 +469,18 @@ class Engine:
     def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
         # A run the index does not know changes nothing, and set_states then writes nothing.
         self.index.set_states({(host, workdir, run_id): (state, False, index_now())})
+
+
+def _epoch_iso(epoch: int | None) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else ""
+
+
+def _usable_run_id(run_id: str) -> bool:
+    try:
+        validate.check_run_id(run_id)
+    except validate.ValidationError:
+        return False
+    return True
 
 
 def _starting_lock(index: RunIndex, token: str) -> Path:

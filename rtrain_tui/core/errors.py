@@ -33,6 +33,10 @@ class UnknownHostError(PermanentError):
     """The name is neither an alias in the ssh config nor resolvable: a typo."""
 
 
+class NoSuchRunError(RemoteError):
+    """The host answered, and it has no directory for that run id (a typo, another workdir)."""
+
+
 class IndexCorruptError(RemoteError):
     """The local run index cannot be parsed; it is left untouched."""
 

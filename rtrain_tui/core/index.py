@@ -28,7 +28,7 @@ import tempfile
 import time
 import tomllib
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
@@ -72,7 +72,9 @@ class RunRecord:
     python: str = "python3"
     state: str = "unknown"
     started_at: str = ""  # ISO 8601, UTC
-    updated_at: str = ""  # when `state` last changed
+    updated_at: str = ""  # when `state` last changed (as we saw it)
+    ended_at: str = ""  # when the run ended, by the host's clock (its `status` file)
+    origin: str = ""  # "found": discovered on the host (started elsewhere), not started here
     stale: bool = False  # the last refresh could not reach the host
     config: str = ""
     dataset: str = ""
@@ -159,6 +161,26 @@ class RunIndex:
                                   + "; ".join(bad))
         self.update(lambda runs: [r for r in runs if r.key != record.key] + [record])
 
+    def add_new(self, records: Sequence[RunRecord]) -> list[RunRecord]:
+        """Add the records whose key the index does not have yet, in one locked write.
+
+        Returns those added; a run recorded meanwhile by someone else is left as it is.
+        """
+        for record in records:
+            bad = _record_problems(asdict(record))
+            if bad:
+                raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be "
+                                      "recorded: " + "; ".join(bad))
+        added: list[RunRecord] = []
+
+        def change(runs: list[RunRecord]) -> list[RunRecord]:
+            have = {r.key for r in runs}
+            added[:] = [r for r in records if r.key not in have]
+            return runs + added
+
+        self.update(change)
+        return list(added)
+
     def remove(self, key: RunKey) -> bool:
         """Forget the run with `key`; False when there was none (and nothing was written)."""
         found = False
@@ -172,12 +194,14 @@ class RunIndex:
         self.update(change)
         return found
 
-    def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None) -> None:
+    def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None,
+                   ended: Mapping[RunKey, str] | None = None) -> None:
         """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state.
 
         `observed_at` is when the probe that produced `states` started: a run whose state
         changed after that (say, a stop's verdict) is left alone, because the probe could
-        not have seen the change. An unchanged state keeps its `updated_at`.
+        not have seen the change. An unchanged state keeps its `updated_at`. `ended`
+        gives runs their end time once; one already recorded is never moved.
         """
         seen = parse_time(observed_at) if observed_at else None
 
@@ -190,6 +214,8 @@ class RunIndex:
                         r = replace(r, stale=True)
                     elif (r.state, r.stale) != (state, False):
                         r = replace(r, state=state, stale=False, updated_at=when)
+                if ended and r.key in ended and not r.ended_at:
+                    r = replace(r, ended_at=ended[r.key])
                 out.append(r)
             return out
 
@@ -351,7 +377,7 @@ def _merge(doc: _Document, change: Callable[[list[RunRecord]], list[RunRecord]])
 
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
-                "config", "dataset", "token")
+                "ended_at", "origin", "config", "dataset", "token")
 _REQUIRED = ("host", "run_id", "workdir")
 
 

@@ -257,6 +257,7 @@ class RunProbe:
     stop_requested: bool = False  # a stop of ours was issued
     stopped: bool = False  # a stop of ours saw every process of the run gone
     launched: bool = False
+    ended_at: int | None = None  # epoch seconds on the host's clock, when asked for and known
 
     @property
     def state(self) -> str:
@@ -305,5 +306,35 @@ def parse_run_states(output: str, count: int) -> list[RunProbe]:
             stop_requested=facts.get("stop") == "1",
             stopped=facts.get("stopped") == "1",
             launched=facts.get("launched") == "1",
+            ended_at=_int_or_none(facts.get("ended", "")),
         )
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]
+
+
+@dataclass(frozen=True)
+class FoundRun:
+    """A run directory `find_runs` saw: under workdir number `workdir`, started at `started`."""
+
+    workdir: int
+    run_id: str
+    started: int | None  # epoch seconds, host clock
+
+
+def parse_found_runs(output: str, count: int) -> tuple[dict[int, str], list[FoundRun]]:
+    """Parse `find_runs` output: ({workdir number: absolute path}, the runs found).
+
+    Lines that do not parse, or name a workdir number out of range, are skipped.
+    """
+    resolved: dict[int, str] = {}
+    found: list[FoundRun] = []
+    for line in output.splitlines():
+        kind, _, rest = line.partition("\t")
+        fields = rest.split("\t")
+        i = _int_or_none(fields[0]) if fields else None
+        if i is None or not 0 <= i < count:
+            continue
+        if kind == "wd" and len(fields) == 2 and fields[1].startswith("/"):
+            resolved[i] = fields[1].rstrip("/") or "/"
+        elif kind == "run" and len(fields) == 3 and fields[1]:
+            found.append(FoundRun(i, fields[1], _int_or_none(fields[2])))
+    return resolved, found

@@ -14,7 +14,7 @@ they may `exit`, `cd` and set variables freely. They target POSIX `sh` plus Linu
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from rtrain_tui.core import validate
 
@@ -286,12 +286,15 @@ echo "pid=$(cat train.pid 2>/dev/null)"
 """
 
 
-def run_states(runs: Sequence[tuple[str, str]]) -> str:
+def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) -> str:
     """Print one tab-separated line per (workdir, run id): its index, then key=value facts.
 
     This is the one probe per host per refresh: every run on the host in one script.
     A run whose wrapper lives costs no fork; the scan for marked processes runs only
-    when a wrapper is gone without an exit code, once for all runs.
+    when a wrapper is gone without an exit code, once for all runs. For the runs listed
+    in `need_end` (by position), an ended run also reports `ended=EPOCH`: when its
+    `status` was written (else its log's last write), so its elapsed time is the host's
+    and not when we happened to look. One `date` each, asked once per run.
     """
     lines = [_LIVENESS, "own_groups"]
     lines.append(r"""probe() {
@@ -307,11 +310,16 @@ def run_states(runs: Sequence[tuple[str, str]]) -> str:
   if [ -z "$code" ] && [ $stopped = 0 ]; then
     if is_live "$pid" "$ident" "$rd" || run_marked "$token"; then alive=1; fi
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched"
+  ended=
+  if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
+    ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
+    [ -e "$ef" ] && ended=$(date -r "$ef" +%s 2>/dev/null)
+  fi
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tended=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$ended"
 }""")
     for i, (workdir, run_id) in enumerate(runs):
-        lines.append(f"probe {i} {run_dir_word(workdir, run_id)}")
+        lines.append(f"probe {i} {run_dir_word(workdir, run_id)} {1 if i in need_end else 0}")
     return "\n".join(lines) + "\n"
 
 
@@ -602,3 +610,33 @@ find "$d" "$d/.." -maxdepth 2 -type f \\( -path "$d/*.part" -o -name config.yaml
 echo "free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {{print $4}}')"
 find "$d" -maxdepth 1 -type f ! -name '*.part' -size {int(size)}c 2>/dev/null | sed 's|.*/|same=|'
 """
+
+
+def find_runs(workdirs: Sequence[str]) -> str:
+    """List the run directories under each workdir, for `runs --discover`.
+
+    Prints `wd<TAB>i<TAB>ABSOLUTE WORKDIR` for each workdir, then
+    `run<TAB>i<TAB>NAME<TAB>EPOCH` for each directory in it that holds what a run leaves
+    (`train.pid`, `status` or `train.log`, from this tool or `praisonai train remote`)
+    and whose name can be a run id; EPOCH is when it started (its config's, pid file's
+    or log's time). Names that cannot be run ids are skipped here, so no name can break
+    the line format. One round trip for every workdir of a host.
+    """
+    lines = []
+    for i, workdir in enumerate(workdirs):
+        validate.check_workdir("host", workdir)
+        lines.append(f"""{_workdir_assign(workdir)}
+case $wd in /*) ;; *) wd=$(pwd)/$wd;; esac
+printf 'wd\\t{i}\\t%s\\n' "$wd"
+for d in "$wd"/*/; do
+  [ -d "$d" ] || continue
+  d=${{d%/}}; n=${{d##*/}}
+  case $n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
+  [ -e "$d/train.pid" ] || [ -e "$d/status" ] || [ -e "$d/train.log" ] || continue
+  t=
+  for f in config.yaml train.pid train.log status; do
+    if [ -e "$d/$f" ]; then t=$(date -r "$d/$f" +%s 2>/dev/null); break; fi
+  done
+  printf 'run\\t{i}\\t%s\\t%s\\n' "$n" "$t"
+done""")
+    return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ only answers "which hosts can the user pick?", so patterns (`*`, `?`, `!`) are l
 
 from __future__ import annotations
 
+import difflib
 import glob
 import os
 import re
@@ -71,3 +72,32 @@ def _include_paths(pattern: str) -> list[Path]:
     if not os.path.isabs(expanded):
         expanded = os.path.join(os.path.expanduser("~/.ssh"), expanded)
     return [Path(p) for p in sorted(glob.glob(expanded))]
+
+
+def shown_path(path: Path | None) -> str:
+    """A config path as the user would type it: `~/.ssh/config`, not `/home/me/.ssh/config`."""
+    if path is None:
+        return "~/.ssh/config"
+    home = os.path.expanduser("~")
+    text = str(path)
+    return "~" + text[len(home):] if home != "/" and text.startswith(home + "/") else text
+
+
+def not_configured_message(alias: str, config: Path | None, demo_alias: str = "demo") -> str:
+    """`HOST is not in ~/.ssh/config` and what to do: the closest alias, or `--demo`.
+
+    Said for a name that is no alias and does not resolve either, so a typo of an alias
+    (`demmo`, `h100-lba`) gets the name the user most likely meant.
+    """
+    where = shown_path(config)
+    if alias == demo_alias:
+        return (f"{alias} is not in {where}: add --demo for the built-in demo host "
+                f"(rtrain-tui --demo ...).")
+    known = list_hosts(config) if config is not None else []
+    close = difflib.get_close_matches(alias, known, n=1, cutoff=0.6)
+    if not close and difflib.SequenceMatcher(None, alias, demo_alias).ratio() >= 0.6:
+        return f"{alias} is not in {where} and does not resolve; did you mean demo? (the demo host needs --demo)"
+    hint = f"did you mean {close[0]}?" if close else (
+        "add it there, or check the name (rtrain-tui lists the hosts it knows when started "
+        "without a command).")
+    return f"{alias} is not in {where} and does not resolve; {hint}"

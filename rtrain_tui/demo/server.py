@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,13 +97,24 @@ class DemoHost:
     server: asyncssh.SSHAcceptor
     target: DirectTarget
     home: Path
+    sessions: set[asyncio.Task[None]]  # one per open channel: its shell is our child
 
     def connection(self) -> HostConnection:
         return HostConnection(DEMO_ALIAS, None, direct=self.target)
 
     async def close(self) -> None:
+        """Stop listening and end every session's shell before the event loop closes.
+
+        A shell still running when `asyncio.run` ends is reaped twice (the loop's child
+        watcher and the transport's own poll), and asyncio then prints `Unknown child
+        process pid …` on stderr. Ending them here, each awaited, leaves nothing to race.
+        """
         self.server.close()
         await self.server.wait_closed()
+        for task in list(self.sessions):
+            task.cancel()
+        if self.sessions:
+            await asyncio.wait(self.sessions, timeout=5)
 
 
 async def start_demo_host(home: Path | None = None) -> DemoHost:
@@ -110,8 +122,18 @@ async def start_demo_host(home: Path | None = None) -> DemoHost:
     env = _prepare_home(home)
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     client_key = asyncssh.generate_private_key("ssh-ed25519")
+    sessions: set[asyncio.Task[None]] = set()
 
     async def handle(process: asyncssh.SSHServerProcess) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        sessions.add(task)
+        try:
+            await _session(process)
+        finally:
+            sessions.discard(task)
+
+    async def _session(process: asyncssh.SSHServerProcess) -> None:
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", process.command or "sh", cwd=home, env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -128,8 +150,17 @@ async def start_demo_host(home: Path | None = None) -> DemoHost:
             status = 255
         finally:
             if proc.returncode is None:
-                proc.kill()  # the client went away: end its shell (detached runs live on)
-                await proc.wait()
+                # The client went away: end its shell (detached runs live on). Not
+                # `proc.kill()`: it polls first, and that poll can reap a shell that has
+                # just exited before asyncio's child watcher does, which then prints
+                # `Unknown child process pid …` on stderr. Our unreaped child cannot be a
+                # recycled pid, so signalling it directly is safe.
+                try:
+                    os.kill(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            # Shielded: a cancel (close(), loop shutdown) must still let the watcher reap it.
+            await asyncio.shield(proc.wait())
         if not process.is_closing():
             process.exit(status)
 
@@ -141,4 +172,4 @@ async def start_demo_host(home: Path | None = None) -> DemoHost:
     )
     port = server.sockets[0].getsockname()[1]
     target = DirectTarget("127.0.0.1", port, getpass.getuser(), client_key, host_key)
-    return DemoHost(server, target, home)
+    return DemoHost(server, target, home, sessions)

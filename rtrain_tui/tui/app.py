@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.notifications import SeverityLevel
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.binding import Binding
 from textual.content import Content
 from textual.containers import Horizontal, Vertical
@@ -40,6 +40,7 @@ from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.run_reason import needs_reason, reason_for
 from rtrain_tui.core.probes import PreflightReport
 from rtrain_tui.core.sshconfig import list_hosts
+from rtrain_tui.tui.held_toasts import HeldToasts
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.help_screen import HelpScreen
@@ -55,6 +56,7 @@ Clock = Callable[[], datetime]
 PROGRESS_WIDTH = 28
 REASON_WIDTH = 48  # a failure reason in the runs table; the toast and `status --json` have it whole
 STARTING = "starting"  # entered in the index before launch (probes.STARTING in newer engines)
+EMPTY_RUNS = "No runs yet: press n to start a run."
 PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
 
 
@@ -62,8 +64,11 @@ def utc_clock() -> datetime:
     return datetime.now(UTC)
 
 
-class RTrainApp(App[int]):
+class RTrainApp(HeldToasts):
     CSS_PATH = "app.tcss"
+    # Narrower terminals narrow the host sidebar, then fold it away (`b` brings it back),
+    # so the runs table keeps host, run, status and progress (see app.tcss).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-medium"), (120, "-wide")]
     TITLE = "rtrain-tui"
     SUB_TITLE = "fine-tuning runs on your SSH GPU hosts"
     BINDINGS = [
@@ -73,6 +78,8 @@ class RTrainApp(App[int]):
         Binding("f", "fetch", "Fetch", id="fetch", tooltip="Fetch adapter, checkpoints, log"),
         Binding("x", "stop", "Stop", id="stop", tooltip="Stop the run's whole process group"),
         Binding("r", "refresh", "Refresh", id="refresh", tooltip="Refresh run states now"),
+        Binding("b", "toggle_hosts", "Hosts", id="toggle_hosts",
+                tooltip="Show or hide the host sidebar (folded away on a narrow terminal)"),
         Binding("/", "filter", "Filter", id="filter", tooltip="Filter runs"),
         Binding("h", "host_filter", "This host", id="host_filter", show=False,
                 tooltip="Show only the selected host's runs"),
@@ -134,6 +141,7 @@ class RTrainApp(App[int]):
                 yield Input(placeholder="filter runs by host, id, state or progress (esc: close)",
                             id="run-filter", classes="hidden")
                 yield RunsTable(self.clock, id="runs")
+                yield Static(EMPTY_RUNS, id="runs-empty", classes="hidden")
                 yield Static("No log open — select a run and press enter.", id="logs-empty")
                 yield TabbedContent(id="logs", classes="hidden")
         yield Footer()
@@ -174,6 +182,12 @@ class RTrainApp(App[int]):
             text = str(error) if isinstance(error, RemoteError) else f"{type(error).__name__}: {error}"
             self.notify(text, title=event.worker.description or event.worker.group,
                         severity="error", timeout=30)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A dialog's footer shows the dialog's keys: the main screen's do nothing there."""
+        if isinstance(self.screen, ModalScreen) and action in MAIN_ACTIONS:
+            return False
+        return True
 
     # -- the demo host -------------------------------------------------------------
     @work(group="demo", exclusive=True, exit_on_error=False)
@@ -236,9 +250,15 @@ class RTrainApp(App[int]):
         report = await self.read_index()
         if report is None:
             return
-        self.runs_table.set_runs(report.records, progress)
+        self._show_runs(report.records, progress)
         if first and self.runs_table.row_count and self.focused is self.host_list:
             self.runs_table.focus()
+
+    def _show_runs(self, records: list[RunRecord], progress: dict[RunKey, str] | None) -> None:
+        """The table, or while the index has no runs at all, what to do about that."""
+        self.runs_table.set_runs(records, progress)
+        self.runs_table.set_class(not records, "hidden")
+        self.query_one("#runs-empty").set_class(bool(records), "hidden")
 
     def refresh_runs(self) -> None:
         """Refresh every host that has runs now (those already refreshing are left be)."""
@@ -293,7 +313,7 @@ class RTrainApp(App[int]):
                     await self._find_reason(r)
             report = await self.read_index()
             if report is not None:
-                self.runs_table.set_runs(report.records, self.progress)
+                self._show_runs(report.records, self.progress)
                 self._notify_transitions(report.records)
         except (IndexCorruptError, IndexBusyError) as exc:
             self._index_trouble(exc)
@@ -354,7 +374,24 @@ class RTrainApp(App[int]):
             self.last_states[r.key] = r.state
 
     def action_refresh(self) -> None:
-        self.refresh_runs()
+        """Probe every host with runs now, then say when (`refreshed HH:MM:SS`)."""
+        self.run_worker(self._refresh_now(), group="refresh-now", exclusive=True,
+                        exit_on_error=False, description="refresh runs")
+
+    async def _refresh_now(self) -> None:
+        report = await self.read_index()
+        hosts = sorted({r.host for r in report.records}) if report else []
+        busy = [h for h in hosts if h in self._in_flight]  # their answer is on its way
+        todo = [h for h in hosts if h not in self._in_flight]
+        for host in todo:
+            timer = self._host_timers.pop(host, None)
+            if timer is not None:
+                timer.stop()
+            self._in_flight.add(host)
+        await asyncio.gather(*(self._refresh_host(h) for h in todo))
+        while any(h in self._in_flight for h in busy):
+            await asyncio.sleep(0.05)
+        self.notify(f"refreshed {self.clock():%H:%M:%S}", title="Runs", timeout=3)
 
     # -- hosts and preflight -------------------------------------------------------
     @on(HostList.HostSelected)
@@ -393,6 +430,22 @@ class RTrainApp(App[int]):
         except RemoteError as exc:
             report = PreflightReport(host=host, reachable=False, error=str(exc))
         self.set_preflight(report)
+        if report.reachable:
+            await self._discover_runs(host)
+
+    async def _discover_runs(self, host: str) -> None:
+        """A checked host's workdirs are scanned for runs started elsewhere (another
+        laptop, `praisonai train remote`); those found join the table, marked in the index."""
+        try:
+            added = await self.engine.discover(host)
+        except RemoteError:
+            return  # the host just answered preflight; the next check tries again
+        if added:
+            names = ", ".join(r.run_id for r in added[:5]) + (" …" if len(added) > 5 else "")
+            self.notify(f"{len(added)} run{'' if len(added) == 1 else 's'} started elsewhere: "
+                        f"{names}", title=f"Found on {host}", markup=False)
+            self.load_runs()
+            self._refresh_host_now(host)
 
     def set_preflight(self, report: PreflightReport) -> None:
         """Show a preflight result (also how tests and screenshots inject one)."""
@@ -538,8 +591,14 @@ class RTrainApp(App[int]):
 
     def action_stop(self) -> None:
         record = self._selected_record()
-        if record is not None:
-            self.push_screen(StopScreen(self.engine, record), self._stopped)
+        if record is None:
+            return
+        if probes.is_final(record.state) and not record.stale:
+            # Nothing to confirm: say what it is instead of offering to stop it.
+            self.notify(f"{record.run_id} on {record.host} already ended ({record.state}); "
+                        "nothing to stop.", title="Stop", markup=False)
+            return
+        self.push_screen(StopScreen(self.engine, record), self._stopped)
 
     def _stopped(self, result: tuple[bool, str] | None) -> None:
         if result is None:
@@ -573,6 +632,17 @@ class RTrainApp(App[int]):
             self.runs_table.focus()
             event.stop()
 
+    def action_toggle_hosts(self) -> None:
+        main = self.query_one("#main")
+        narrow = self.screen.has_class("-narrow")
+        # On a narrow terminal the sidebar is hidden unless asked for; elsewhere shown
+        # unless asked away: one class each way keeps the rule in the stylesheet.
+        main.toggle_class("-show-hosts" if narrow else "-hide-hosts")
+        main.remove_class("-hide-hosts" if narrow else "-show-hosts")
+        shown = main.has_class("-show-hosts") if narrow else not main.has_class("-hide-hosts")
+        # after the stylesheet applied the class: a hidden widget cannot take focus
+        self.call_after_refresh((self.host_list if shown else self.runs_table).focus)
+
     def action_host_filter(self) -> None:
         table = self.runs_table
         table.host_filter = None if table.host_filter else self.host_list.selected_alias
@@ -590,6 +660,9 @@ class RTrainApp(App[int]):
                 continue
             yield SystemCommand(f"{binding.description} ({binding.key_display or binding.key})",
                                 binding.tooltip, getattr(self, f"action_{binding.action}"))
+
+
+MAIN_ACTIONS = {b.action for b in RTrainApp.BINDINGS if isinstance(b, Binding)}
 
 
 def make_app(ssh_config: Path, index: RunIndex, demo: bool = False, clock: Clock = utc_clock,

@@ -222,8 +222,8 @@ def test_a_refresh_that_began_before_a_stop_does_not_overwrite_its_verdict(
             # the refresh's probe answers "running", but its result lands after the stop
             real_probe_many = engine.probe_many
 
-            async def slow_probe(host, runs):  # type: ignore[no-untyped-def]
-                found = await real_probe_many(host, runs)
+            async def slow_probe(host, runs, need_end=()):  # type: ignore[no-untyped-def]
+                found = await real_probe_many(host, runs, need_end)
                 await engine.stop("gpu", workdir, "race", grace=2)
                 return found
 

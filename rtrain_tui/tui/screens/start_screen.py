@@ -1,4 +1,11 @@
-"""The start form: every field validated as you type, then preflight, upload, launch."""
+"""The start form: every field validated as you type, then preflight, upload, launch.
+
+`enter` moves to the next field (a form is filled in field by field; launching a run
+is `ctrl+s` or the Start button, both shown in the footer). Each complaint names the
+field it is about, and that field is marked. `ctrl+o` opens a file picker
+(textual-fspicker) on this machine's files for the config, or for the dataset when that
+field has the focus. (The key is always live, so the footer never changes under you.)
+"""
 
 from __future__ import annotations
 
@@ -13,7 +20,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, ProgressBar, Select, Static
+from textual.widgets import Button, Footer, Input, Label, ProgressBar, Select, Static
+from textual_fspicker import FileOpen, Filters
 
 from rtrain_tui.core import validate
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
@@ -54,15 +62,25 @@ def build_request(host: str, values: dict[str, str]) -> StartRequest:
 
 
 def field_error(host: str, name: str, values: dict[str, str]) -> str:
-    """The engine's complaint about one field, or '' when it is fine."""
-    value = values[name].strip()
+    """The engine's complaint about one field, prefixed with its label; '' when it is fine."""
+    error = _field_error(host, name, values[name].strip())
+    return f"{LABELS[name]}: {error}" if error else ""
+
+
+def _field_error(host: str, name: str, value: str) -> str:
     try:
         if name == "config":
+            if not value:
+                return "choose a config file (the training YAML on this machine)."
             validate.check_local_file("config", value)
         elif name == "dataset" and value:
             validate.check_local_file("dataset", value)
         elif name == "gpus":
-            validate.check_gpus(int(value or "0"))
+            try:
+                gpus = int(value or "0")
+            except ValueError:
+                return f"must be a whole number, not {value!r}."
+            validate.check_gpus(gpus)
         elif name == "run_id" and value:
             validate.check_run_id(value)
         elif name == "python":
@@ -72,16 +90,24 @@ def field_error(host: str, name: str, values: dict[str, str]) -> str:
         elif name == "trainer":
             validate.check_trainer_template(value)
         elif name == "env":
-            validate.parse_env(shlex.split(value))
-    except ValueError:
-        return f"GPUs must be a whole number, not {value!r}."
+            try:
+                pairs = shlex.split(value)
+            except ValueError as exc:  # an unclosed quote
+                return f"{str(exc).lower()}; write KEY=VALUE pairs separated by spaces."
+            validate.parse_env(pairs)
     except ValidationError as exc:
-        return str(exc)
+        # the engine words it for the CLI: `--env 'X' is not usable…` reads as the field's
+        return str(exc).removeprefix("--env ")
     return ""
 
 
 class StartScreen(ModalScreen[StartedRun | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+s", "submit", "Start")]
+    BINDINGS = [
+        Binding("ctrl+s", "submit", "Start", tooltip="Preflight, upload and launch the run"),
+        Binding("escape", "cancel", "Cancel", tooltip="Close the form; nothing is started"),
+        Binding("ctrl+o", "browse", "Browse", tooltip="Pick the config or dataset file"),
+        Binding("tab", "focus_next", "Next field", show=False),
+    ]
 
     def __init__(self, engine: Engine | None, hosts: list[str], defaults: StartDefaults) -> None:
         super().__init__()
@@ -107,8 +133,9 @@ class StartScreen(ModalScreen[StartedRun | None]):
             yield Static("", id="step")
             yield ProgressBar(id="upload", show_eta=False)
             with Horizontal(id="buttons"):
-                yield Button("Start", variant="primary", id="start")
-                yield Button("Cancel", id="cancel")
+                yield Button("Start (ctrl+s)", variant="primary", id="start")
+                yield Button("Cancel (esc)", id="cancel")
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#upload", ProgressBar).display = False
@@ -163,8 +190,31 @@ class StartScreen(ModalScreen[StartedRun | None]):
                             title="New run", severity="warning")
             self.dismiss(None)
 
-    @on(Button.Pressed, "#start")
+    def _file_field(self) -> str:
+        """The file field the picker fills: the focused one, else the config."""
+        focused = self.focused
+        return focused.id if isinstance(focused, Input) and focused.id in PICKED else "config"
+
+    def action_browse(self) -> None:
+        name = self._file_field()
+        field = self.query_one(f"#{name}", Input)
+        current = Path(field.value.strip()).expanduser() if field.value.strip() else None
+        start = current.parent if current is not None and current.parent.is_dir() else Path.cwd()
+
+        def picked(path: Path | None) -> None:
+            if path is not None:
+                field.value = str(path)
+            field.focus()
+
+        title, filters = PICKED[name]
+        self.app.push_screen(FileOpen(start, title, filters=filters), picked)
+
     @on(Input.Submitted)
+    def _next_field(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.focus_next()
+
+    @on(Button.Pressed, "#start")
     def action_submit(self) -> None:
         if self.revalidate() or self.engine is None:
             return
@@ -202,6 +252,17 @@ class StartScreen(ModalScreen[StartedRun | None]):
             self.dismiss(started)
 
 
+PICKED = {
+    "config": ("Choose the training config", Filters(
+        ("YAML", lambda p: p.suffix.lower() in (".yaml", ".yml")), ("Any file", lambda _p: True))),
+    "dataset": ("Choose the dataset", Filters(
+        ("Any file", lambda _p: True),
+        ("JSON / JSONL / CSV / Parquet",
+         lambda p: p.suffix.lower() in (".json", ".jsonl", ".csv", ".parquet")))),
+}
+
+
 def _placeholder(name: str) -> str:
-    return {"config": "path to config.yaml", "dataset": "optional: path to the dataset file",
+    return {"config": "path to config.yaml (ctrl+o: browse)",
+            "dataset": "optional: path to the dataset file (ctrl+o: browse)",
             "run_id": "optional: run-<epoch>", "env": "optional: KEY=VALUE KEY2=VALUE2"}.get(name, "")

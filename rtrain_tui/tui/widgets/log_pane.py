@@ -3,7 +3,9 @@
 Lines arrive from `LogFollower` in chunks and are written to the `Log` at most every
 50 ms in one `write_lines` call (one per line is ~50× slower on a flood). The `Log`
 keeps at most `max_lines`; the whole log stays on the host and can be fetched.
-When the reader scrolls up, new lines are counted instead of yanking the view down.
+When the reader scrolls up, following pauses (the header says so) and new lines are
+counted instead of yanking the view down; scrolling back to the end, `end` or one `F`
+resumes it. Search walks the matches from the current one, wrapping, and lights it.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Static
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
 from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.tui.badges import run_badge
+from rtrain_tui.tui.widgets.search_log import SearchLog
 
 FLUSH_SECONDS = 0.05
 DEFAULT_MAX_LINES = 10_000
@@ -26,9 +29,12 @@ DEFAULT_MAX_LINES = 10_000
 
 class LogPane(Vertical):
     BINDINGS = [
-        Binding("F", "toggle_follow", "Follow", tooltip="Follow new lines on/off"),
+        Binding("F", "toggle_follow", "Follow", tooltip="Follow new lines / pause"),
         Binding("/", "search", "Search", tooltip="Search this log"),
         Binding("G", "jump_end", "End", show=False),
+        # up/down/home/end/pgup/pgdn are the Log's own; these follow them for vi hands
+        Binding("j", "scroll_lines(1)", "Down", show=False),
+        Binding("k", "scroll_lines(-1)", "Up", show=False),
     ]
 
     def __init__(self, engine: object | None, record: RunRecord,
@@ -46,19 +52,22 @@ class LogPane(Vertical):
         self._pending: list[str] = []
         self._flush_armed = False
         self._match = ""
+        self._needle = ""
+        self.match_line: int | None = None  # index in the Log's lines of the current match
 
     def compose(self) -> ComposeResult:
         yield Static(id="log-status")
-        yield Log(max_lines=self.max_lines, id="log-lines")
+        yield SearchLog(max_lines=self.max_lines, id="log-lines")
         yield Input(placeholder="search this log, enter for the next match, esc to close",
                     id="log-search", classes="hidden")
 
     @property
-    def log_widget(self) -> Log:
-        return self.query_one("#log-lines", Log)
+    def log_widget(self) -> SearchLog:
+        return self.query_one("#log-lines", SearchLog)
 
     def on_mount(self) -> None:
         self._render_status()
+        self.watch(self.log_widget, "scroll_y", self._scrolled, init=False)
         if self.engine is not None:
             self.run_worker(self._follow(), group=f"log:{self.id}", exclusive=True,
                             exit_on_error=False, description=f"follow {self.record.run_id}")
@@ -94,16 +103,32 @@ class LogPane(Vertical):
         if not lines:
             return
         log = self.log_widget
-        at_end = log.is_vertical_scroll_end or log.max_scroll_y == 0
-        if self.follow and at_end:
-            self.new_lines = 0  # the reader is back at the bottom
+        if self.follow:
+            self.new_lines = 0
         else:
             self.new_lines += len(lines)
+        before = len(log.lines)
         # Host text: no escape sequence may reach the terminal (retitle, clipboard, 2J).
         # Log renders plain text, so colour (SGR) goes too.
-        log.write_lines([safe_line(line) for line in lines], scroll_end=self.follow and at_end)
+        log.write_lines([safe_line(line) for line in lines], scroll_end=self.follow)
         self.total_lines += len(lines)
+        dropped = before + len(lines) - len(log.lines)  # the window's oldest lines went
+        if dropped and self.match_line is not None:
+            self.match_line = self.match_line - dropped if self.match_line >= dropped else None
+            log.show_search(self._needle, self.match_line)
         self._render_status()
+
+    def _scrolled(self, _old: float, new: float) -> None:
+        """Scrolling up pauses following at once; scrolling back to the end resumes it."""
+        log = self.log_widget
+        at_end = new >= log.max_scroll_y
+        if self.follow and not at_end:
+            self.follow = False
+            self._render_status()
+        elif not self.follow and at_end and not self._match:
+            self.follow = True
+            self.new_lines = 0
+            self._render_status()
 
     # -- status line -------------------------------------------------------------
     def _render_status(self) -> None:
@@ -115,29 +140,39 @@ class LogPane(Vertical):
             stream = Text("● live", style="bold green")
         else:
             stream = Text(f"○ {self.stream}", style="dim")
-        parts = [stream, Text(f"  {self.record.host}/{self.record.run_id}", style="bold"),
-                 Text(f"  follow {'on' if self.follow else 'off'} (F)", style="dim"),
-                 Text(f"  {self.total_lines} lines", style="dim")]
+        follow = (Text("  follow on (F)", style="dim") if self.follow
+                  else Text("  paused (F follows)", style="bold yellow"))
+        # What the reader acts on first (a narrow pane cuts the end of the line): the
+        # stream, follow/paused, the search's place, new lines; then run and size.
+        parts = [stream, follow]
+        if self._match:
+            parts.append(Text(f"  {self._match}", style="italic"))
+        if self.new_lines:
+            parts.append(Text(f"  ▼ {plural(self.new_lines, 'new line')}", style="bold reverse"))
+        parts += [Text(f"  {self.record.host}/{self.record.run_id}", style="bold"),
+                  Text(f"  {plural(self.total_lines, 'line')}", style="dim")]
         if self.total_lines > self.max_lines:
             # the whole log stays on the host: `f` fetches train.log
             parts.append(Text(f" (last {self.max_lines} shown)", style="dim"))
-        if self.new_lines:
-            parts.append(Text(f"  ▼ {self.new_lines} new lines", style="bold reverse"))
-        if self._match:
-            parts.append(Text(f"  {self._match}", style="italic"))
         self.query_one("#log-status", Static).update(Text.assemble(*parts))
 
     # -- actions -----------------------------------------------------------------
     def action_toggle_follow(self) -> None:
-        self.follow = not self.follow
         if self.follow:
+            self.follow = False
+            self._render_status()
+        else:
             self.action_jump_end()
-        self._render_status()
 
     def action_jump_end(self) -> None:
-        self.log_widget.scroll_end(animate=False)
+        self.follow = True
+        self.log_widget.scroll_end(animate=False, immediate=True)
         self.new_lines = 0
         self._render_status()
+
+    def action_scroll_lines(self, delta: int) -> None:
+        log = self.log_widget
+        log.scroll_to(y=log.scroll_y + delta, animate=False, immediate=True)
 
     def action_search(self) -> None:
         search = self.query_one("#log-search", Input)
@@ -149,21 +184,34 @@ class LogPane(Vertical):
         self.find_next(event.value)
 
     def find_next(self, needle: str) -> int | None:
-        """Scroll to the next line containing `needle` (wrapping); returns its index."""
+        """Go to the match after the current one (wrapping), light it; returns its index.
+
+        Counted from the current match, not from the scroll position: the last matches
+        of a log sit below the last full screen, where the view cannot scroll to the top.
+        """
         log = self.log_widget
         lines = log.lines
         if not needle or not lines:
             return None
-        start = int(log.scroll_y) + 1
-        order = list(range(start, len(lines))) + list(range(0, min(start, len(lines))))
-        hits = [i for i, line in enumerate(lines) if needle.lower() in line.lower()]
-        found = next((i for i in order if needle.lower() in lines[i].lower()), None)
+        wanted = needle.lower()
+        hits = [i for i, line in enumerate(lines) if wanted in line.lower()]
+        if needle != self._needle:
+            # a new search starts at the top of what is on screen
+            self._needle, self.match_line = needle, None
+            after = int(log.scroll_y) - 1
+        else:
+            after = self.match_line if self.match_line is not None else int(log.scroll_y) - 1
+        found = next((i for i in hits if i > after), hits[0] if hits else None)
+        self.match_line = found
+        log.show_search(needle, found)
         if found is None:
             self._match = f"no match for {needle!r}"
         else:
             self.follow = False
-            log.scroll_to(y=found, animate=False)
             self._match = f"match {hits.index(found) + 1}/{len(hits)} for {needle!r}"
+            # a few lines of context above, unless it is already in view
+            if not log.scroll_y <= found < log.scroll_y + log.scrollable_content_region.height:
+                log.scroll_to(y=max(0, found - 2), animate=False, immediate=True)
         self._render_status()
         return found
 
@@ -173,6 +221,13 @@ class LogPane(Vertical):
             if not search.has_class("hidden"):
                 search.add_class("hidden")
                 self._match = ""
+                self._needle, self.match_line = "", None
+                self.log_widget.show_search("", None)
                 self.log_widget.focus()
                 self._render_status()
                 event.stop()
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 line`, `2 lines`, `0 lines`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

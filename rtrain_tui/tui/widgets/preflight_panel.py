@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from rtrain_tui.core.probes import PreflightReport
+from rtrain_tui.core.sanitize import safe_text
 
 
 def _bar(used: int, total: int, width: int = 12) -> Text:
@@ -28,7 +29,9 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
     table.add_column(width=1, min_width=1)
     table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     if not report.reachable:
-        table.add_row(Text("✗", style="bold red"), Text(report.error, style="red"))
+        # The whole error, wrapped: its end is usually what to do about it.
+        table.add_row(Text("✗", style="bold red"),
+                      Text(safe_text(report.error), style="red", no_wrap=False, overflow="fold"))
     for c in report.checks:
         mark = Text("✓", style="green") if c.ok else (
             Text("!", style="bold yellow") if c.warning else Text("✗", style="bold red"))

@@ -21,7 +21,11 @@ RunKey = tuple[str, str, str]
 class RunView:
     record: RunRecord
     progress: str = ""
-    ended_at: str = ""  # when we first saw it final, for a frozen elapsed time
+    ended_at: str = ""  # when it ended: the host's time, else when the index saw it end
+
+    def elapsed(self, now: datetime) -> str:
+        """End − start for an ended run, frozen; start → now while it runs."""
+        return elapsed(self.record.started_at, now, self.ended_at if is_final(self.record.state) else "")
 
     @property
     def key(self) -> RunKey:
@@ -38,7 +42,9 @@ class RunsTable(DataTable):
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
     ]
-    COLUMNS = ("host", "run", "status", "started", "elapsed", "progress")
+    # What matters first comes first: on a narrow terminal the last columns are the
+    # ones cut (they stay a sideways scroll away).
+    COLUMNS = ("host", "run", "status", "progress", "elapsed", "started")
 
     def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
@@ -68,8 +74,10 @@ class RunsTable(DataTable):
         for rec in records:
             prev = old.get(rec.key)
             view = RunView(rec, prev.progress if prev else "", prev.ended_at if prev else "")
-            if is_final(rec.state) and not view.ended_at:
-                view.ended_at = rec.updated_at or now
+            if is_final(rec.state) and (rec.ended_at or not view.ended_at):
+                # The host's end time once known; before that, when the state changed
+                # (kept in the index, so a relaunch reads the same), never this refresh.
+                view.ended_at = rec.ended_at or rec.updated_at or view.ended_at or now
             if progress and rec.key in progress:
                 view.progress = progress[rec.key]
             self.views[rec.key] = view
@@ -98,10 +106,10 @@ class RunsTable(DataTable):
             r = view.record
             self.add_row(
                 r.host, ("● " if r.key in self.marked else "") + r.run_id,
-                run_badge(r.state, r.stale), started_text(r.started_at),
-                elapsed(r.started_at, now, view.ended_at if is_final(r.state) else ""),
+                run_badge(r.state, r.stale),
                 # Host text (a traceback line as a failure reason): literal, never markup.
-                Text(view.progress), key=row_key(r.key),
+                Text(view.progress),
+                view.elapsed(now), started_text(r.started_at), key=row_key(r.key),
             )
         if selected is not None:
             self.select_run(selected.key)
@@ -109,6 +117,17 @@ class RunsTable(DataTable):
     def toggle_mark(self, key: RunKey) -> None:
         self.marked.symmetric_difference_update({key})
         self._render_rows()
+
+    def _update_dimensions(self, new_rows):  # type: ignore[no-untyped-def]
+        """Column widths measured for new rows; then redraw rows drawn before that.
+
+        Textual 8.2's DataTable measures new cells on idle but keeps rows it drew
+        before with the old widths in its render caches: a progress column (not the last
+        one any more) then stayed cut at its header's width. One redraw per refill.
+        """
+        super()._update_dimensions(new_rows)
+        self._clear_caches()
+        self.refresh()
 
     def refilter(self) -> None:
         self._render_rows()

@@ -1,0 +1,54 @@
+"""A `Log` that shows a search: every occurrence of the needle marked, the current match's line lit.
+
+`Log` renders each line through one highlighter, and caches the result; the needle is
+the highlighter's state, so a new needle clears that cache. The current match is styled
+after the cache, so moving between matches re-renders nothing but what is on screen.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.highlighter import Highlighter
+from rich.style import Style
+from rich.text import Text
+from textual.strip import Strip
+from textual.widgets import Log
+
+NEEDLE_STYLE = "bold black on yellow"
+CURRENT_LINE = Style(reverse=True)
+
+
+class NeedleHighlighter(Highlighter):
+    """Marks every case-insensitive occurrence of `needle`; nothing when it is empty."""
+
+    def __init__(self) -> None:
+        self.pattern: re.Pattern[str] | None = None
+
+    def set_needle(self, needle: str) -> None:
+        self.pattern = re.compile(re.escape(needle), re.IGNORECASE) if needle else None
+
+    def highlight(self, text: Text) -> None:
+        if self.pattern is not None:
+            for found in self.pattern.finditer(text.plain):
+                text.stylize(NEEDLE_STYLE, found.start(), found.end())
+
+
+class SearchLog(Log):
+    """A Log with `show_search(needle, line)`; `line` indexes `lines` (None: no current)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(highlight=True, **kwargs)  # type: ignore[arg-type]
+        self.needle_highlighter = NeedleHighlighter()
+        self.highlighter = self.needle_highlighter
+        self.current_line: int | None = None
+
+    def show_search(self, needle: str, line: int | None) -> None:
+        self.needle_highlighter.set_needle(needle)
+        self.current_line = line
+        self.notify_style_update()  # drops the rendered-line cache: the needle changed
+        self.refresh()
+
+    def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
+        strip = super()._render_line_strip(y, rich_style)
+        return strip.apply_style(CURRENT_LINE) if y == self.current_line else strip

@@ -1,0 +1,155 @@
+"""Every run on the host: runs started elsewhere join the index (`runs --discover`, the app).
+
+The run directories are made the way `praisonai train remote` leaves them (train.pid,
+train.log, status, config.yaml; no train.token or train.ident) on the real sshd's host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rtrain_tui.core import Engine, RunIndex, probes, remote_sh
+from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.index import RunRecord
+from tests.conftest import Cli
+from tests.sshd import SshHosts
+from tests.test_remote_sh import sh
+
+STARTED = 1_700_000_000  # 2023-11-14T22:13:20Z
+
+
+def seed_run(workdir: Path, run_id: str, code: str | None = "0\n", pid: int = 999_999_999) -> Path:
+    """A run dir as `praisonai train remote` leaves it, started at STARTED."""
+    run_dir = workdir / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("model: tiny\n")
+    os.utime(run_dir / "config.yaml", (STARTED, STARTED))
+    (run_dir / "train.pid").write_text(f"{pid}\n")
+    (run_dir / "train.log").write_text("{'loss': 1.0}\n")
+    if code is not None:
+        (run_dir / "status").write_text(code)
+        os.utime(run_dir / "status", (STARTED + 42, STARTED + 42))
+    return run_dir
+
+
+def test_find_runs_lists_run_dirs_and_skips_what_cannot_be_a_run(tmp_path: Path) -> None:
+    seed_run(tmp_path, "seed-a")
+    seed_run(tmp_path, "seed.b", code=None)
+    (tmp_path / "not-a-run").mkdir()  # no train.pid / status / train.log
+    (tmp_path / ".datasets").mkdir()
+    for odd in ("a b", "x\ny", "-rf", "semi;colon"):
+        (tmp_path / odd).mkdir()
+        (tmp_path / odd / "train.log").write_text("x\n")
+    out = sh(remote_sh.find_runs([str(tmp_path), str(tmp_path / "missing")]))
+    resolved, found = probes.parse_found_runs(out, 2)
+    assert resolved == {0: str(tmp_path), 1: str(tmp_path / "missing")}
+    assert sorted((f.workdir, f.run_id, f.started) for f in found) == [
+        (0, "seed-a", STARTED), (0, "seed.b", STARTED)]
+
+
+def _engine(hosts: SshHosts, index: RunIndex) -> Engine:
+    return Engine(ConnectionPool(hosts.ssh_config), index)
+
+
+def test_discover_adds_unknown_runs_once_marked_found(hosts: SshHosts, tmp_path: Path, workdir: str) -> None:
+    work = Path(workdir)
+    seed_run(work, "known")
+    seed_run(work, "theirs")  # completed 42 s after it started
+    seed_run(work, "crashed", code=None)  # its wrapper is gone, nothing recorded: lost
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add(RunRecord("gpu", "known", workdir, state="completed"))
+
+    async def go() -> tuple[list[RunRecord], list[RunRecord]]:
+        engine = _engine(hosts, index)
+        try:
+            return await engine.discover("gpu"), await engine.discover("gpu")
+        finally:
+            await engine.close()
+
+    first, second = asyncio.run(go())
+    assert sorted(r.run_id for r in first) == ["crashed", "theirs"] and second == []
+    by_id = {r.run_id: r for r in index.load()}
+    assert set(by_id) == {"known", "theirs", "crashed"}
+    theirs = by_id["theirs"]
+    assert (theirs.state, theirs.origin, theirs.workdir) == ("completed", "found", workdir)
+    assert theirs.started_at == "2023-11-14T22:13:20+00:00"
+    assert theirs.ended_at == "2023-11-14T22:14:02+00:00"
+    assert by_id["crashed"].state == "lost"
+    assert by_id["known"].origin == ""  # the index's own record is left as it was
+
+
+def test_a_workdir_spelled_two_ways_is_one_place(hosts: SshHosts, tmp_path: Path) -> None:
+    """`~/runs` and the absolute path are the same directory: nothing is added twice."""
+    home_runs = hosts.remote_homes["gpu"] / "runs-two-ways"
+    seed_run(home_runs, "once")
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add(RunRecord("gpu", "once", "~/runs-two-ways", state="completed"))
+    index.add(RunRecord("gpu", "other", str(home_runs), state="unknown"))
+
+    async def go() -> list[RunRecord]:
+        engine = _engine(hosts, index)
+        try:
+            return await engine.discover("gpu")
+        finally:
+            await engine.close()
+
+    try:
+        assert asyncio.run(go()) == []
+    finally:
+        subprocess.run(["rm", "-rf", str(home_runs)], check=True)
+
+
+def test_runs_discover_through_the_cli(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    seed_run(Path(workdir), "from-praisonai")
+    seed_run(Path(workdir), "mine")
+    RunIndex(cli.index).add(RunRecord("gpu", "mine", workdir, state="completed"))
+    r = cli("runs", "--discover", "gpu")
+    assert r.rc == 0, r.err
+    assert r.err == "rtrain-tui: gpu: found 1 run started elsewhere: from-praisonai\n"
+    assert "from-praisonai  completed (found)" in r.out
+    again = cli("runs", "--discover")  # every host in the index: nothing new
+    assert again.rc == 0 and again.err == "rtrain-tui: gpu: found 0 runs started elsewhere\n"
+
+
+def test_runs_discover_of_a_host_that_is_not_there_is_one_line(cli: Cli) -> None:
+    r = cli("runs", "--discover", "gpux")
+    assert r.rc == 1 and r.out == ""
+    assert r.err.startswith("rtrain-tui: gpux is not in") and "did you mean gpu?" in r.err
+
+
+def test_runs_discover_with_an_empty_index_asks_for_a_host(cli: Cli) -> None:
+    r = cli("runs", "--discover")
+    assert (r.rc, r.err) == (1, "rtrain-tui: no hosts in the run index yet; name one: "
+                                "rtrain-tui runs --discover HOST\n")
+
+
+def test_a_checked_host_shows_the_runs_started_elsewhere(hosts: SshHosts, tmp_path: Path,
+                                                         workdir: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from tests.test_tui import SIZE, notifications, tui, until
+
+    monkeypatch.setenv("HOME", str(hosts.home))
+    seed_run(Path(workdir), "teammates")
+    seed_run(Path(workdir), "mine")
+    RunIndex(tmp_path / "runs.toml").add(RunRecord("gpu", "mine", workdir, state="completed"))
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.host_list.focus()
+            app.host_list.highlighted = 1  # gpu
+            await pilot.press("p")
+            await until(pilot, lambda: any("teammates" in m for m in notifications(app)), "toast")
+            await until(pilot, lambda: "teammates" in {v.record.run_id for v in
+                                                       app.runs_table.views.values()}, "the row")
+
+    asyncio.run(go())
+
+
+def test_help_names_discover() -> None:
+    out = subprocess.run([sys.executable, "-m", "rtrain_tui", "runs", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--discover [HOST]" in out and "praisonai train remote" in out
