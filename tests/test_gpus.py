@@ -7,6 +7,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,66 @@ def test_sampling_script_names_processes_from_proc_under_sh(tmp_path: Path) -> N
 def test_core_gpus_module_is_headless() -> None:
     code = "import rtrain_tui.core.gpus, sys; assert 'textual' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_background_sample_is_dated_by_the_hosts_uptime_and_kept_once() -> None:
+    s = parse_gpu_sample("gpu_now=1000\ngpu_uptime=997\n" + TWO, taken_at=50.0)
+    assert (s.taken_at, s.host_stamp, s.pending) == (47.0, 997, False)
+    h = GpuHistory()
+    h.add(s)
+    h.add(parse_gpu_sample("gpu_now=1002\ngpu_uptime=997\n" + HELD, taken_at=52.0))
+    assert len(h.samples) == 1 and h.latest is not None and len(h.latest.processes) == 1
+    h.add(parse_gpu_sample("gpu_now=1004\ngpu_uptime=1002\n" + TWO, taken_at=54.0))
+    assert [x.taken_at for x in h.samples] == [47.0, 52.0]
+
+
+@pytest.mark.parametrize("stamps", ["gpu_now=1000\n", "gpu_now=1000\ngpu_uptime=1200\n",
+                                    "gpu_now=5000\ngpu_uptime=10\n", "gpu_now=x\ngpu_uptime=1\n"])
+def test_no_recent_background_sample_is_pending_and_never_kept(stamps: str) -> None:
+    s = parse_gpu_sample(stamps + TWO)
+    assert s.pending and s.gpus == ()
+    h = GpuHistory()
+    h.add(s)
+    assert h.latest is None
+
+
+def _fake_smi(tmp_path: Path) -> dict[str, str]:
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\ncase \"$*\" in *query-gpu*) echo '0, GPU-a, 3, 10, 100';; esac\n")
+    smi.chmod(0o755)
+    return {**os.environ, "PATH": f"{smi.parent}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+
+
+def test_probe_reports_the_last_background_sample_and_starts_the_next(tmp_path: Path) -> None:
+    env = _fake_smi(tmp_path)
+    script = remote_sh.run_states([], gpus=True)
+    first = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env).stdout
+    assert parse_gpu_sample(first).pending
+    lock = tmp_path / ".cache" / "rtrain-tui" / "gpu-sample.lock"
+    deadline = time.monotonic() + 10
+    while lock.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    second = parse_gpu_sample(subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                                             env=env).stdout)
+    assert not second.pending and [g.uuid for g in second.gpus] == ["GPU-a"]
+    assert oct((tmp_path / ".cache" / "rtrain-tui").stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_dead_samplers_lock_is_broken_after_30_s_and_a_live_one_is_respected(tmp_path: Path) -> None:
+    env = _fake_smi(tmp_path)
+    cache = tmp_path / ".cache" / "rtrain-tui"
+    cache.mkdir(parents=True)
+    uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
+    script = remote_sh.run_states([], gpus=True)
+    (cache / "gpu-sample.lock").write_text(f"{uptime}\n")  # a sampler under way
+    subprocess.run(["sh", "-c", script], capture_output=True, env=env)
+    time.sleep(0.5)
+    assert not (cache / "gpu-sample").exists(), "a second sampler started beside a live one"
+    (cache / "gpu-sample.lock").write_text(f"{uptime - 31}\n")  # its sampler died
+    subprocess.run(["sh", "-c", script], capture_output=True, env=env)
+    deadline = time.monotonic() + 10
+    while not (cache / "gpu-sample").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

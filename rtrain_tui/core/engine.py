@@ -309,16 +309,20 @@ class Engine:
         return sample
 
     async def sample_gpus(self, host: str) -> gpu_choice.HostGpus:
-        """Sample the host's GPUs now, naming the processes of the runs the index has there."""
+        """Sample the host's GPUs now, naming the processes of the runs the index has there.
+
+        One round trip, and slower than a refresh's GPU report (it waits for nvidia-smi).
+        """
         try:
             records = [r for r in await asyncio.to_thread(self.index.load) if r.host == host]
         except RemoteError:
             records = []  # a broken index only costs the run names
-        found, sample = await self.probe_host(host, [(r.workdir, r.run_id) for r in records], gpus=True)
-        if sample is None:
-            sample = gpu_choice.HostGpus(error="nvidia-smi timed out a moment ago", timed_out=True,
-                                         taken_at=time.time())
-        return self._remember_gpus(host, sample, records, found)
+        # Sampled now, not read from the background sample: a start must not choose by
+        # a sample from before another run took a GPU.
+        runs = [(r.workdir, r.run_id) for r in records]
+        out = await self.host(host).run(remote_sh.run_states(runs) + remote_sh.gpu_sample())
+        found = probes.parse_run_states(out, len(runs))
+        return self._remember_gpus(host, gpu_choice.parse_gpu_sample(out), records, found)
 
     async def refresh(self, records: Sequence[RunRecord] | None = None,
                       sample_gpus: bool = False) -> dict[tuple[str, str, str], str]:

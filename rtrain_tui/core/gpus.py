@@ -52,6 +52,10 @@ class HostGpus:
     error: str = ""
     taken_at: float = 0.0  # time.time() on this machine
     timed_out: bool = False
+    # A probe's sample was taken in the background (remote_sh._GPU_SAMPLE_ASYNC): the
+    # host's uptime then, so one sample read by two probes is kept once.
+    host_stamp: int | None = None
+    pending: bool = False  # no recent background sample yet: nothing to show or keep
 
     def holders(self, gpu: GpuInfo) -> list[GpuProcess]:
         return [p for p in self.processes if p.gpu_uuid == gpu.uuid]
@@ -119,9 +123,12 @@ def parse_gpu_sample(output: str, taken_at: float | None = None) -> HostGpus:
     apps: list[str] = []
     marks: dict[int, str] = {}
     smi = ""
+    stamps: dict[str, int | None] = {}
     for line in output.splitlines():
         key, sep, value = line.partition("=")
-        if key == "gpu" and sep:
+        if key in ("gpu_now", "gpu_uptime") and sep:
+            stamps[key] = _number(value)
+        elif key == "gpu" and sep:
             rows.append(value)
         elif key == "gpu_app" and sep:
             apps.append(value)
@@ -130,13 +137,21 @@ def parse_gpu_sample(output: str, taken_at: float | None = None) -> HostGpus:
         elif m := _MARK.fullmatch(line.strip()):
             marks[int(m.group(1))] = m.group(2)
     when = time.time() if taken_at is None else taken_at
+    stamp = None
+    if "gpu_now" in stamps:  # a background sample: date it by the host's uptime
+        now, then = stamps["gpu_now"], stamps.get("gpu_uptime")
+        if now is None or then is None or not 0 <= now - then <= HISTORY_SECONDS:
+            # None yet, or from before a reboot, or too old to mean anything now.
+            return HostGpus(error="sampling", taken_at=when, pending=True)
+        when, stamp = when - (now - then), then
     if smi == "missing":
         return HostGpus(error="no nvidia-smi", taken_at=when)
     if smi != "0":
         if smi == "124":
-            return HostGpus(error="nvidia-smi timed out", taken_at=when, timed_out=True)
+            return HostGpus(error="nvidia-smi timed out", taken_at=when, timed_out=True,
+                            host_stamp=stamp)
         detail = safe_line(rows[0])[:200] if rows else (f"exit {smi}" if smi else "no answer")
-        return HostGpus(error=f"nvidia-smi failed: {detail}", taken_at=when)
+        return HostGpus(error=f"nvidia-smi failed: {detail}", taken_at=when, host_stamp=stamp)
     if len(rows) > MAX_GPUS or len(apps) > MAX_APPS:
         return HostGpus(error=f"malformed nvidia-smi output ({len(rows)} GPU rows, "
                         f"{len(apps)} processes)", taken_at=when)
@@ -152,7 +167,7 @@ def parse_gpu_sample(output: str, taken_at: float | None = None) -> HostGpus:
             gpu_uuid=safe_line(uuid.strip())[:80], pid=pid_n, used_mib=_number(used),
             user=safe_line(user.strip())[:64], pgid=_number(pgid),
             token=marks.get(pid_n, "") if pid_n is not None else ""))
-    return HostGpus(gpus=gpus, processes=tuple(processes), taken_at=when)
+    return HostGpus(gpus=gpus, processes=tuple(processes), taken_at=when, host_stamp=stamp)
 
 
 class GpuHistory:
@@ -163,6 +178,13 @@ class GpuHistory:
         self.samples: deque[HostGpus] = deque()
 
     def add(self, sample: HostGpus) -> None:
+        if sample.pending:
+            return
+        latest = self.latest
+        if latest is not None and sample.host_stamp is not None and sample.host_stamp == latest.host_stamp:
+            # The same background sample, read again: keep the newer naming of its processes.
+            self.samples[-1] = replace(sample, taken_at=latest.taken_at)
+            return
         self.samples.append(sample)
         while self.samples and self.samples[0].taken_at < sample.taken_at - self.seconds:
             self.samples.popleft()

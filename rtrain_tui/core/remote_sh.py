@@ -292,7 +292,8 @@ def run_states(runs: Sequence[tuple[str, str]], gpus: bool = False) -> str:
     This is the one probe per host per refresh: every run on the host in one script.
     A run whose wrapper lives costs no fork; the scan for marked processes runs only
     when a wrapper is gone without an exit code, once for all runs. With `gpus`, the
-    same script also samples the GPUs (`gpu_sample`): still one round trip.
+    same script also reports the GPUs (the last background sample, and starts the next;
+    see _GPU_SAMPLE_ASYNC): still one round trip.
     """
     lines = [_LIVENESS, "own_groups"]
     lines.append(r"""probe() {
@@ -314,7 +315,7 @@ def run_states(runs: Sequence[tuple[str, str]], gpus: bool = False) -> str:
     for i, (workdir, run_id) in enumerate(runs):
         lines.append(f"probe {i} {run_dir_word(workdir, run_id)}")
     if gpus:
-        lines.append(_GPU_SAMPLE)
+        lines.append(_GPU_SAMPLE_ASYNC)
     return "\n".join(lines) + "\n"
 
 
@@ -371,8 +372,49 @@ fi
 
 
 def gpu_sample() -> str:
-    """One sample of every GPU on the host and who holds it (see _GPU_SAMPLE)."""
+    """One sample of every GPU on the host and who holds it, now (see _GPU_SAMPLE)."""
     return _GPU_SAMPLE
+
+
+# The refresh probe's GPU part. nvidia-smi itself takes 10-50 ms on a real host (more
+# without persistence mode), and the pipeline around it a few forks: too much for a probe
+# that runs every 2 s per host. So the probe prints the last sample, taken in the
+# background, and starts the next one: it costs a file read with builtins and one fork
+# it does not wait for. Samples live in ~/.cache/rtrain-tui (0700). Each carries the
+# host's uptime when it was taken (`gpu_uptime=`) and the probe says the uptime now
+# (`gpu_now=`), so the client dates it without trusting either clock. A lock holding the
+# uptime it was taken at keeps one sampler at a time; one older than 30 s is a dead
+# sampler's and is broken. Hosts without /proc/uptime are sampled in the probe itself.
+_GPU_SAMPLE_ASYNC = r"""
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "gpu_smi=missing"
+elif [ ! -r /proc/uptime ] || [ -z "$HOME" ]; then
+""" + _GPU_SAMPLE + r"""
+else
+  read -r gs_now gs_x < /proc/uptime; gs_now=${gs_now%.*}
+  gs_d=$HOME/.cache/rtrain-tui; gs_f=$gs_d/gpu-sample
+  echo "gpu_now=$gs_now"
+  if [ -r "$gs_f" ]; then while IFS= read -r gs_l; do printf '%s
+' "$gs_l"; done < "$gs_f"; fi
+  [ -d "$gs_d" ] || mkdir -p -m 700 "$gs_d" 2>/dev/null
+  if [ -r "$gs_f.lock" ]; then
+    gs_then=; read -r gs_then < "$gs_f.lock"
+    case $gs_then in ''|*[!0-9]*) gs_then=0;; esac
+    [ $((gs_now - gs_then)) -gt 30 ] && rm -f "$gs_f.lock"
+  fi
+  set -C
+  if { echo "$gs_now" > "$gs_f.lock"; } 2>/dev/null; then
+    set +C
+    {
+      { read -r gs_up gs_x < /proc/uptime; echo "gpu_uptime=${gs_up%.*}"
+""" + _GPU_SAMPLE + r"""
+      } > "$gs_f.tmp" && mv -f "$gs_f.tmp" "$gs_f"
+      rm -f "$gs_f.lock"
+    } </dev/null >/dev/null 2>&1 &
+  fi
+  set +C
+fi
+"""
 
 
 def run_dir_word(workdir: str, run_id: str) -> str:
