@@ -28,6 +28,15 @@ class TestMainScreen:
         assert _compare(snap_compare, "preflight", tmp_path)
 
 
+class TestGpuPanel:
+    def test_gpu_sparklines_and_holders(self, snap_compare, tmp_path: Path) -> None:
+        """h100-lab's panel after ten minutes of samples: GPU0's sparkline flat (`▁`), then
+        rising over the last 4 minutes, with blank cells where the host did not answer;
+        `↳ run llama3-sft-r16 · 40G` in cyan; GPU1 red and full all along (same gap),
+        `↳ alice, pid 31337 · 60G` in yellow. The checks above are as before."""
+        assert _compare(snap_compare, "gpus", tmp_path)
+
+
 class TestLogPane:
     def test_log_pane(self, snap_compare, tmp_path: Path) -> None:
         """A tab `h100-lab/llama3-sft-r16`: status line `● live … follow on (F) 23 lines`,

@@ -308,6 +308,11 @@ class Engine:
         self.gpu_history.setdefault(host, gpu_choice.GpuHistory()).add(sample)
         return sample
 
+    async def poll_gpus(self, host: str) -> gpu_choice.HostGpus | None:
+        """The refresh probe's GPU report alone, for a host with no runs (the host panel)."""
+        found, sample = await self.probe_host(host, [], gpus=True)
+        return None if sample is None else self._remember_gpus(host, sample, [], found)
+
     async def sample_gpus(self, host: str) -> gpu_choice.HostGpus:
         """Sample the host's GPUs now, naming the processes of the runs the index has there.
 
