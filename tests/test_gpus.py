@@ -227,3 +227,12 @@ def test_a_dead_samplers_lock_is_broken_after_30_s_and_a_live_one_is_respected(t
     while not (cache / "gpu-sample").exists():
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def test_a_home_that_cannot_be_written_is_sampled_in_the_probe_itself(tmp_path: Path) -> None:
+    env = _fake_smi(tmp_path)
+    (tmp_path / ".cache").write_text("a file where the cache directory would go\n")
+    out = subprocess.run(["sh", "-c", remote_sh.run_states([], gpus=True)], capture_output=True,
+                         text=True, env=env).stdout
+    s = parse_gpu_sample(out)
+    assert not s.pending and s.host_stamp is None and [g.uuid for g in s.gpus] == ["GPU-a"]

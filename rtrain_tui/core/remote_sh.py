@@ -384,19 +384,19 @@ def gpu_sample() -> str:
 # host's uptime when it was taken (`gpu_uptime=`) and the probe says the uptime now
 # (`gpu_now=`), so the client dates it without trusting either clock. A lock holding the
 # uptime it was taken at keeps one sampler at a time; one older than 30 s is a dead
-# sampler's and is broken. Hosts without /proc/uptime are sampled in the probe itself.
+# sampler's and is broken. Hosts without /proc/uptime, or where ~/.cache cannot be
+# written, are sampled in the probe itself (slower, but never blind).
 _GPU_SAMPLE_ASYNC = r"""
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   echo "gpu_smi=missing"
-elif [ ! -r /proc/uptime ] || [ -z "$HOME" ]; then
+elif [ ! -r /proc/uptime ] || [ -z "$HOME" ] || ! { gs_d=$HOME/.cache/rtrain-tui
+    [ -d "$gs_d" ] || mkdir -p -m 700 "$gs_d" 2>/dev/null; }; then
 """ + _GPU_SAMPLE + r"""
 else
   read -r gs_now gs_x < /proc/uptime; gs_now=${gs_now%.*}
-  gs_d=$HOME/.cache/rtrain-tui; gs_f=$gs_d/gpu-sample
+  gs_f=$gs_d/gpu-sample
   echo "gpu_now=$gs_now"
-  if [ -r "$gs_f" ]; then while IFS= read -r gs_l; do printf '%s
-' "$gs_l"; done < "$gs_f"; fi
-  [ -d "$gs_d" ] || mkdir -p -m 700 "$gs_d" 2>/dev/null
+  if [ -r "$gs_f" ]; then while IFS= read -r gs_l; do printf '%s\n' "$gs_l"; done < "$gs_f"; fi
   if [ -r "$gs_f.lock" ]; then
     gs_then=; read -r gs_then < "$gs_f.lock"
     case $gs_then in ''|*[!0-9]*) gs_then=0;; esac
