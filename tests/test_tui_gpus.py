@@ -53,3 +53,51 @@ def test_host_panel_shows_a_sparkline_per_gpu_and_who_holds_it(
         hosts.gpu_file.write_text(TWO_GPUS)
         other.kill()
         other.wait()
+
+
+def test_start_form_chooses_gpus_by_hand_refuses_a_busy_one_and_takes_it_when_allowed(
+        hosts: SshHosts, tmp_path: Path, workdir: str) -> None:
+    from textual.widgets import Checkbox, Input, Static
+
+    from rtrain_tui.tui.screens.start_screen import StartScreen
+
+    other = subprocess.Popen(["sleep", "120"])
+    hosts.apps_file.write_text(f"GPU-fake-1, {other.pid}, 69000\n")
+    config = write_config(tmp_path / "c.yaml", steps=1)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            app.host_list.highlighted = 1  # gpu
+            await pilot.press("n")
+            await pilot.pause()
+            form = app.screen
+            assert isinstance(form, StartScreen)
+            form.query_one("#config", Input).value = str(config)
+            form.query_one("#workdir", Input).value = workdir
+            form.query_one("#run_id", Input).value = "by-hand"
+            form.query_one("#gpu_ids", Input).value = "1,0"
+            await pilot.pause()
+            assert form.query_one("#gpus", Input).value == "2"  # follows the ids
+            form.query_one("#gpu_ids", Input).value = "1"
+            await pilot.pause()
+            assert form.query_one("#gpus", Input).value == "1"
+            await pilot.press("ctrl+s")
+            errors = form.query_one("#errors", Static)
+            await until(pilot, lambda: "in use" in str(errors.render()), "the refusal in the form")
+            assert f"GPU 1: 97% busy, 68 GiB, held by {ME}, pid {other.pid}" in str(errors.render())
+            assert not (Path(workdir) / "by-hand").exists()
+            form.query_one("#allow_busy", Checkbox).value = True
+            await pilot.pause()
+            await pilot.press("ctrl+s")
+            log = Path(workdir) / "by-hand" / "train.log"
+            await until(pilot, lambda: log.exists() and "CUDA_VISIBLE_DEVICES" in log.read_text(),
+                        "the trainer's log")
+            assert "CUDA_VISIBLE_DEVICES=1 " in log.read_text()
+
+    try:
+        asyncio.run(go())
+    finally:
+        hosts.apps_file.unlink(missing_ok=True)
+        other.kill()
+        other.wait()
