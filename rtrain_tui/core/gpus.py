@@ -167,6 +167,10 @@ def parse_gpu_sample(output: str, taken_at: float | None = None) -> HostGpus:
             gpu_uuid=safe_line(uuid.strip())[:80], pid=pid_n, used_mib=_number(used),
             user=safe_line(user.strip())[:64], pgid=_number(pgid),
             token=marks.get(pid_n, "") if pid_n is not None else ""))
+    # A row naming no GPU of this sample is not a process (some drivers print "No running
+    # processes found" even in CSV mode).
+    uuids = {g.uuid for g in gpus}
+    processes = [p for p in processes if p.gpu_uuid in uuids]
     return HostGpus(gpus=gpus, processes=tuple(processes), taken_at=when, host_stamp=stamp)
 
 

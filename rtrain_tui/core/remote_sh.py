@@ -400,7 +400,11 @@ else
   if [ -r "$gs_f.lock" ]; then
     gs_then=; read -r gs_then < "$gs_f.lock"
     case $gs_then in ''|*[!0-9]*) gs_then=0;; esac
-    [ $((gs_now - gs_then)) -gt 30 ] && rm -f "$gs_f.lock"
+    # Dead sampler: older than 30 s (its nvidia-smi calls are bounded by `timeout 5`;
+    # without timeout(1) a hung one may still live: 600 s, so they never pile up), or
+    # from before a reboot.
+    gs_stale=30; command -v timeout >/dev/null 2>&1 || gs_stale=600
+    if [ $((gs_now - gs_then)) -gt $gs_stale ] || [ "$gs_now" -lt "$gs_then" ]; then rm -f "$gs_f.lock"; fi
   fi
   set -C
   if { echo "$gs_now" > "$gs_f.lock"; } 2>/dev/null; then
