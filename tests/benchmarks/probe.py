@@ -1,6 +1,6 @@
 """Benchmark: what GPU sampling adds to the per-host probe (target: +5 ms or less).
 
-    python -m tests.benchmarks.probe [--runs 10] [--repeat 60]
+    python -m tests.benchmarks.probe [--runs 10] [--repeat 120]
 
 Starts the test sshd pair (tests/sshd.py), makes RUNS finished runs on the `gpu` host,
 then times, over one warm connection (the app's steady state), interleaved so that
@@ -37,7 +37,7 @@ from tests.sshd import start_hosts
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=60)
+    parser.add_argument("--repeat", type=int, default=120)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="rtrain-probe-bench-"))
     hosts = start_hosts(root / "sshd")
