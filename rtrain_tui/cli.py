@@ -90,7 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("host", help=HOST_HELP)
     p.add_argument("-c", "--config", required=True, help="training config (YAML)")
     p.add_argument("-d", "--dataset", default=None, help="dataset file, shipped under its own name")
-    p.add_argument("--gpus", type=int, default=None, help=GPUS_HELP)
+    p.add_argument("--gpus", type=int, default=None,
+                   help="GPUs needed; 0 for a CPU-only run (default: 1, or as many as --gpu-ids "
+                   "names). The least busy free ones are chosen and set as CUDA_VISIBLE_DEVICES")
+    p.add_argument("--gpu-ids", default=None, metavar="IDS",
+                   help="choose the GPUs by hand, e.g. 0,3 (nvidia-smi's numbers)")
+    p.add_argument("--allow-busy", action="store_true",
+                   help="take GPUs another process is using rather than refuse")
     p.add_argument("--run-id", default=None, help="default: run-<epoch>")
     _add_remote(p)
     p.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
@@ -287,11 +293,14 @@ def _run_flags(args: argparse.Namespace) -> str:
 
 
 async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
+    gpu_ids = validate.parse_gpu_ids(args.gpu_ids) if args.gpu_ids is not None else ()
+    gpus = args.gpus if args.gpus is not None else (len(gpu_ids) if gpu_ids else 1)
     request = StartRequest(
         host=args.host, config=Path(args.config),
-        dataset=Path(args.dataset) if args.dataset else None, gpus=args.gpus,
+        dataset=Path(args.dataset) if args.dataset else None, gpus=gpus,
         run_id=args.run_id, python=args.python, workdir=args.workdir,
         env=validate.parse_env(args.env), trainer=args.trainer,
+        gpu_ids=gpu_ids, allow_busy=args.allow_busy,
     ).validated()
     def created(run_id: str, run_dir: str) -> None:
         # Said before anything that can fail after the run dir exists: a client killed
@@ -301,6 +310,10 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
     with TerminalProgress() as progress:
         started = await engine.start(request, progress=progress.update, on_created=created)
     flags = _run_flags(args)
+    if started.record.gpu_ids:
+        # stderr: scripts parse the lines below, which stay as they were.
+        _err(f"{started.run_id} gets GPU(s) {started.record.gpu_ids} on {args.host} "
+             "(CUDA_VISIBLE_DEVICES)")
     print(f"started {started.run_id} on {args.host}")
     print(f"  tail: rtrain-tui tail {args.host} {started.run_id}{flags}")
     print(f"  stop: rtrain-tui stop {args.host} {started.run_id}{flags}", flush=True)
@@ -444,7 +457,7 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
         print(json.dumps([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
              "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
-             "workdir": r.workdir, "origin": r.origin or "started"}
+             "workdir": r.workdir, "origin": r.origin or "started", "gpu_ids": r.gpu_ids}
             for r in runs
         ], indent=2))
         return 0

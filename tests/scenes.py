@@ -17,6 +17,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from rtrain_tui.core import probes
+from rtrain_tui.core.gpus import GpuHistory, parse_gpu_sample
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.metrics import parse_text
 from rtrain_tui.core.transfer import RemoteEntry
@@ -216,7 +217,39 @@ async def help_screen(pilot: Pilot) -> None:
     await _settle(pilot)
 
 
+def gpu_history() -> GpuHistory:
+    """Ten minutes of h100-lab: our run took GPU 0 four minutes ago; alice's job has held
+    GPU 1 all along. One sample every 20 s, with a 2-minute gap (the host did not answer)."""
+    history = GpuHistory()
+    start = NOW.timestamp() - 600
+    for i in range(31):
+        t = start + i * 20
+        if 400 <= i * 20 < 520:
+            continue
+        ours = i * 20 >= 360
+        util0 = min(92, (i * 20 - 360) // 3) if ours else 0
+        apps = ("gpu_app=GPU-0,48211,41200,48200,me\n/proc/48211/environ:RTRAIN_RUN=0123456789abcdef\n"
+                if ours else "")
+        history.add(parse_gpu_sample(
+            f"gpu=0, GPU-0, {util0}, {41984 if ours else 4}, 81559\n"
+            f"gpu=1, GPU-1, {95 + i % 4}, 61440, 81559\ngpu_smi=0\n"
+            f"gpu_app=GPU-1,31337,61200,31300,alice\n{apps}", taken_at=t,
+        ).with_runs({"0123456789abcdef": "llama3-sft-r16"}, {}))
+    return history
+
+
+async def gpu_panel(pilot: Pilot) -> None:
+    await main_screen(pilot)
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    app.engine.gpu_history["h100-lab"] = gpu_history()
+    app.host_list.focus()
+    app.host_list.highlighted = 0
+    app.show_preflight()
+    await _settle(pilot)
+
+
 SCENES: dict[str, Callable[[Pilot], Awaitable[None]]] = {
+    "gpus": gpu_panel,
     "main": main_screen,
     "preflight": preflight_panel,
     "log_pane": log_pane,

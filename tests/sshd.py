@@ -80,6 +80,12 @@ class SshHosts:
     silent: SilentPort
     ports: dict[str, int]
 
+    @property
+    def apps_file(self) -> Path:
+        """The stand-in nvidia-smi's compute processes (`GPU-fake-N, pid, used MiB` lines);
+        a test that writes it removes it afterwards."""
+        return self.gpu_file.with_name(self.gpu_file.name + ".apps")
+
     def env(self) -> dict[str, str]:
         """Environment for a CLI subprocess that sees only the test hosts."""
         env = dict(os.environ)

@@ -29,6 +29,15 @@ class TestMainScreen:
         assert _compare(snap_compare, "preflight", tmp_path)
 
 
+class TestGpuPanel:
+    def test_gpu_sparklines_and_holders(self, snap_compare, tmp_path: Path) -> None:
+        """h100-lab's panel after ten minutes of samples: GPU0's sparkline flat (`▁`), then
+        rising over the last 4 minutes, with blank cells where the host did not answer;
+        `↳ run llama3-sft-r16 · 40G` in cyan; GPU1 red and full all along (same gap),
+        `↳ alice, pid 31337 · 60G` in yellow. The checks above are as before."""
+        assert _compare(snap_compare, "gpus", tmp_path)
+
+
 class TestLogPane:
     def test_log_pane(self, snap_compare, tmp_path: Path) -> None:
         """A tab `h100-lab/llama3-sft-r16`: status line `● live  follow on (F)  h100-lab/llama3-sft-r16  23 lines`,
@@ -54,7 +63,8 @@ class TestCurves:
 class TestModals:
     def test_start_form_with_validation_error(self, snap_compare, tmp_path: Path) -> None:
         """The start form: Config and Run id highlighted red, the engine's two messages
-        below (missing config file; the seed's run id message), Start disabled."""
+        below (missing config file; the seed's run id message), Start disabled. A `GPU ids`
+        field under GPUs and an unchecked `take busy GPUs too` box above the messages."""
         assert _compare(snap_compare, "start_form_error", tmp_path)
 
     def test_fetch_browser(self, snap_compare, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rtrain_tui.core import gpus as gpu_choice
 from rtrain_tui.core import probes, remote_sh, validate
 from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
@@ -50,6 +51,8 @@ class StartRequest:
     workdir: str = validate.DEFAULT_WORKDIR
     env: dict[str, str] = field(default_factory=dict)
     trainer: str = validate.DEFAULT_TRAINER
+    gpu_ids: tuple[int, ...] = ()  # chosen by hand; else the `gpus` least busy free ones
+    allow_busy: bool = False  # take GPUs someone else is using rather than refuse
 
     def validated(self) -> StartRequest:
         """Check every field the way the seed does; raises ValidationError."""
@@ -59,8 +62,17 @@ class StartRequest:
         validate.check_workdir(self.host, self.workdir)
         validate.check_python(self.python)
         validate.check_gpus(self.gpus)
+        if self.gpu_ids:
+            validate.parse_gpu_ids(",".join(str(i) for i in self.gpu_ids))
+            if len(self.gpu_ids) != self.gpus:
+                raise validate.ValidationError(
+                    f"--gpus {self.gpus} and --gpu-ids {','.join(map(str, self.gpu_ids))} "
+                    "disagree; give --gpu-ids alone.")
         validate.check_trainer_template(self.trainer)
         validate.parse_env([f"{key}={value}" for key, value in self.env.items()])
+        if self.gpu_ids and "CUDA_VISIBLE_DEVICES" in self.env:
+            raise validate.ValidationError(
+                "--gpu-ids and --env CUDA_VISIBLE_DEVICES both choose GPUs; give one of them.")
         validate.check_local_file("config", self.config)
         if self.dataset is not None:
             validate.check_dataset_name(Path(self.dataset).name)
@@ -102,6 +114,10 @@ class Engine:
         self.pool = pool
         self.index = index
         self._workdirs: dict[tuple[str, str], str] = {}
+        # Per host: the GPU samples of the last minutes (the host panel's sparklines),
+        # and until when sampling is skipped after nvidia-smi timed out there.
+        self.gpu_history: dict[str, gpu_choice.GpuHistory] = {}
+        self._gpu_quiet_until: dict[str, float] = {}
 
     def host(self, alias: str) -> HostConnection:
         try:
@@ -149,6 +165,7 @@ class Engine:
         report = await self.preflight(req.host, req.gpus, req.python, req.workdir, ship)
         if not report.ok:
             raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
+        env, gpu_ids = await self._gpu_env(req, step)
         conn = self.host(req.host)
         token = secrets.token_hex(16)
         with self._starting(token):
@@ -157,7 +174,7 @@ class Engine:
                 host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
                 state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
                 config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
-                token=token,
+                token=token, gpu_ids=gpu_ids,
             )
             launching = False
             try:
@@ -172,7 +189,7 @@ class Engine:
                     dataset_name = req.dataset.name
                     await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
                 command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
-                await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, req.env))
+                await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, env))
                 step("launching")
                 launching = True
                 out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir, token))))
@@ -193,6 +210,24 @@ class Engine:
             record = replace(record, state=probes.RUNNING, updated_at=index_now())
             await asyncio.to_thread(self.index.add, record)
         return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record)
+
+    async def _gpu_env(self, req: StartRequest, step: StepCallback) -> tuple[dict[str, str], str]:
+        """The trainer's env with the GPUs it gets, and those GPUs as the index records them.
+
+        CUDA numbers GPUs fastest first unless told PCI_BUS_ID order, which is
+        nvidia-smi's: without it `CUDA_VISIBLE_DEVICES=1` could be another GPU than the
+        one we saw free. A CUDA_VISIBLE_DEVICES the user set in --env is left alone.
+        """
+        env = dict(req.env)
+        if (req.gpus == 0 and not req.gpu_ids) or "CUDA_VISIBLE_DEVICES" in env:
+            return env, ""
+        step(f"choosing GPUs on {req.host}")
+        sample = await self.sample_gpus(req.host)
+        chosen = gpu_choice.choose_gpus(req.host, sample, req.gpus, req.gpu_ids, req.allow_busy)
+        ids = ",".join(str(i) for i in chosen)
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+        env["CUDA_VISIBLE_DEVICES"] = ids
+        return env, ids
 
     @contextmanager
     def _starting(self, token: str) -> Iterator[None]:
@@ -261,11 +296,62 @@ class Engine:
 
         Runs at the positions in `need_end` also report when they ended, if they have.
         """
-        out = await self.host(host).run(remote_sh.run_states(runs, need_end))
-        return probes.parse_run_states(out, len(runs))
+        return (await self.probe_host(host, runs, need_end))[0]
 
-    async def refresh(self, records: Sequence[RunRecord] | None = None) -> dict[tuple[str, str, str], str]:
+    async def probe_host(
+        self, host: str, runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
+        gpus: bool = False,
+    ) -> tuple[list[RunProbe], gpu_choice.HostGpus | None]:
+        """The runs' probes and, with `gpus`, a GPU sample: still one script, one round trip.
+
+        After nvidia-smi timed out on a host, its GPUs are not sampled for a minute: a
+        wedged driver must not slow every refresh of that host by the timeout.
+        """
+        gpus = gpus and time.monotonic() >= self._gpu_quiet_until.get(host, 0.0)
+        out = await self.host(host).run(remote_sh.run_states(runs, need_end, gpus=gpus))
+        found = probes.parse_run_states(out, len(runs))
+        if not gpus:
+            return found, None
+        sample = gpu_choice.parse_gpu_sample(out)
+        if sample.timed_out:
+            self._gpu_quiet_until[host] = time.monotonic() + 60.0
+        return found, sample
+
+    def _remember_gpus(self, host: str, sample: gpu_choice.HostGpus,
+                       records: Sequence[RunRecord], found: Sequence[RunProbe]) -> gpu_choice.HostGpus:
+        """Name our runs' GPU processes and add the sample to the host's history."""
+        tokens, groups = gpu_choice.run_maps(
+            (r.run_id, r.token, p.pid if p.alive else None) for r, p in zip(records, found))
+        sample = sample.with_runs(tokens, groups)
+        self.gpu_history.setdefault(host, gpu_choice.GpuHistory()).add(sample)
+        return sample
+
+    async def poll_gpus(self, host: str) -> gpu_choice.HostGpus | None:
+        """The refresh probe's GPU report alone, for a host with no runs (the host panel)."""
+        found, sample = await self.probe_host(host, [], gpus=True)
+        return None if sample is None else self._remember_gpus(host, sample, [], found)
+
+    async def sample_gpus(self, host: str) -> gpu_choice.HostGpus:
+        """Sample the host's GPUs now, naming the processes of the runs the index has there.
+
+        One round trip, and slower than a refresh's GPU report (it waits for nvidia-smi).
+        """
+        try:
+            records = [r for r in await asyncio.to_thread(self.index.load) if r.host == host]
+        except RemoteError:
+            records = []  # a broken index only costs the run names
+        # Sampled now, not read from the background sample: a start must not choose by
+        # a sample from before another run took a GPU.
+        runs = [(r.workdir, r.run_id) for r in records]
+        out = await self.host(host).run(remote_sh.run_states(runs) + remote_sh.gpu_sample())
+        found = probes.parse_run_states(out, len(runs))
+        return self._remember_gpus(host, gpu_choice.parse_gpu_sample(out), records, found)
+
+    async def refresh(self, records: Sequence[RunRecord] | None = None,
+                      sample_gpus: bool = False) -> dict[tuple[str, str, str], str]:
         """Update the index from the hosts, all hosts at once, one probe per host.
+
+        With `sample_gpus`, each host's probe also samples its GPUs into `gpu_history`.
 
         Returns {record key: state}; a host that cannot be reached yields
         `unreachable` for its runs, whose last known state stays in the index, stale.
@@ -281,10 +367,16 @@ class Engine:
 
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
             try:
-                found = await self.probe_many(host, [(r.workdir, r.run_id) for r in recs],
-                                              [i for i, r in enumerate(recs) if not r.ended_at])
+                runs = [(r.workdir, r.run_id) for r in recs]
+                need_end = [i for i, r in enumerate(recs) if not r.ended_at]
+                if sample_gpus:
+                    found, sample = await self.probe_host(host, runs, need_end, gpus=True)
+                else:  # probe_many is the seam fault tests slow down; keep going through it
+                    found, sample = await self.probe_many(host, runs, need_end), None
             except RemoteError:
                 return {r.key: probes.UNREACHABLE for r in recs}
+            if sample is not None:
+                self._remember_gpus(host, sample, recs, found)
             states = {}
             for r, p in zip(recs, found):
                 if p.ended_at is not None and probes.is_final(p.state):

@@ -80,6 +80,7 @@ class RunRecord:
     dataset: str = ""
     gpus: int = 1
     token: str = ""  # the run's marker on the host (train.token), set by start
+    gpu_ids: str = ""  # the CUDA_VISIBLE_DEVICES start chose (`0,3`); "" when it chose none
 
     @property
     def key(self) -> RunKey:
@@ -377,7 +378,7 @@ def _merge(doc: _Document, change: Callable[[list[RunRecord]], list[RunRecord]])
 
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
-                "ended_at", "origin", "config", "dataset", "token")
+                "ended_at", "origin", "config", "dataset", "token", "gpu_ids")
 _REQUIRED = ("host", "run_id", "workdir")
 
 

@@ -38,6 +38,7 @@ class GpuInfo:
     utilization_pct: int
     # Fields nvidia-smi answered `[N/A]` for (MIG, some vGPUs); they read 0 above.
     unknown: frozenset[str] = frozenset()
+    uuid: str = ""  # in GPU samples (gpus.py), where processes name their GPU by it
 
     def shown(self, field_name: str) -> str:
         """A numeric field as text: `?` where nvidia-smi said `[N/A]` (never a made-up 0)."""

@@ -286,7 +286,8 @@ echo "pid=$(cat train.pid 2>/dev/null)"
 """
 
 
-def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) -> str:
+def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
+               gpus: bool = False) -> str:
     """Print one tab-separated line per (workdir, run id): its index, then key=value facts.
 
     This is the one probe per host per refresh: every run on the host in one script.
@@ -294,7 +295,9 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) 
     when a wrapper is gone without an exit code, once for all runs. For the runs listed
     in `need_end` (by position), an ended run also reports `ended=EPOCH`: when its
     `status` was written (else its log's last write), so its elapsed time is the host's
-    and not when we happened to look. One `date` each, asked once per run.
+    and not when we happened to look. One `date` each, asked once per run. With `gpus`,
+    the same script also reports the GPUs (the last background sample, and starts the
+    next; see _GPU_SAMPLE_ASYNC): still one round trip.
     """
     lines = [_LIVENESS, "own_groups"]
     lines.append(r"""probe() {
@@ -320,7 +323,111 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) 
 }""")
     for i, (workdir, run_id) in enumerate(runs):
         lines.append(f"probe {i} {run_dir_word(workdir, run_id)} {1 if i in need_end else 0}")
+    if gpus:
+        lines.append(_GPU_SAMPLE_ASYNC)
     return "\n".join(lines) + "\n"
+
+
+# One GPU sample, appended to the per-host probe (`run_states(..., gpus=True)`): two
+# nvidia-smi queries in one pipeline and one awk, so no extra round trip and few forks.
+# awk bounds what is passed on (65 GPU rows of 512 bytes, 257 processes), as the
+# preflight does, and resolves each GPU process's group and user from /proc and
+# /etc/passwd itself (no `ps`, no fork per process). Our runs' processes are told by
+# their RTRAIN_RUN marker: one grep over just those processes' environ files. Lines:
+#   gpu=INDEX, UUID, UTIL, MEM_USED, MEM_TOTAL   (nvidia-smi's own row, bounded)
+#   gpu_smi=RC | missing                          (124: timed out)
+#   gpu_app=UUID,PID,USED_MIB,PGID,USER           (fields empty where unknown)
+#   /proc/PID/environ:RTRAIN_RUN=TOKEN            (our run's marker on a GPU process)
+_GPU_SAMPLE = r"""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  if command -v timeout >/dev/null 2>&1; then gs_t="timeout 5"; else gs_t=; fi
+  gs_out=$( { $gs_t nvidia-smi --query-gpu=index,uuid,utilization.gpu,memory.used,memory.total \
+      --format=csv,noheader,nounits 2>&1; gs_rc=$?; echo "rt_smi_rc=$gs_rc"
+    [ $gs_rc = 0 ] && $gs_t nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory \
+      --format=csv,noheader,nounits 2>/dev/null; } |
+    awk 'function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
+      /^rt_smi_rc=[0-9]+$/ && !apps { print "gpu_smi=" substr($0, 11); apps = 1; next }
+      !apps { if (++n <= 65) print "gpu=" substr($0, 1, 512); next }
+      ++m <= 257 {
+        split(substr($0, 1, 512), a, ","); pid = trim(a[2]); pg = ""; user = ""
+        if (pid ~ /^[0-9]+$/ && length(pid) < 12) {
+          f = "/proc/" pid "/stat"
+          if ((getline l < f) > 0) { sub(/.*\) /, "", l); split(l, s, " "); pg = s[3] }
+          close(f); f = "/proc/" pid "/status"
+          while ((getline l < f) > 0) if (l ~ /^Uid:/) { split(l, s, /[ \t]+/); user = s[2]; break }
+          close(f)
+          if (user != "") {
+            if (!pw) { pw = 1; while ((getline l < "/etc/passwd") > 0) { split(l, s, ":"); name[s[3]] = s[1] } }
+            if (user in name) user = name[user]; else user = "uid " user
+          }
+          envs = envs " /proc/" pid "/environ"
+        } else pid = ""
+        gsub(/,/, "", user)
+        print "gpu_app=" trim(a[1]) "," pid "," trim(a[3]) "," pg "," substr(user, 1, 64)
+      }
+      END { if (envs != "") print "gpu_envs=" envs }')
+  printf '%s\n' "$gs_out"
+  # Only awk's last line starts with `gpu_envs=` (every host row got a prefix), and it
+  # holds /proc/DIGITS/environ words only: safe to split unquoted.
+  case $gs_out in
+    *"
+gpu_envs= /proc/"*) grep -H -s -a -z -o -x 'RTRAIN_RUN=[0-9a-f]*' -- ${gs_out##*"
+gpu_envs="} 2>/dev/null | tr '\0' '\n';;
+  esac
+else
+  echo "gpu_smi=missing"
+fi
+"""
+
+
+def gpu_sample() -> str:
+    """One sample of every GPU on the host and who holds it, now (see _GPU_SAMPLE)."""
+    return _GPU_SAMPLE
+
+
+# The refresh probe's GPU part. nvidia-smi itself takes 10-50 ms on a real host (more
+# without persistence mode), and the pipeline around it a few forks: too much for a probe
+# that runs every 2 s per host. So the probe prints the last sample, taken in the
+# background, and starts the next one: it costs a file read with builtins and one fork
+# it does not wait for. Samples live in ~/.cache/rtrain-tui (0700). Each carries the
+# host's uptime when it was taken (`gpu_uptime=`) and the probe says the uptime now
+# (`gpu_now=`), so the client dates it without trusting either clock. A lock holding the
+# uptime it was taken at keeps one sampler at a time; one older than 30 s is a dead
+# sampler's and is broken. Hosts without /proc/uptime, or where ~/.cache cannot be
+# written, are sampled in the probe itself (slower, but never blind).
+_GPU_SAMPLE_ASYNC = r"""
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "gpu_smi=missing"
+elif [ ! -r /proc/uptime ] || [ -z "$HOME" ] || ! { gs_d=$HOME/.cache/rtrain-tui
+    [ -d "$gs_d" ] || mkdir -p -m 700 "$gs_d" 2>/dev/null; }; then
+""" + _GPU_SAMPLE + r"""
+else
+  read -r gs_now gs_x < /proc/uptime; gs_now=${gs_now%.*}
+  gs_f=$gs_d/gpu-sample
+  echo "gpu_now=$gs_now"
+  if [ -r "$gs_f" ]; then while IFS= read -r gs_l; do printf '%s\n' "$gs_l"; done < "$gs_f"; fi
+  if [ -r "$gs_f.lock" ]; then
+    gs_then=; read -r gs_then < "$gs_f.lock"
+    case $gs_then in ''|*[!0-9]*) gs_then=0;; esac
+    # Dead sampler: older than 30 s (its nvidia-smi calls are bounded by `timeout 5`;
+    # without timeout(1) a hung one may still live: 600 s, so they never pile up), or
+    # from before a reboot.
+    gs_stale=30; command -v timeout >/dev/null 2>&1 || gs_stale=600
+    if [ $((gs_now - gs_then)) -gt $gs_stale ] || [ "$gs_now" -lt "$gs_then" ]; then rm -f "$gs_f.lock"; fi
+  fi
+  set -C
+  if { echo "$gs_now" > "$gs_f.lock"; } 2>/dev/null; then
+    set +C
+    {
+      { read -r gs_up gs_x < /proc/uptime; echo "gpu_uptime=${gs_up%.*}"
+""" + _GPU_SAMPLE + r"""
+      } > "$gs_f.tmp" && mv -f "$gs_f.tmp" "$gs_f"
+      rm -f "$gs_f.lock"
+    } </dev/null >/dev/null 2>&1 &
+  fi
+  set +C
+fi
+"""
 
 
 def run_dir_word(workdir: str, run_id: str) -> str:

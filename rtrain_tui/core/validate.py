@@ -21,7 +21,7 @@ from rtrain_tui.core.template import python_word
 __all__ = [
     "ValidationError", "check_run_id", "check_workdir", "check_fetch_path", "check_python",
     "check_gpus", "parse_env", "check_trainer_template", "check_local_file", "check_host",
-    "check_dataset_name", "RUN_DIR_FILES", "python_word",
+    "check_dataset_name", "RUN_DIR_FILES", "python_word", "parse_gpu_ids",
 ]
 
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -113,6 +113,26 @@ def check_gpus(gpus: int) -> int:
     if gpus < 0:
         raise ValidationError(f"--gpus must be 0 or more, not {gpus}; use 0 for a CPU-only run.")
     return gpus
+
+
+GPU_IDS_RE = re.compile(r"[0-9]{1,3}(?:,[0-9]{1,3})*")
+MAX_GPU_ID = 63  # nvidia-smi's rows are believed for at most 64 GPUs (probes.MAX_GPUS)
+
+
+def parse_gpu_ids(text: str) -> tuple[int, ...]:
+    """`--gpu-ids 0,3`: GPU numbers, commas between, no repeats. Whether each exists on
+    the host is checked against its GPUs at start (gpus.choose_gpus)."""
+    if not GPU_IDS_RE.fullmatch(text):
+        raise ValidationError(f"--gpu-ids {_shown(text)} is not usable: write GPU numbers "
+                              "separated by commas, like 0,3.")
+    ids = tuple(int(part) for part in text.split(","))
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ValidationError(f"--gpu-ids {text} names GPU {repeated[0]} twice; name each GPU once.")
+    if max(ids) > MAX_GPU_ID:
+        raise ValidationError(f"--gpu-ids {text}: GPU {max(ids)} is beyond the {MAX_GPU_ID + 1} "
+                              "GPUs a host can report; use the numbers `rtrain-tui preflight` shows.")
+    return ids
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:

@@ -297,7 +297,11 @@ class RTrainApp(HeldToasts):
             if report is None:
                 return
             records = [r for r in report.records if r.host == host]
-            states = await self.engine.refresh(records) if records else {}
+            # The same probe reports the host's GPUs (the host panel's sparklines).
+            states = await self.engine.refresh(records, sample_gpus=True) if records else {}
+            if not records and self._checked_reachable(host):
+                await self._poll_gpus(host)
+            self._gpus_changed(host)
             reached = any(s != probes.UNREACHABLE for s in states.values())
             self._show_reachability(host, reached or not states)
             running = [r for r in records if states.get(r.key) == probes.RUNNING]
@@ -322,6 +326,21 @@ class RTrainApp(HeldToasts):
             if self.poll_runs:
                 self._host_timers[host] = self.set_timer(
                     self.refresh_seconds, lambda: self._refresh_host_now(host))
+
+    def _checked_reachable(self, host: str) -> bool:
+        report = self.reports.get(host, (None, ""))[0]
+        return report is not None and report.reachable
+
+    async def _poll_gpus(self, host: str) -> None:
+        """A checked host without runs is still polled, for its GPUs alone."""
+        try:
+            await self.engine.poll_gpus(host)
+        except RemoteError:
+            self._show_reachability(host, False)
+
+    def _gpus_changed(self, host: str) -> None:
+        if host == self.host_list.selected_alias and host not in self.checking:
+            self.show_preflight()
 
     async def _progress_of(self, records: list[RunRecord], running: bool) -> dict[RunKey, str]:
         """`step/total ▕bar▏ loss · ETA` from the run's metrics (only new log bytes are
@@ -408,7 +427,9 @@ class RTrainApp(HeldToasts):
     def show_preflight(self) -> None:
         host = self.host_list.selected_alias
         report, checked = self.reports.get(host or "", (None, ""))
-        self.query_one("#preflight", PreflightPanel).show(report, host, checked, host in self.checking)
+        self.query_one("#preflight", PreflightPanel).show(
+            report, host, checked, host in self.checking,
+            gpus=self.engine.gpu_history.get(host or ""), now=self.clock().timestamp())
 
     def action_preflight(self) -> None:
         host = self.host_list.selected_alias
@@ -455,6 +476,9 @@ class RTrainApp(HeldToasts):
         status = "ready" if report.ok else ("unreachable" if not report.reachable else "not ready")
         self.host_list.set_status(host, status, report.gpu_summary() if report.reachable else "")
         self.show_preflight()
+        if (self.poll_runs and report.reachable and report.gpus and host not in self._in_flight
+                and host not in self._host_timers):
+            self._refresh_host_now(host)  # from now on its GPUs are sampled with each refresh
 
     # -- start ---------------------------------------------------------------------
     def action_new_run(self) -> None:

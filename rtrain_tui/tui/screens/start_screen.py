@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Input, Label, ProgressBar, Select, Static
+from textual.widgets import Button, Checkbox, Footer, Input, Label, ProgressBar, Select, Static
 from textual_fspicker import FileOpen, Filters
 
 from rtrain_tui.core import validate
@@ -37,12 +37,13 @@ class StartDefaults:
     gpus: int = 1
 
 
-FIELDS = ("config", "dataset", "gpus", "run_id", "python", "workdir", "trainer", "env")
-LABELS = {"config": "Config", "dataset": "Dataset", "gpus": "GPUs", "run_id": "Run id",
+FIELDS = ("config", "dataset", "gpus", "gpu_ids", "run_id", "python", "workdir", "trainer", "env")
+LABELS = {"config": "Config", "dataset": "Dataset", "gpus": "GPUs", "gpu_ids": "GPU ids",
+          "run_id": "Run id",
           "python": "Python", "workdir": "Workdir", "trainer": "Trainer", "env": "Env"}
 
 
-def build_request(host: str, values: dict[str, str]) -> StartRequest:
+def build_request(host: str, values: dict[str, str], allow_busy: bool = False) -> StartRequest:
     """The form's text as a validated StartRequest; raises ValidationError naming the field."""
     try:
         gpus = int(values["gpus"] or "0")
@@ -58,6 +59,8 @@ def build_request(host: str, values: dict[str, str]) -> StartRequest:
         gpus=gpus, run_id=values["run_id"].strip() or None,
         python=values["python"].strip(), workdir=values["workdir"].strip(),
         env=validate.parse_env(env_pairs), trainer=values["trainer"].strip(),
+        gpu_ids=validate.parse_gpu_ids(ids) if (ids := values.get("gpu_ids", "").strip()) else (),
+        allow_busy=allow_busy,
     ).validated()
 
 
@@ -81,6 +84,10 @@ def _field_error(host: str, name: str, value: str) -> str:
             except ValueError:
                 return f"must be a whole number, not {value!r}."
             validate.check_gpus(gpus)
+        elif name == "gpu_ids" and value:
+            ids = validate.parse_gpu_ids(value)
+            if values["gpus"].strip() != str(len(ids)):
+                return f"GPU ids names {len(ids)} GPU(s), GPUs says {values['gpus'].strip() or 0}."
         elif name == "run_id" and value:
             validate.check_run_id(value)
         elif name == "python":
@@ -117,7 +124,8 @@ class StartScreen(ModalScreen[StartedRun | None]):
 
     def compose(self) -> ComposeResult:
         d = self.defaults
-        initial = {"config": d.config, "dataset": d.dataset, "gpus": str(d.gpus), "run_id": "",
+        initial = {"config": d.config, "dataset": d.dataset, "gpus": str(d.gpus), "gpu_ids": "",
+                   "run_id": "",
                    "python": validate.DEFAULT_PYTHON, "workdir": validate.DEFAULT_WORKDIR,
                    "trainer": validate.DEFAULT_TRAINER, "env": ""}
         with Vertical(id="dialog"):
@@ -129,6 +137,9 @@ class StartScreen(ModalScreen[StartedRun | None]):
                 for name in FIELDS:
                     yield Label(LABELS[name])
                     yield Input(initial[name], id=name, placeholder=_placeholder(name), compact=True)
+                yield Label("")
+                yield Checkbox("take busy GPUs too (someone else's process on them)",
+                               id="allow_busy", compact=True)
             yield Static("", id="errors")
             yield Static("", id="step")
             yield ProgressBar(id="upload", show_eta=False)
@@ -164,7 +175,14 @@ class StartScreen(ModalScreen[StartedRun | None]):
 
     @on(Input.Changed)
     @on(Select.Changed)
-    def _changed(self) -> None:
+    def _changed(self, event: Input.Changed | Select.Changed) -> None:
+        if isinstance(event, Input.Changed) and event.input.id == "gpu_ids":
+            try:  # naming the GPUs says how many: GPUs follows
+                ids = validate.parse_gpu_ids(event.value.strip())
+            except ValidationError:
+                pass
+            else:
+                self.query_one("#gpus", Input).value = str(len(ids))
         self.revalidate()
 
     @on(Button.Pressed, "#cancel")
@@ -219,7 +237,8 @@ class StartScreen(ModalScreen[StartedRun | None]):
         if self.revalidate() or self.engine is None:
             return
         try:
-            request = build_request(self.host, self.values)
+            request = build_request(self.host, self.values,
+                                    allow_busy=self.query_one("#allow_busy", Checkbox).value)
         except ValidationError as exc:
             self.query_one("#errors", Static).update(Text(f"✗ {safe_text(str(exc))}"))
             return
@@ -265,4 +284,5 @@ PICKED = {
 def _placeholder(name: str) -> str:
     return {"config": "path to config.yaml (ctrl+o: browse)",
             "dataset": "optional: path to the dataset file (ctrl+o: browse)",
+            "gpu_ids": "optional: 0,3 (default: the least busy)",
             "run_id": "optional: run-<epoch>", "env": "optional: KEY=VALUE KEY2=VALUE2"}.get(name, "")

@@ -1,4 +1,6 @@
-"""The preflight panel: each check as ✓ / ✗ / !, one row per GPU with a memory bar."""
+"""The preflight panel: each check as ✓ / ✗ / !, one row per GPU with a memory bar, or,
+once the host's refresh has sampled its GPUs, live rows: a sparkline per GPU and who
+holds it (gpu_rows.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +8,10 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from rtrain_tui.core.gpus import GpuHistory
 from rtrain_tui.core.probes import PreflightReport
 from rtrain_tui.core.sanitize import safe_text
+from rtrain_tui.tui.widgets.gpu_rows import gpu_rows
 
 
 def _bar(used: int, total: int, width: int = 12) -> Text:
@@ -18,13 +22,22 @@ def _bar(used: int, total: int, width: int = 12) -> Text:
 
 
 def render_report(report: PreflightReport | None, host: str | None, checked_at: str = "",
-                  checking: bool = False) -> Table | Text:
+                  checking: bool = False, gpus: GpuHistory | None = None,
+                  now: float = 0.0) -> Table | Text:
     if host is None:
         return Text("No hosts in ~/.ssh/config. Add one, or start with --demo.", style="dim")
     if checking:
         return Text(f"checking {host}…", style="italic cyan")
+    live = gpu_rows(gpus, now) if gpus is not None else []
     if report is None:
-        return Text.assemble((f"{host}", "bold"), " not checked yet — press ", ("p", "bold reverse"))
+        prompt = Text.assemble((f"{host}", "bold"), " not checked yet — press ", ("p", "bold reverse"))
+        if not live:
+            return prompt
+        table = Table.grid(expand=True)
+        table.add_column(no_wrap=True, overflow="ellipsis")
+        for row in (prompt, *live):
+            table.add_row(row)
+        return table
     table = Table.grid(padding=(0, 1), expand=True)
     table.add_column(width=1, min_width=1)
     table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
@@ -36,7 +49,9 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
         mark = Text("✓", style="green") if c.ok else (
             Text("!", style="bold yellow") if c.warning else Text("✗", style="bold red"))
         table.add_row(mark, Text.assemble((f"{c.name:8}", "bold"), c.detail))
-    for g in report.gpus:
+    for row in live:
+        table.add_row("", row)
+    for g in report.gpus if not live else ():
         memory_known = not {"memory_used_mib", "memory_total_mib"} & g.unknown
         used = f"{g.memory_used_mib // 1024}" if "memory_used_mib" not in g.unknown else "?"
         total = f"{g.memory_total_mib // 1024}" if "memory_total_mib" not in g.unknown else "?"
@@ -55,5 +70,5 @@ class PreflightPanel(Static):
         self.border_title = "Preflight"
 
     def show(self, report: PreflightReport | None, host: str | None, checked_at: str = "",
-             checking: bool = False) -> None:
-        self.update(render_report(report, host, checked_at, checking))
+             checking: bool = False, gpus: GpuHistory | None = None, now: float = 0.0) -> None:
+        self.update(render_report(report, host, checked_at, checking, gpus, now))

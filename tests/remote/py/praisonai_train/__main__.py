@@ -61,6 +61,8 @@ def main():
             sys.stdout.write("hostile: " + line + "\n")
         sys.stdout.flush()
     print(f"env RTRAIN_TEST_ENV={os.environ.get('RTRAIN_TEST_ENV', '')}", flush=True)
+    print(f"env CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')} "
+          f"CUDA_DEVICE_ORDER={os.environ.get('CUDA_DEVICE_ORDER', '<unset>')}", flush=True)
     if cfg.get("ignore_term") == "true":
         signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(int(cfg.get("children", 0)))]
