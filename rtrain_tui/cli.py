@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from rtrain_tui.core import probes, validate
+from rtrain_tui.core import hostconfig, probes, slurm, validate
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartRequest
 from rtrain_tui.core.errors import RemoteError
@@ -33,6 +33,36 @@ def _add_remote(p: argparse.ArgumentParser, python: bool = True) -> None:
     if python:
         p.add_argument("--python", default=validate.DEFAULT_PYTHON,
                        help="python on the host (default: %(default)s)")
+
+
+def _add_slurm(p: argparse.ArgumentParser, start: bool) -> None:
+    """The Slurm flags; each overrides the host's config.toml default."""
+    g = p.add_argument_group("Slurm (a login node: --backend slurm, or backend = \"slurm\" in config.toml)")
+    g.add_argument("--backend", default=None, choices=slurm.BACKENDS,
+                   help="how runs are launched (default: the host's config.toml setting, else direct)")
+    g.add_argument("--partition", default=None, help="Slurm partition")
+    g.add_argument("--gpus-per-node", type=int, default=None, help="default: --gpus")
+    if not start:
+        return
+    g.add_argument("--nodes", type=int, default=None, help="nodes (default 1; >1: srun + torchrun)")
+    g.add_argument("--time", default=None, help="time limit, e.g. 30, 4:00:00, 1-12:00:00")
+    g.add_argument("--account", default=None)
+    g.add_argument("--qos", default=None)
+    g.add_argument("--sbatch-arg", action="append", default=[], metavar="--NAME=VALUE",
+                   help="one more sbatch option, e.g. --sbatch-arg=--constraint=a100 (repeatable)")
+
+
+def _slurm_options(engine_hosts: hostconfig.HostConfig, args: argparse.Namespace) -> slurm.SlurmOptions:
+    """The host's config.toml defaults with the flags given on top, validated."""
+    base = engine_hosts.for_host(args.host).slurm
+    changes = {k: v for k, v in (
+        ("partition", args.partition), ("gpus_per_node", args.gpus_per_node),
+        ("nodes", getattr(args, "nodes", None)), ("time", getattr(args, "time", None)),
+        ("account", getattr(args, "account", None)), ("qos", getattr(args, "qos", None)),
+    ) if v is not None}
+    if getattr(args, "sbatch_arg", None):
+        changes["sbatch_args"] = tuple(args.sbatch_arg)
+    return slurm.SlurmOptions(**{**base.__dict__, **changes}).validated()
 
 
 RAW_HELP = ("print the log's bytes as the trainer wrote them, escape sequences included "
@@ -56,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("host")
     p.add_argument("--gpus", type=int, default=1, help="GPUs needed; 0 for a CPU-only run")
     _add_remote(p)
+    _add_slurm(p, start=False)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("start", help="ship config and dataset, launch the trainer detached")
@@ -71,8 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="environment for the trainer (repeatable)")
     p.add_argument("--raw", action="store_true", help=RAW_HELP)
     p.add_argument("--trainer", default=validate.DEFAULT_TRAINER, metavar="TEMPLATE",
-                   help="command template with {python} {dataset} {config} {gpus} "
-                   "(default: %(default)s)")
+                   help="command template with {python} {dataset} {config} {gpus}, and "
+                   "{nodes} {node_rank} {master_addr} {master_port} for Slurm jobs of several "
+                   "nodes (default: %(default)s)")
+    _add_slurm(p, start=True)
 
     for name, text in (("tail", "replay and follow a run's log until it ends"),
                        ("status", "print the run's state")):
@@ -163,8 +196,12 @@ def _main(argv: list[str] | None) -> int:
             _err(str(exc))
             return 1
 
+    # A config.toml that cannot be used is one line, before anything touches a host.
+    hosts = hostconfig.load()
+
     async def run() -> int:
-        engine = Engine(ConnectionPool(ssh_config, on_warning=lambda m: _err(f"warning: {m}")), index)
+        engine = Engine(ConnectionPool(ssh_config, on_warning=lambda m: _err(f"warning: {m}")),
+                        index, hosts)
         demo = None
         if args.demo:
             from rtrain_tui.demo.server import start_demo_host
@@ -193,7 +230,9 @@ def _recorded_workdir(index: RunIndex, args: argparse.Namespace) -> str:
 
 # -- commands -------------------------------------------------------------------
 async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
-    report = await engine.preflight(args.host, args.gpus, args.python, args.workdir)
+    backend = args.backend or engine.backend_of_host(args.host)
+    options = _slurm_options(engine.hosts, args) if backend == "slurm" else None
+    report = await engine.preflight(args.host, args.gpus, args.python, args.workdir, backend, options)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0 if report.ok else 1
@@ -207,6 +246,8 @@ async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
     for g in report.gpus:
         print(f"    GPU {g.index}: {g.name}  {g.memory_used_mib}/{g.memory_total_mib} MiB  "
               f"{g.utilization_pct}% busy")
+    for job in report.jobs:
+        print(f"    job {job.replace('|', '  ').strip()}")
     if report.ok:
         print(f"{args.host} is ready")
         return 0
@@ -224,6 +265,9 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         dataset=Path(args.dataset) if args.dataset else None, gpus=args.gpus,
         run_id=args.run_id, python=args.python, workdir=args.workdir,
         env=validate.parse_env(args.env), trainer=args.trainer,
+        backend=args.backend,
+        slurm=_slurm_options(engine.hosts, args)
+        if (args.backend or engine.backend_of_host(args.host)) == "slurm" else None,
     ).validated()
     def created(run_id: str, run_dir: str) -> None:
         # Said before anything that can fail after the run dir exists: a client killed
@@ -233,7 +277,8 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
     with TerminalProgress() as progress:
         started = await engine.start(request, progress=progress.update, on_created=created)
     flags = _run_flags(args)
-    print(f"started {started.run_id} on {args.host}")
+    job = f" (Slurm job {started.job_id})" if started.job_id else ""
+    print(f"started {started.run_id} on {args.host}{job}")
     print(f"  tail: rtrain-tui tail {args.host} {started.run_id}{flags}")
     print(f"  stop: rtrain-tui stop {args.host} {started.run_id}{flags}", flush=True)
     if not args.follow:
@@ -263,6 +308,11 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
         elif event.status == "live" and lost:
             lost = False
             _err(f"reconnected to {host}; following again")
+        elif event.status == "queued":
+            why = f" ({event.detail})" if event.detail else ""
+            _err(f"{run_id} is queued on {host}{why}; waiting for it to start…")
+        elif event.status == "started":
+            _err(f"{run_id} left the queue on {host}: {event.run_state}")
         elif event.status == "ended":
             final = event.run_state
     engine.remember_state(host, workdir, run_id, final)
@@ -284,7 +334,11 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
             "exists": probe.exists, "stop_requested": probe.stop_requested,
+            "reason": probe.reason, "slurm_job_id": probe.job_id or None,
+            "slurm_state": probe.slurm_state or None,
         }, indent=2))
+    elif probe.reason:
+        print(f"{probe.state} ({probe.reason})")
     else:
         print(probe.state)
     return 0
@@ -318,7 +372,8 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
-             "started_at": r.started_at, "updated_at": r.updated_at, "workdir": r.workdir}
+             "started_at": r.started_at, "updated_at": r.updated_at, "workdir": r.workdir,
+             "backend": r.backend or "direct", "slurm_job_id": r.slurm_job_id or None}
             for r in runs
         ], indent=2))
         return 0

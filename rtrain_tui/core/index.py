@@ -78,6 +78,8 @@ class RunRecord:
     dataset: str = ""
     gpus: int = 1
     token: str = ""  # the run's marker on the host (train.token), set by start
+    backend: str = ""  # how it was launched: "" (direct: a box) or "slurm"
+    slurm_job_id: str = ""  # Slurm runs: the job id sbatch gave
 
     @property
     def key(self) -> RunKey:
@@ -351,7 +353,7 @@ def _merge(doc: _Document, change: Callable[[list[RunRecord]], list[RunRecord]])
 
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
-                "config", "dataset", "token")
+                "config", "dataset", "token", "backend", "slurm_job_id")
 _REQUIRED = ("host", "run_id", "workdir")
 
 
