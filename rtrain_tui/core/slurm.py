@@ -156,7 +156,10 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
             f"sh -c {shlex.quote(trainer_cmd)} < /dev/null &\n"
         )
     else:
-        launch = f"{trainer_cmd} < /dev/null &\n"
+        # Braces keep a template's `a; b` together in the background job (and away from
+        # this shell's traps); dash runs a lone command in them without a subshell, so
+        # `$child` is the trainer itself and the forwarded TERM reaches it.
+        launch = f"{{ {trainer_cmd}\n}} < /dev/null &\n"
     return f"""#!/bin/sh
 {chr(10).join(options.sbatch_lines(run_id, gpus))}
 # Written by rtrain-tui: the batch script of one training run. Slurm runs it on the
@@ -364,7 +367,7 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo]) -> probes.R
         return replace(base, reason="CANCELLED", slurm_state=state)  # someone else's scancel: lost
     if state in FAILURE_STATES and not base.stop_requested:
         code = info.exit_code or (128 + info.signal if info.signal else 1)
-        return replace(base, exit_code=code, reason=reason or info.reason, slurm_state=state)
+        return replace(base, exit_code=code, reason=reason, slurm_state=state)
     if state == "COMPLETED" and info.exit_code == 0 and not base.stop_requested:
         return replace(base, exit_code=0, slurm_state=state)
     return replace(base, slurm_state=state)

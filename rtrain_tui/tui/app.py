@@ -292,7 +292,8 @@ class RTrainApp(App[int]):
     def _notify_transitions(self, records: list[RunRecord]) -> None:
         for r in records:
             before = self.last_states.get(r.key)
-            if before in (probes.RUNNING, STARTING) and r.state != before and not r.stale:
+            if before in (probes.RUNNING, probes.QUEUED, STARTING) and r.state != before \
+                    and not r.stale:
                 # completed, failed or lost; a stop the user issued has its own toast
                 if probes.is_final(r.state) and r.state != probes.STOPPED:
                     severity = "information" if r.state == probes.COMPLETED else "error"
@@ -376,7 +377,7 @@ class RTrainApp(App[int]):
             self.refresh_runs()
             return
         self.notify(f"started {started.run_id} on {started.host}", title="Run started")
-        self.last_states[started.record.key] = probes.RUNNING
+        self.last_states[started.record.key] = started.record.state  # running, or queued (Slurm)
         self.run_worker(self._show_started(started.record.key), group="index-load",
                         exclusive=True, exit_on_error=False, description="read the run index")
         self._refresh_host_now(started.host)
