@@ -29,6 +29,12 @@ from tests.sshd import free_port
 PACKAGES = "slurmctld slurmd slurm-client munge"
 NODE_CPUS = 16  # more than the machine has (config_overrides): CPUs never gate a test job
 GPUS = 2
+# Partition `multi`: two more nodes of one GPU each, for real 2-node jobs. Several slurmd
+# on one machine work here (each node its own port, spool, pid and log file via %n).
+MULTI_NODES = ("n1", "n2")
+# No node may be *named* like another's NodeHostname (all are `localhost`): slurmctld
+# would call that a duplicate. Hence `node0`, not `localhost`.
+NODES = ("node0", *MULTI_NODES)
 
 
 def missing_binaries() -> list[str]:
@@ -78,7 +84,7 @@ class SlurmCluster:
             self.cancel_all()
         except (RuntimeError, OSError, subprocess.TimeoutExpired):
             pass
-        for name in ("slurmd", "slurmctld", "munged"):
+        for name in (*(f"slurmd-{n}" for n in NODES), "slurmctld", "munged"):
             p = self.procs.get(name)
             if p is None or p.poll() is not None:
                 continue
@@ -122,29 +128,35 @@ def start_cluster() -> SlurmCluster:
 
 
 def _configure(root: Path) -> None:
-    for d in ("state", "spool", "log", "fakedev", "munge"):
+    for d in ("state", "log", "fakedev", "munge", *(f"spool-{n}" for n in NODES)):
         (root / d).mkdir()
     (root / "munge").chmod(0o755)
-    for i in range(GPUS):
+    for i in range(GPUS + len(MULTI_NODES)):
         (root / "fakedev" / f"gpu{i}").symlink_to("/dev/null")
     (root / "gres.conf").write_text(
         "AutoDetect=off\n"
-        f"NodeName=localhost Name=gpu File={root}/fakedev/gpu[0-{GPUS - 1}]\n")
+        f"NodeName=node0 Name=gpu File={root}/fakedev/gpu[0-{GPUS - 1}]\n"
+        + "".join(f"NodeName={n} Name=gpu File={root}/fakedev/gpu{GPUS + i}\n"
+                  for i, n in enumerate(MULTI_NODES)))
+    # Every node names its port: with several slurmd per host, slurmctld tells them apart by it.
+    multi = "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} "
+                    "CPUs=4 RealMemory=1000 Gres=gpu:1 State=UNKNOWN\n" for n in MULTI_NODES)
+    slurmd_port = free_port()
     (root / "slurm.conf").write_text(f"""ClusterName=rtraintest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={free_port()}
-SlurmdPort={free_port()}
+SlurmdPort={slurmd_port}
 AuthType=auth/munge
 AuthInfo=socket={root}/munge/munge.socket
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool-%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd-%n.log
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -160,8 +172,9 @@ SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
 GresTypes=gpu
-NodeName=localhost NodeHostname=localhost NodeAddr=127.0.0.1 CPUs={NODE_CPUS} RealMemory=2000 Gres=gpu:{GPUS} State=UNKNOWN
-PartitionName=gpu Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+{multi}NodeName=node0 NodeHostname=localhost NodeAddr=127.0.0.1 Port={slurmd_port} CPUs={NODE_CPUS} RealMemory=2000 Gres=gpu:{GPUS} State=UNKNOWN
+PartitionName=gpu Nodes=node0 Default=YES MaxTime=INFINITE State=UP
+PartitionName=multi Nodes={",".join(MULTI_NODES)} MaxTime=INFINITE State=UP
 """)
 
 
@@ -184,14 +197,16 @@ def _start_slurm(cluster: SlurmCluster) -> None:
     out = open(logs / "daemons.out", "wb")
     cluster.procs["slurmctld"] = subprocess.Popen(
         [_bin("slurmctld"), "-D", "-i"], env=env, stdout=out, stderr=out)
-    cluster.procs["slurmd"] = subprocess.Popen(
-        [_bin("slurmd"), "-D", "-N", "localhost"], env=env, stdout=out, stderr=out)
+    for node in NODES:
+        cluster.procs[f"slurmd-{node}"] = subprocess.Popen(
+            [_bin("slurmd"), "-D", "-N", node], env=env, stdout=out, stderr=out)
 
     def idle() -> bool:
-        p = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env)
-        return p.returncode == 0 and p.stdout.strip() == "idle"
+        p = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, env=env)
+        states = dict(line.split() for line in p.stdout.splitlines() if line.strip())
+        return p.returncode == 0 and all(states.get(n) == "idle" for n in NODES)
 
-    _wait(idle, cluster.procs["slurmd"], "slurmd", logs / "slurmd.log", timeout=30)
+    _wait(idle, cluster.procs["slurmd-node0"], "slurmd", logs / "slurmd-node0.log", timeout=30)
 
 
 def _wait(ready, proc: subprocess.Popen[bytes], name: str, log: Path,  # type: ignore[no-untyped-def]

@@ -79,7 +79,7 @@ def test_partitions_count_gpus_per_node_once() -> None:
             "gpu*|n2|mixed|gpu:4|gpu:4(IDX:0-3)|",
             "cpu|c1|down*|(null)|gpu:0|",
             "gpu*|n1|idle|gpu:a100:4(S:0-1)|gpu:a100:1(IDX:0)|"]
-    gpu, cpu = parse_partitions(rows)
+    gpu, cpu = parse_partitions(rows[2:] + rows[:2])
     assert (gpu.name, gpu.default, gpu.gpus_total, gpu.gpus_used) == ("gpu", True, 8, 5)
     assert gpu.summary() == "gpu*: 2 node(s) (1 idle, 1 mixed); GPUs 3 free of 8"
     assert (cpu.name, cpu.default, cpu.gpus_total) == ("cpu", False, 0)

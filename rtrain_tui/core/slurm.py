@@ -476,7 +476,7 @@ def _gpu_count(gres: str) -> int:
 
 
 def parse_partitions(rows: Sequence[str]) -> list[Partition]:
-    """`sinfo -N -O` rows (`part|node|state|gres|gres_used|`) into partitions, in order."""
+    """`sinfo -N -O` rows (`part|node|state|gres|gres_used|`) into partitions, default first."""
     parts: dict[str, Partition] = {}
     seen: set[tuple[str, str]] = set()
     for row in rows:
@@ -493,7 +493,8 @@ def parse_partitions(rows: Sequence[str]) -> list[Partition]:
                         gpus_total=p.gpus_total + _gpu_count(gres),
                         gpus_used=p.gpus_used + _gpu_count(used))
         parts[name] = p
-    return list(parts.values())
+    # sinfo -N lists by node: show the default partition first, then by name.
+    return sorted(parts.values(), key=lambda p: (not p.default, p.name))
 
 
 def parse_preflight(host: str, output: str, python: str, options: SlurmOptions) -> probes.PreflightReport:

@@ -58,6 +58,12 @@ class SlurmCli(Cli):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
         return CliResult(p.returncode, p.stdout, p.stderr)
 
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        cmd = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(self.hosts.ssh_config),
+               "--index", str(self.index), *args]
+        env = {**self.hosts.env(), "XDG_CONFIG_HOME": str(self.config_home)}
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
 
 @pytest.fixture
 def scli(hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path) -> SlurmCli:

@@ -15,7 +15,7 @@ def test_cluster_runs_a_gpu_job_submitted_over_ssh(hosts: SshHosts, slurm: Slurm
     out = subprocess.run(ssh + ["sinfo -h -o '%P %t %G'"], capture_output=True, text=True,
                          timeout=30, env=hosts.env())
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["gpu*", "idle", "gpu:2"]
+    assert out.stdout.split() == ["gpu*", "idle", "gpu:2", "multi", "idle", "gpu:1"]
     job = subprocess.run(ssh + ["sbatch --parsable --wait --gpus-per-node=2 "
                                 "--wrap 'echo gpus=$CUDA_VISIBLE_DEVICES' -o /dev/null"],
                          capture_output=True, text=True, timeout=60, env=hosts.env())

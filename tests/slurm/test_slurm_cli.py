@@ -54,10 +54,13 @@ def test_preflight_lists_the_partition_and_its_two_gpus(scli: SlurmCli) -> None:
     assert f"{LOGIN} is ready" in r.out
     report = json.loads(scli("preflight", LOGIN, "--json").out)
     assert report["backend"] == "slurm" and report["ok"]
-    assert report["partitions"] == [{"name": "gpu", "default": True, "nodes": {"localhost": "idle"},
-                                     "gpus_total": 2, "gpus_used": 0}]
+    assert report["partitions"] == [
+        {"name": "gpu", "default": True, "nodes": {"node0": "idle"}, "gpus_total": 2, "gpus_used": 0},
+        {"name": "multi", "default": False, "nodes": {"n1": "idle", "n2": "idle"},
+         "gpus_total": 2, "gpus_used": 0}]
+    assert "multi: 2 node(s) (2 idle); GPUs 2 free of 2" in r.out
     missing = scli("preflight", LOGIN, "--partition", "nope")
-    assert missing.rc == 1 and "no partition 'nope' (there are: gpu)" in missing.err
+    assert missing.rc == 1 and "no partition 'nope' (there are: gpu, multi)" in missing.err
 
 
 def test_direct_preflight_of_a_login_node_says_it_looks_like_slurm(cli: Cli, slurm: SlurmCluster) -> None:
@@ -67,14 +70,16 @@ def test_direct_preflight_of_a_login_node_says_it_looks_like_slurm(cli: Cli, slu
 
 def test_queued_for_resources_then_running_then_completed(scli: SlurmCli, tmp_path: Path,
                                                           workdir: str, slurm: SlurmCluster) -> None:
-    start(scli, tmp_path, workdir, "big", "--gpus", "2", steps=25, step_seconds=0.2)
+    # `big` holds both GPUs until the test has seen `small` wait for them.
+    start(scli, tmp_path, workdir, "big", "--gpus", "2", steps=100000, step_seconds=0.2)
     wait_for(scli, "big", workdir, lambda s: s["state"] == "running")
-    start(scli, tmp_path, workdir, "small", "--gpus", "1", steps=8, step_seconds=0.5)
+    start(scli, tmp_path, workdir, "small", "--gpus", "1", steps=10, step_seconds=0.5)
     assert status(scli, "small", workdir)["state"] == "queued"
     # Right after sbatch the scheduler may not have said why yet: the reason follows.
     queued = wait_for(scli, "small", workdir, lambda s: s["reason"] != "", timeout=10)
     assert (queued["state"], queued["reason"]) == ("queued", "Resources")
     assert scli("status", LOGIN, "small", "--workdir", workdir).out.strip() == "queued (Resources)"
+    assert scli("stop", LOGIN, "big", "--workdir", workdir, "--grace", "2").rc == 0
     wait_for(scli, "small", workdir, lambda s: s["state"] == "running", timeout=30)
     done = wait_for(scli, "small", workdir, lambda s: s["state"] != "running")
     assert done["state"] == "completed" and done["slurm_state"] == "COMPLETED"
@@ -83,7 +88,7 @@ def test_queued_for_resources_then_running_then_completed(scli: SlurmCli, tmp_pa
     assert done["slurm_job_id"] == job
     assert "#SBATCH --gpus-per-node=1" in (run_dir / "run.sbatch").read_text()
     assert (run_dir / "status").read_text().strip() == "0"
-    assert "{'loss': 0.2500, 'step': 8, 'epoch': 1.00}" in (run_dir / "train.log").read_text()
+    assert "{'loss': 0.2000, 'step': 10, 'epoch': 1.00}" in (run_dir / "train.log").read_text()
     records = {r["run_id"]: r for r in json.loads(scli("runs", "--json").out)}
     assert records["small"]["backend"] == "slurm" and records["small"]["slurm_job_id"] == job
     # Never the login node: Slurm ran it, and the compute side saw its GPU.
@@ -147,14 +152,25 @@ def test_stop_of_a_queued_run_cancels_it_at_once(scli: SlurmCli, tmp_path: Path,
 
 
 def test_tail_of_a_queued_run_says_so_then_follows_it(scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
-    start(scli, tmp_path, workdir, "first", "--gpus", "2", steps=10, step_seconds=0.3)
+    start(scli, tmp_path, workdir, "first", "--gpus", "2", steps=100000, step_seconds=0.2)
     start(scli, tmp_path, workdir, "later", "--gpus", "2", steps=3)
     assert status(scli, "later", workdir)["state"] == "queued"
-    r = scli("tail", LOGIN, "later", "--workdir", workdir, timeout=90)
-    assert r.rc == 0, r.err
-    assert f"later is queued on {LOGIN} (Resources); waiting for it to start" in r.err
-    assert "{'loss': 0.6667, 'step': 3, 'epoch': 1.00}" in r.out
-    assert r.out.splitlines()[-1] == f"later on {LOGIN}: completed"
+    tail = scli.popen("tail", LOGIN, "later", "--workdir", workdir)
+    try:
+        assert tail.stderr is not None
+        said = tail.stderr.readline()  # blocks until tail has said something
+        # Right after sbatch the reason may still be blank; the next line then names it.
+        if "(Resources)" not in said:
+            said = tail.stderr.readline()
+        assert said.startswith(f"rtrain-tui: later is queued on {LOGIN} (Resources); waiting for it to start")
+        assert scli("stop", LOGIN, "first", "--workdir", workdir, "--grace", "2").rc == 0
+        out, err = tail.communicate(timeout=90)
+    finally:
+        tail.kill()
+    assert tail.returncode == 0, err
+    assert f"later left the queue on {LOGIN}" in err
+    assert "{'loss': 0.6667, 'step': 3, 'epoch': 1.00}" in out
+    assert out.splitlines()[-1] == f"later on {LOGIN}: completed"
 
 
 def test_fetch_of_the_adapter_works_unchanged(scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
