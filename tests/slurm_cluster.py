@@ -52,6 +52,7 @@ class SlurmCluster:
     root: Path
     conf: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    ssh_config: Path | None = None  # the test hosts' ssh config plus the login node
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}

@@ -10,7 +10,7 @@ from tests.sshd import SshHosts
 
 
 def test_cluster_runs_a_gpu_job_submitted_over_ssh(hosts: SshHosts, slurm: SlurmCluster) -> None:
-    ssh = ["ssh", "-F", str(hosts.ssh_config), "-o", "BatchMode=yes",
+    ssh = ["ssh", "-F", str(slurm.ssh_config), "-o", "BatchMode=yes",
            "-o", "StrictHostKeyChecking=accept-new", LOGIN]
     out = subprocess.run(ssh + ["sinfo -h -o '%P %t %G'"], capture_output=True, text=True,
                          timeout=30, env=hosts.env())

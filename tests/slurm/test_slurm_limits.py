@@ -10,7 +10,7 @@ from pathlib import Path
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, remote_sh
 from rtrain_tui.core import slurm as slurm_backend
 from rtrain_tui.core.hostconfig import HostConfig, HostSettings
-from tests.conftest import Cli, write_config
+from tests.conftest import write_config
 from tests.slurm.conftest import LOGIN, SlurmCli
 from tests.slurm_cluster import SlurmCluster
 from tests.sshd import SshHosts
@@ -40,7 +40,7 @@ def test_time_limit_reads_failed_with_reason_timeout(scli: SlurmCli, tmp_path: P
 def test_a_resent_submit_makes_one_job(hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path,
                                        workdir: str) -> None:
     """The connection re-sends a script once after a dropped link: that must not submit twice."""
-    engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"),
+    engine = Engine(ConnectionPool(slurm.ssh_config), RunIndex(tmp_path / "runs.toml"),
                     HostConfig({LOGIN: HostSettings("slurm")}))
     token = "ab" * 16
     run_dir = Path(workdir) / "twice"
@@ -65,7 +65,7 @@ def test_a_resent_submit_makes_one_job(hosts: SshHosts, slurm: SlurmCluster, tmp
     assert [n for n in names if n.endswith("rtrain-twice")] == [f"{job} rtrain-twice"]
 
 
-def test_backend_flag_works_without_a_config_file(cli: Cli, slurm: SlurmCluster) -> None:
-    r = cli("preflight", LOGIN, "--backend", "slurm", "--gpus", "3")
+def test_backend_flag_works_without_a_config_file(pcli: SlurmCli) -> None:
+    r = pcli("preflight", LOGIN, "--backend", "slurm", "--gpus", "3")
     assert r.rc == 1
     assert "needs 3 GPU(s) per node, partition gpu has at most 2" in r.err
