@@ -32,6 +32,11 @@ def test_queued_and_running_slurm_runs_show_next_to_a_box_run(
             for host, run_id in ((LOGIN, "hog"), (LOGIN, "waiter"), ("gpu", "boxrun")):
                 await engine.start(StartRequest(host, long, run_id=run_id, workdir=workdir,
                                                 gpus=2))
+            # The app refreshes once: let the scheduler start `hog` first.
+            for _ in range(100):
+                if (await engine.probe(LOGIN, workdir, "hog")).state == "running":
+                    break
+                await asyncio.sleep(0.2)
         finally:
             await engine.close()
 
@@ -51,5 +56,31 @@ def test_queued_and_running_slurm_runs_show_next_to_a_box_run(
             await until(pilot, lambda: states() == want, f"states {want}")
             text = screen_text(app)
             assert "queued" in text and "waiter" in text and "boxrun" in text
+
+    asyncio.run(go())
+
+
+def test_preflight_panel_of_a_cluster_shows_partitions_and_free_gpus(
+        hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(hosts.home))
+    conf = tmp_path / "xdg" / "rtrain-tui"
+    conf.mkdir(parents=True)
+    (conf / "config.toml").write_text(f'[hosts.{LOGIN}]\nbackend = "slurm"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert slurm.ssh_config is not None
+
+    async def go() -> None:
+        app = make_app(slurm.ssh_config, RunIndex(tmp_path / "runs.toml"), poll_runs=False,
+                       out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            app.host_list.focus()
+            app.host_list.highlighted = list(app.host_list.hosts).index(LOGIN)
+            await pilot.press("p")
+            await until(pilot, lambda: app.host_list.hosts[LOGIN].status == "ready", "preflight")
+            await pilot.pause()
+            assert app.host_list.hosts[LOGIN].summary == "Slurm · 2 partition(s) · 4/4 GPUs free"
+            text = screen_text(app)
+            assert "gpu* ░░░░░░░░ 2/2 GPUs free" in text and "1 node(s): idle" in text
+            assert "multi ░░░░░░░░ 2/2 GPUs free" in text and "2 node(s): idle" in text
 
     asyncio.run(go())

@@ -1,4 +1,5 @@
-"""The preflight panel: each check as ✓ / ✗ / !, one row per GPU with a memory bar."""
+"""The preflight panel: each check as ✓ / ✗ / !, one row per GPU with a memory bar, and
+for a Slurm login node one row per partition with a bar of its GPUs in use."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
     if not report.reachable:
         table.add_row(Text("✗", style="bold red"), Text(report.error, style="red"))
     for c in report.checks:
+        if c.name == "partition" and c.ok and report.partitions:
+            continue  # drawn below, with a bar of its GPUs
         mark = Text("✓", style="green") if c.ok else (
             Text("!", style="bold yellow") if c.warning else Text("✗", style="bold red"))
         table.add_row(mark, Text.assemble((f"{c.name:8}", "bold"), c.detail))
@@ -38,6 +41,15 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
             f"GPU{g.index} ", _bar(g.memory_used_mib, g.memory_total_mib),
             f" {g.memory_used_mib // 1024}/{g.memory_total_mib // 1024}G {g.utilization_pct:3d}%",
         ))
+    for part in report.partitions:  # a Slurm login node: GPUs in use per partition
+        states = ", ".join(sorted(set(part.nodes.values())))
+        # Two short rows: the panel is narrow, and the free GPUs must not be cut off.
+        table.add_row("", Text.assemble(
+            (f"{part.name}{'*' if part.default else ''} ", "bold"),
+            _bar(part.gpus_used, part.gpus_total, width=8),
+            f" {part.gpus_total - part.gpus_used}/{part.gpus_total} GPUs free",
+        ))
+        table.add_row("", Text(f"  {len(part.nodes)} node(s): {states}", style="dim"))
     verdict = Text("ready", style="bold green") if report.ok else Text("not ready", style="bold yellow")
     table.add_row("", Text.assemble(verdict, (f"  checked {checked_at}" if checked_at else "", "dim")))
     return table
