@@ -8,7 +8,9 @@ each node's launcher receives.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,8 @@ from rtrain_tui.core.slurm import (
     parse_partitions, parse_run_states, trainer_values,
 )
 
-TOKEN = "0123456789abcdef" * 2
+# Not test_remote_sh's token: the direct probes scan /proc for processes carrying theirs.
+TOKEN = "5107" * 8
 
 
 def run_line(i: int, job: str = "7", code: str = "", stop: str = "0", stopped: str = "0") -> str:
@@ -197,11 +200,16 @@ def test_batch_script_records_the_trainers_exit_code_and_forwards_sigterm(tmp_pa
     script = batch_script("r1", TOKEN, "sh -c 'trap \"exit 7\" TERM; while :; do sleep 0.1; done'",
                           {}, SlurmOptions(), 0)
     (tmp_path / "run.sbatch").write_text(script)
-    proc = subprocess.Popen(["/bin/sh", "run.sbatch"], cwd=tmp_path)
-    import time
-    time.sleep(0.5)
-    proc.terminate()
-    assert proc.wait(10) == 7
+    proc = subprocess.Popen(["/bin/sh", "run.sbatch"], cwd=tmp_path, start_new_session=True)
+    try:
+        time.sleep(0.5)
+        proc.terminate()
+        assert proc.wait(10) == 7
+    finally:
+        try:  # its own session: only what this test started (nothing, when all went well)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     assert (tmp_path / "status").read_text() == "7\n"
 
 

@@ -52,3 +52,12 @@ class TestModals:
     def test_help_screen(self, snap_compare, tmp_path: Path) -> None:
         """Every key with what it does, and that quitting never stops runs."""
         assert _compare(snap_compare, "help", tmp_path)
+
+
+class TestSlurm:
+    def test_cluster_runs_and_preflight(self, snap_compare, tmp_path: Path) -> None:
+        """uni-cluster focused: its preflight panel with the gpu* partition (3 of 12 GPUs
+        free, a bar per partition, node states) and debug; the runs table with
+        `qwen-long` queued (cyan) and `waiting: Resources` as its progress, beside the
+        box runs."""
+        assert _compare(snap_compare, "slurm_cluster", tmp_path)
