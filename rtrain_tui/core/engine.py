@@ -100,6 +100,9 @@ class Engine:
         self.index = index
         self._hosts = hosts
         self._workdirs: dict[tuple[str, str], str] = {}
+        # Why each run waits or ended, as the last refresh heard it (Slurm's reason): the
+        # index keeps only the status word, the TUI shows this beside it.
+        self.reasons: dict[tuple[str, str, str], str] = {}
 
     @property
     def hosts(self) -> hostconfig.HostConfig:
@@ -338,6 +341,10 @@ class Engine:
                 return {r.key: probes.UNREACHABLE for r in recs}
             states = {}
             for r, p in zip(recs, found):
+                if p.reason:
+                    self.reasons[r.key] = p.reason
+                else:
+                    self.reasons.pop(r.key, None)
                 if r.state == probes.STARTING:
                     states[r.key] = await self._settle_start(r, p)
                 else:

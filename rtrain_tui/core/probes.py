@@ -81,11 +81,11 @@ class PreflightReport:
         return self.reachable and not self.why_not
 
     def gpu_summary(self) -> str:
-        """`2× H200 · 1 busy`, or `no GPU`; a cluster: `Slurm · 2 partitions · 3/4 GPUs free`."""
+        """`2× H200 · 1 busy`, or `no GPU`; a cluster: `Slurm · 3/4 GPUs free`."""
         if self.backend == "slurm":
             total = sum(p.gpus_total for p in self.partitions)
             free = total - sum(p.gpus_used for p in self.partitions)
-            return f"Slurm · {len(self.partitions)} partition(s) · {free}/{total} GPUs free"
+            return f"Slurm · {free}/{total} GPUs free"
         if not self.gpus:
             return "no GPU"
         names = {g.name for g in self.gpus}

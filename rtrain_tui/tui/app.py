@@ -257,6 +257,10 @@ class RTrainApp(App[int]):
             self._show_reachability(host, reached or not states)
             running = [r for r in records if states.get(r.key) == probes.RUNNING]
             self.progress.update(await self._progress_of(running))
+            for r in records:  # a queued run (Slurm) has no log yet: say why it waits
+                if states.get(r.key) == probes.QUEUED:
+                    why = self.engine.reasons.get(r.key, "")
+                    self.progress[r.key] = f"waiting: {why}" if why else "waiting in the queue"
             report = await self.read_index()
             if report is not None:
                 self.runs_table.set_runs(report.records, self.progress)
