@@ -52,6 +52,20 @@ def _add_slurm(p: argparse.ArgumentParser, start: bool) -> None:
                    help="one more sbatch option, e.g. --sbatch-arg=--constraint=a100 (repeatable)")
 
 
+def _refuse_slurm_flags(args: argparse.Namespace) -> None:
+    """Slurm flags for a host that is not a Slurm host would be ignored: say so instead."""
+    given = [flag for flag, value in (
+        ("--partition", args.partition), ("--gpus-per-node", args.gpus_per_node),
+        ("--nodes", getattr(args, "nodes", None)), ("--time", getattr(args, "time", None)),
+        ("--account", getattr(args, "account", None)), ("--qos", getattr(args, "qos", None)),
+        ("--sbatch-arg", getattr(args, "sbatch_arg", None) or None),
+    ) if value is not None]
+    if given:
+        raise validate.ValidationError(
+            f"{', '.join(given)} only apply to Slurm hosts: add --backend slurm, or set "
+            f'backend = "slurm" for [hosts.{args.host}] in {hostconfig.default_config_path()}.')
+
+
 def _slurm_options(engine_hosts: hostconfig.HostConfig, args: argparse.Namespace) -> slurm.SlurmOptions:
     """The host's config.toml defaults with the flags given on top, validated."""
     base = engine_hosts.for_host(args.host).slurm
@@ -231,6 +245,8 @@ def _recorded_workdir(index: RunIndex, args: argparse.Namespace) -> str:
 # -- commands -------------------------------------------------------------------
 async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
     backend = args.backend or engine.backend_of_host(args.host)
+    if backend != "slurm":
+        _refuse_slurm_flags(args)
     options = _slurm_options(engine.hosts, args) if backend == "slurm" else None
     report = await engine.preflight(args.host, args.gpus, args.python, args.workdir, backend, options)
     if args.json:
@@ -260,6 +276,8 @@ def _run_flags(args: argparse.Namespace) -> str:
 
 
 async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
+    if (args.backend or engine.backend_of_host(args.host)) != "slurm":
+        _refuse_slurm_flags(args)
     request = StartRequest(
         host=args.host, config=Path(args.config),
         dataset=Path(args.dataset) if args.dataset else None, gpus=args.gpus,

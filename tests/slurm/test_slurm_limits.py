@@ -69,3 +69,11 @@ def test_backend_flag_works_without_a_config_file(pcli: SlurmCli) -> None:
     r = pcli("preflight", LOGIN, "--backend", "slurm", "--gpus", "3")
     assert r.rc == 1
     assert "needs 3 GPU(s) per node, partition gpu has at most 2" in r.err
+
+
+def test_slurm_flags_for_a_box_are_refused_not_ignored(pcli: SlurmCli, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml")
+    r = pcli("start", "gpu", "-c", str(config), "--partition", "gpu", "--time", "5")
+    assert r.rc == 1 and r.err.count("\n") == 1
+    assert "--partition, --time only apply to Slurm hosts: add --backend slurm" in r.err
+    assert not (tmp_path / "runs.toml").exists()
