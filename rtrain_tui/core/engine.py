@@ -103,6 +103,9 @@ class Engine:
         # Why each run waits or ended, as the last refresh heard it (Slurm's reason): the
         # index keeps only the status word, the TUI shows this beside it.
         self.reasons: dict[tuple[str, str, str], str] = {}
+        # Each known run's backend as its index record says ("" = the host's setting):
+        # filled by refresh and start, so a probe need not re-read the index.
+        self._kinds: dict[tuple[str, str, str], str] = {}
 
     @property
     def hosts(self) -> hostconfig.HostConfig:
@@ -116,13 +119,13 @@ class Engine:
 
     async def _backends(self, host: str, runs: Sequence[tuple[str, str]]) -> list[str]:
         """Each run's backend: as its index record says, else as its host is configured."""
-        try:
-            records = {r.key: r for r in await asyncio.to_thread(self.index.load)}
-        except RemoteError:
-            records = {}
+        if any((host, w, r) not in self._kinds for w, r in runs):
+            try:
+                self._kinds.update({rec.key: rec.backend for rec in await asyncio.to_thread(self.index.load)})
+            except RemoteError:
+                pass
         default = self.backend_of_host(host)
-        return [(records[(host, w, r)].backend if (host, w, r) in records else "") or default
-                for w, r in runs]
+        return [self._kinds.get((host, w, r)) or default for w, r in runs]
 
     def host(self, alias: str) -> HostConnection:
         try:
@@ -195,6 +198,7 @@ class Engine:
                 config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
                 token=token, backend="" if backend == "direct" else backend,
             )
+            self._kinds[record.key] = record.backend
             launching = False
             try:
                 await asyncio.to_thread(self.index.add, record)
@@ -331,12 +335,8 @@ class Engine:
 
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
             try:
-                runs = [(r.workdir, r.run_id) for r in recs]
-                kinds = [r.backend or self.backend_of_host(host) for r in recs]
-                # The plain call when every run is direct: probe_many(host, runs) is the
-                # shape callers (and tests that wrap it) have always seen.
-                found = await (self.probe_many(host, runs) if set(kinds) == {"direct"}
-                               else self.probe_many(host, runs, kinds))
+                self._kinds.update({r.key: r.backend for r in recs})  # probe_many reads them
+                found = await self.probe_many(host, [(r.workdir, r.run_id) for r in recs])
             except RemoteError:
                 return {r.key: probes.UNREACHABLE for r in recs}
             states = {}
