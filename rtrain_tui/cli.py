@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rtrain_tui import __version__
-from rtrain_tui.core import metrics_format, probes, validate
+from rtrain_tui.core import hostconfig, metrics_format, probes, slurm, validate
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartRequest
 from rtrain_tui.core.errors import RemoteError
@@ -60,6 +60,50 @@ def _command_parser() -> argparse.ArgumentParser:
 ALL_HOSTS = "\0all"  # `--discover` without a host: not a name anyone can type
 
 
+def _add_slurm(p: argparse.ArgumentParser, start: bool) -> None:
+    """The Slurm flags; each overrides the host's config.toml default."""
+    g = p.add_argument_group("Slurm (a login node: --backend slurm, or backend = \"slurm\" in config.toml)")
+    g.add_argument("--backend", default=None, choices=slurm.BACKENDS,
+                   help="how runs are launched (default: the host's config.toml setting, else direct)")
+    g.add_argument("--partition", default=None, help="Slurm partition")
+    g.add_argument("--gpus-per-node", type=int, default=None, help="default: --gpus")
+    if not start:
+        return
+    g.add_argument("--nodes", type=int, default=None, help="nodes (default 1; >1: srun + torchrun)")
+    g.add_argument("--time", default=None, help="time limit, e.g. 30, 4:00:00, 1-12:00:00")
+    g.add_argument("--account", default=None)
+    g.add_argument("--qos", default=None)
+    g.add_argument("--sbatch-arg", action="append", default=[], metavar="--NAME=VALUE",
+                   help="one more sbatch option, e.g. --sbatch-arg=--constraint=a100 (repeatable)")
+
+
+def _refuse_slurm_flags(args: argparse.Namespace) -> None:
+    """Slurm flags for a host that is not a Slurm host would be ignored: say so instead."""
+    given = [flag for flag, value in (
+        ("--partition", args.partition), ("--gpus-per-node", args.gpus_per_node),
+        ("--nodes", getattr(args, "nodes", None)), ("--time", getattr(args, "time", None)),
+        ("--account", getattr(args, "account", None)), ("--qos", getattr(args, "qos", None)),
+        ("--sbatch-arg", getattr(args, "sbatch_arg", None) or None),
+    ) if value is not None]
+    if given:
+        raise validate.ValidationError(
+            f"{', '.join(given)} only apply to Slurm hosts: add --backend slurm, or set "
+            f'backend = "slurm" for [hosts.{args.host}] in {hostconfig.default_config_path()}.')
+
+
+def _slurm_options(engine_hosts: hostconfig.HostConfig, args: argparse.Namespace) -> slurm.SlurmOptions:
+    """The host's config.toml defaults with the flags given on top, validated."""
+    base = engine_hosts.for_host(args.host).slurm
+    changes = {k: v for k, v in (
+        ("partition", args.partition), ("gpus_per_node", args.gpus_per_node),
+        ("nodes", getattr(args, "nodes", None)), ("time", getattr(args, "time", None)),
+        ("account", getattr(args, "account", None)), ("qos", getattr(args, "qos", None)),
+    ) if v is not None}
+    if getattr(args, "sbatch_arg", None):
+        changes["sbatch_args"] = tuple(args.sbatch_arg)
+    return slurm.SlurmOptions(**{**base.__dict__, **changes}).validated()
+
+
 RAW_HELP = ("print the log's bytes as the trainer wrote them, escape sequences included "
             "(default: terminal control sequences are removed)")
 
@@ -83,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("host", help=HOST_HELP)
     p.add_argument("--gpus", type=int, default=None, help=GPUS_HELP)
     _add_remote(p)
+    _add_slurm(p, start=False)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     p = sub.add_parser("start", help="ship config and dataset, launch the trainer detached",
@@ -105,8 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="environment for the trainer (repeatable)")
     p.add_argument("--raw", action="store_true", help=RAW_HELP)
     p.add_argument("--trainer", default=validate.DEFAULT_TRAINER, metavar="TEMPLATE",
-                   help="command template with {python} {dataset} {config} {gpus} "
-                   "(default: %(default)s)")
+                   help="command template with {python} {dataset} {config} {gpus}, and "
+                   "{nodes} {node_rank} {master_addr} {master_port} for Slurm jobs of several "
+                   "nodes (default: %(default)s)")
+    _add_slurm(p, start=True)
 
     for name, text in (("tail", "replay and follow a run's log until it ends"),
                        ("status", "print the run's state")):
@@ -207,8 +254,9 @@ def _main(argv: list[str] | None) -> int:
     if problem:
         _err(problem)
         return 1
-    if getattr(args, "gpus", 0) is None:
+    if getattr(args, "gpus", 0) is None and not getattr(args, "gpu_ids", None):
         # The demo host has no GPU, so it defaults to a CPU run, as the start form does.
+        # (With --gpu-ids, start counts the ids instead.)
         args.gpus = 0 if _is_demo_host(args) else 1
     index = RunIndex(args.index or default_index_path())
     if args.command is None:
@@ -223,8 +271,12 @@ def _main(argv: list[str] | None) -> int:
             _err(str(exc))
             return 1
 
+    # A config.toml that cannot be used is one line, before anything touches a host.
+    hosts = hostconfig.load()
+
     async def run() -> int:
-        engine = Engine(ConnectionPool(ssh_config, on_warning=lambda m: _err(f"warning: {m}")), index)
+        engine = Engine(ConnectionPool(ssh_config, on_warning=lambda m: _err(f"warning: {m}")),
+                        index, hosts)
         demo = None
         if args.demo:
             from rtrain_tui.demo.server import start_demo_host
@@ -265,7 +317,11 @@ def _recorded_workdir(index: RunIndex, args: argparse.Namespace) -> str:
 
 # -- commands -------------------------------------------------------------------
 async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
-    report = await engine.preflight(args.host, args.gpus, args.python, args.workdir)
+    backend = args.backend or engine.backend_of_host(args.host)
+    if backend != "slurm":
+        _refuse_slurm_flags(args)
+    options = _slurm_options(engine.hosts, args) if backend == "slurm" else None
+    report = await engine.preflight(args.host, args.gpus, args.python, args.workdir, backend, options)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0 if report.ok else 1
@@ -279,6 +335,8 @@ async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
     for g in report.gpus:
         print(f"    GPU {g.index}: {g.name}  {g.shown('memory_used_mib')}/"
               f"{g.shown('memory_total_mib')} MiB  {g.shown('utilization_pct')}% busy")
+    for job in report.jobs:
+        print(f"    job {job.replace('|', '  ').strip()}")
     if report.ok:
         print(f"{args.host} is ready")
         return 0
@@ -295,12 +353,17 @@ def _run_flags(args: argparse.Namespace) -> str:
 async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
     gpu_ids = validate.parse_gpu_ids(args.gpu_ids) if args.gpu_ids is not None else ()
     gpus = args.gpus if args.gpus is not None else (len(gpu_ids) if gpu_ids else 1)
+    if (args.backend or engine.backend_of_host(args.host)) != "slurm":
+        _refuse_slurm_flags(args)
     request = StartRequest(
         host=args.host, config=Path(args.config),
         dataset=Path(args.dataset) if args.dataset else None, gpus=gpus,
         run_id=args.run_id, python=args.python, workdir=args.workdir,
         env=validate.parse_env(args.env), trainer=args.trainer,
         gpu_ids=gpu_ids, allow_busy=args.allow_busy,
+        backend=args.backend,
+        slurm=_slurm_options(engine.hosts, args)
+        if (args.backend or engine.backend_of_host(args.host)) == "slurm" else None,
     ).validated()
     def created(run_id: str, run_dir: str) -> None:
         # Said before anything that can fail after the run dir exists: a client killed
@@ -314,7 +377,8 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         # stderr: scripts parse the lines below, which stay as they were.
         _err(f"{started.run_id} gets GPU(s) {started.record.gpu_ids} on {args.host} "
              "(CUDA_VISIBLE_DEVICES)")
-    print(f"started {started.run_id} on {args.host}")
+    job = f" (Slurm job {started.job_id})" if started.job_id else ""
+    print(f"started {started.run_id} on {args.host}{job}")
     print(f"  tail: rtrain-tui tail {args.host} {started.run_id}{flags}")
     print(f"  stop: rtrain-tui stop {args.host} {started.run_id}{flags}", flush=True)
     if not args.follow:
@@ -344,6 +408,11 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
         elif event.status == "live" and lost:
             lost = False
             _err(f"reconnected to {host}; following again")
+        elif event.status == "queued":
+            why = f" ({event.detail})" if event.detail else ""
+            _err(f"{run_id} is queued on {host}{why}; waiting for it to start…")
+        elif event.status == "started":
+            _err(f"{run_id} left the queue on {host}: {event.run_state}")
         elif event.status == "ended":
             final = event.run_state
     engine.remember_state(host, workdir, run_id, final)
@@ -364,8 +433,13 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
             "exists": probe.exists, "stop_requested": probe.stop_requested,
-            "reason": await reason_for(engine, args.host, args.workdir, args.run_id, probe),
+            # Slurm's own word for why a job ended (TIMEOUT…) first, else the log's.
+            "reason": probe.reason or await reason_for(engine, args.host, args.workdir,
+                                                       args.run_id, probe),
+            "slurm_job_id": probe.job_id or None, "slurm_state": probe.slurm_state or None,
         }, indent=2))
+    elif probe.reason:
+        print(f"{probe.state} ({probe.reason})")
     else:
         print(probe.state)
     return 0
@@ -457,7 +531,8 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
         print(json.dumps([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
              "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
-             "workdir": r.workdir, "origin": r.origin or "started", "gpu_ids": r.gpu_ids}
+             "workdir": r.workdir, "origin": r.origin or "started", "gpu_ids": r.gpu_ids,
+             "backend": r.backend or "direct", "slurm_job_id": r.slurm_job_id or None}
             for r in runs
         ], indent=2))
         return 0

@@ -245,6 +245,48 @@ async def gpu_panel(pilot: Pilot) -> None:
     app.host_list.focus()
     app.host_list.highlighted = 0
     app.show_preflight()
+
+
+# A Slurm login node as `slurm.preflight` answers it: three GPU nodes, one debug node,
+# and two jobs of the user's (one waiting for GPUs).
+CLUSTER_PREFLIGHT = """\
+python=3.11.4
+trainer=ok
+disk_free_kb=2147483648
+sbatch=yes
+node=gpu*|g001|mixed|gpu:a100:4(S:0-1)|gpu:a100:3(IDX:0-2)|
+node=gpu*|g002|allocated|gpu:a100:4(S:0-1)|gpu:a100:4(IDX:0-3)|
+node=gpu*|g003|idle|gpu:a100:4(S:0-1)|gpu:a100:0(IDX:N/A)|
+node=debug|d001|idle|gpu:1|gpu:0|
+job=81234|gpu|RUNNING|None|rtrain-llama3-70b|
+job=81240|gpu|PENDING|Resources|rtrain-qwen-long|
+"""
+CLUSTER_RUNS = [
+    RunRecord("uni-cluster", "llama3-70b", "~/.praisonai-train", state="running",
+              started_at="2026-11-29T13:40:00+00:00", updated_at="2026-11-29T13:41:10+00:00",
+              backend="slurm", slurm_job_id="81234"),
+    RunRecord("uni-cluster", "qwen-long", "~/.praisonai-train", state="queued",
+              started_at="2026-11-29T14:21:00+00:00", updated_at="2026-11-29T14:21:00+00:00",
+              backend="slurm", slurm_job_id="81240"),
+]
+
+
+async def slurm_cluster(pilot: Pilot) -> None:
+    """A cluster beside the boxes: its runs (one queued, with Slurm's reason) and its preflight."""
+    from rtrain_tui.core import slurm
+    from rtrain_tui.core.slurm import SlurmOptions
+
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    for r in CLUSTER_RUNS:
+        app.engine.index.add(r)
+    progress = {**PROGRESS, CLUSTER_RUNS[0].key: "step 120/4000 · loss 1.6120",
+                CLUSTER_RUNS[1].key: "waiting: Resources"}
+    await main_screen(pilot)
+    app.load_runs(progress)
+    app.set_preflight(slurm.parse_preflight("uni-cluster", CLUSTER_PREFLIGHT, "python3",
+                                            SlurmOptions(gpus_per_node=1)))
+    app.host_list.focus()
+    app.host_list.highlighted = 2
     await _settle(pilot)
 
 
@@ -259,4 +301,5 @@ SCENES: dict[str, Callable[[Pilot], Awaitable[None]]] = {
     "fetch_browser": fetch_browser,
     "stop_confirm": stop_confirm,
     "help": help_screen,
+    "slurm_cluster": slurm_cluster,
 }

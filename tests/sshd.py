@@ -95,15 +95,19 @@ class SshHosts:
         env.pop("NO_COLOR", None)
         return env
 
-    def extra_host(self, name: str, sftp: str = "") -> str:
-        """Start one more sshd (no SFTP subsystem unless `sftp` names one); its ssh config."""
+    def extra_host(self, name: str, sftp: str = "", extra_env: dict[str, str] | None = None) -> str:
+        """Start one more sshd (no SFTP subsystem unless `sftp` names one); its ssh config.
+
+        `extra_env` is added to the session environment (`SetEnv`), e.g. a Slurm login
+        node's SLURM_CONF; values must not contain spaces or quotes.
+        """
         sshd = find_sshd()
         assert sshd is not None
         port = free_port()
         home = self.root / f"remote_home_{name}"
         home.mkdir(exist_ok=True)
         proc = _start_sshd(sshd, self.root, name, port, f"{self.root / 'py_bin'}:/usr/bin:/bin",
-                           home, self.gpu_file, sftp=sftp)
+                           home, self.gpu_file, sftp=sftp, extra_env=extra_env)
         self.procs.append(proc)
         _wait_port(port, proc)
         return (f"Host {name}\n  HostName 127.0.0.1\n  User {getpass.getuser()}\n"
@@ -127,11 +131,13 @@ def _keygen(path: Path) -> None:
 
 def _start_sshd(sshd: str, root: Path, name: str, port: int, path_env: str,
                 remote_home: Path, gpu_file: Path,
-                sftp: str = "Subsystem sftp internal-sftp\n") -> subprocess.Popen[bytes]:
+                sftp: str = "Subsystem sftp internal-sftp\n",
+                extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     host_key = root / f"host_key_{name}"
     _keygen(host_key)
     config = root / f"sshd_{name}.conf"
     pythonpath = REMOTE / "py"
+    extra = "".join(f" {k}={v}" for k, v in (extra_env or {}).items())
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
         f"PidFile {root / f'sshd_{name}.pid'}\n"
@@ -140,7 +146,7 @@ def _start_sshd(sshd: str, root: Path, name: str, port: int, path_env: str,
         "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nUsePAM no\n"
         f"MaxSessions 10\n{sftp}LogLevel ERROR\n"
         f"SetEnv PATH={path_env} PYTHONPATH={pythonpath} HOME={remote_home} "
-        f"RTRAIN_FAKE_GPUS={gpu_file}\n"
+        f"RTRAIN_FAKE_GPUS={gpu_file}{extra}\n"
     )
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True, mode=0o755)

@@ -96,3 +96,12 @@ class TestSmallTerminals:
         """The start form inside 80 columns, every field on one line, its two errors
         naming their fields, the buttons, and the footer `^s Start  esc Cancel`."""
         assert _compare(snap_compare, "start_form_error", tmp_path, (80, 24))
+
+
+class TestSlurm:
+    def test_cluster_runs_and_preflight(self, snap_compare, tmp_path: Path) -> None:
+        """uni-cluster focused (`Slurm · 6/13 GPUs free`): its preflight panel with the gpu*
+        partition (5 of 12 GPUs free, a bar per partition, node states) and debug; the runs table with
+        `qwen-long` queued (cyan) and `waiting: Resources` as its progress, beside the
+        box runs."""
+        assert _compare(snap_compare, "slurm_cluster", tmp_path)

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rtrain_tui.core import gpus as gpu_choice
-from rtrain_tui.core import probes, remote_sh, validate
+from rtrain_tui.core import hostconfig, probes, remote_sh, slurm, validate
 from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import NoSuchRunError, RemoteError, UnreachableError
@@ -53,10 +53,16 @@ class StartRequest:
     trainer: str = validate.DEFAULT_TRAINER
     gpu_ids: tuple[int, ...] = ()  # chosen by hand; else the `gpus` least busy free ones
     allow_busy: bool = False  # take GPUs someone else is using rather than refuse
+    backend: str | None = None  # None: the host's config.toml setting (default `direct`)
+    slurm: slurm.SlurmOptions | None = None  # None: the host's config.toml defaults
 
     def validated(self) -> StartRequest:
         """Check every field the way the seed does; raises ValidationError."""
         validate.check_host(self.host)
+        if self.backend is not None:
+            slurm.check_backend(self.backend)
+        if self.slurm is not None:
+            self.slurm.validated()
         if self.run_id is not None:
             validate.check_run_id(self.run_id)
         validate.check_workdir(self.host, self.workdir)
@@ -87,6 +93,7 @@ class StartedRun:
     run_dir: str
     pid: int
     record: RunRecord
+    job_id: str = ""  # Slurm runs: the job, queued or running
 
 
 def trainer_command(template: str, python: str, dataset: str | None, gpus: int) -> str:
@@ -110,14 +117,42 @@ def _local_size(*paths: Path | None) -> int:
 
 
 class Engine:
-    def __init__(self, pool: ConnectionPool, index: RunIndex) -> None:
+    def __init__(self, pool: ConnectionPool, index: RunIndex,
+                 hosts: hostconfig.HostConfig | None = None) -> None:
         self.pool = pool
         self.index = index
+        self._hosts = hosts
         self._workdirs: dict[tuple[str, str], str] = {}
         # Per host: the GPU samples of the last minutes (the host panel's sparklines),
         # and until when sampling is skipped after nvidia-smi timed out there.
         self.gpu_history: dict[str, gpu_choice.GpuHistory] = {}
         self._gpu_quiet_until: dict[str, float] = {}
+        # Why each run waits or ended, as the last refresh heard it (Slurm's reason): the
+        # index keeps only the status word, the TUI shows this beside it.
+        self.reasons: dict[tuple[str, str, str], str] = {}
+        # Each known run's backend as its index record says ("" = the host's setting):
+        # filled by refresh and start, so a probe need not re-read the index.
+        self._kinds: dict[tuple[str, str, str], str] = {}
+
+    @property
+    def hosts(self) -> hostconfig.HostConfig:
+        """Per-host settings (config.toml), read once, when first needed."""
+        if self._hosts is None:
+            self._hosts = hostconfig.load()
+        return self._hosts
+
+    def backend_of_host(self, host: str) -> str:
+        return self.hosts.for_host(host).backend
+
+    async def _backends(self, host: str, runs: Sequence[tuple[str, str]]) -> list[str]:
+        """Each run's backend: as its index record says, else as its host is configured."""
+        if any((host, w, r) not in self._kinds for w, r in runs):
+            try:
+                self._kinds.update({rec.key: rec.backend for rec in await asyncio.to_thread(self.index.load)})
+            except RemoteError:
+                pass
+        default = self.backend_of_host(host)
+        return [self._kinds.get((host, w, r)) or default for w, r in runs]
 
     def host(self, alias: str) -> HostConnection:
         try:
@@ -137,17 +172,29 @@ class Engine:
     async def preflight(
         self, host: str, gpus: int = 1, python: str = validate.DEFAULT_PYTHON,
         workdir: str = validate.DEFAULT_WORKDIR, ship_bytes: int = 0,
+        backend: str | None = None, options: slurm.SlurmOptions | None = None,
     ) -> PreflightReport:
         """Is the host ready? `ship_bytes`: what a start will upload, checked against free space."""
         validate.check_workdir(host, workdir)
         validate.check_python(python)
         validate.check_gpus(gpus)
+        backend = slurm.check_backend(backend or self.backend_of_host(host))
+        if backend == "slurm":
+            options = (options or self.hosts.for_host(host).slurm).validated()
+            script = slurm.preflight(python, workdir)
+        else:
+            script = remote_sh.preflight(python, workdir)
         conn = self.host(host)
         conn.retry_now()  # a preflight is always a fresh attempt, never a backed-off one
         try:
-            out = await conn.run(remote_sh.preflight(python, workdir), timeout=30)
+            out = await conn.run(script, timeout=30)
         except UnreachableError as exc:
-            return PreflightReport(host=host, reachable=False, error=str(exc))
+            return PreflightReport(host=host, reachable=False, error=str(exc), backend=backend)
+        if backend == "slurm":
+            assert options is not None
+            if options.gpus_per_node is None:
+                options = replace(options, gpus_per_node=gpus)
+            return slurm.parse_preflight(host, out, python, options)
         return probes.parse_preflight(host, out, python, gpus, ship_bytes)
 
     # -- start -----------------------------------------------------------------
@@ -156,16 +203,27 @@ class Engine:
         on_step: StepCallback | None = None, on_created: CreatedCallback | None = None,
     ) -> StartedRun:
         req = request.validated()
+        settings = self.hosts.for_host(req.host)
+        backend = req.backend or settings.backend
+        options = (req.slurm or settings.slurm).validated() if backend == "slurm" else None
+        if options is not None and (req.gpu_ids or req.allow_busy):
+            raise validate.ValidationError(
+                "--gpu-ids and --allow-busy do not apply to a Slurm host: the scheduler hands "
+                "out GPUs; use --gpus-per-node.")
+        if options is not None and options.nodes > 1 and req.trainer == validate.DEFAULT_TRAINER:
+            req = replace(req, trainer=slurm.MULTI_NODE_TRAINER)
         # A broken index is found before anything touches the host. Index calls run in a
         # thread: another process holding its lock must never freeze the app.
         await asyncio.to_thread(self.index.check)
         step = on_step or (lambda _msg: None)
         step(f"preflight {req.host}")
         ship = await asyncio.to_thread(_local_size, req.config, req.dataset)
-        report = await self.preflight(req.host, req.gpus, req.python, req.workdir, ship)
+        report = await self.preflight(req.host, req.gpus, req.python, req.workdir,
+                                      ship_bytes=ship, backend=backend, options=options)
         if not report.ok:
             raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
-        env, gpu_ids = await self._gpu_env(req, step)
+        # On a Slurm login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
+        env, gpu_ids = (dict(req.env), "") if options is not None else await self._gpu_env(req, step)
         conn = self.host(req.host)
         token = secrets.token_hex(16)
         with self._starting(token):
@@ -174,8 +232,9 @@ class Engine:
                 host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
                 state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
                 config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
-                token=token, gpu_ids=gpu_ids,
+                token=token, gpu_ids=gpu_ids, backend="" if backend == "direct" else backend,
             )
+            self._kinds[record.key] = record.backend
             launching = False
             try:
                 await asyncio.to_thread(self.index.add, record)
@@ -188,11 +247,21 @@ class Engine:
                 if req.dataset is not None:
                     dataset_name = req.dataset.name
                     await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
-                command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
-                await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, env))
-                step("launching")
-                launching = True
-                out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir, token))))
+                if options is not None:
+                    gpn = req.gpus if options.gpus_per_node is None else options.gpus_per_node
+                    command = trainer_template.render(req.trainer, req.python, dataset_name, gpn,
+                                                      slurm.trainer_values(options.nodes))
+                    await _write_remote_text(sftp, f"{run_dir}/run.sbatch", slurm.batch_script(
+                        run_id, token, command, req.env, options, req.gpus))
+                    step("submitting to Slurm")
+                    launching = True
+                    out = dict(probes.parse_key_values(await conn.run(slurm.submit(run_dir, token))))
+                else:
+                    command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
+                    await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, env))
+                    step("launching")
+                    launching = True
+                    out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir, token))))
             except BaseException:
                 if not launching:
                     await self._abandon(conn, record)
@@ -202,6 +271,14 @@ class Engine:
             if "error" in out:
                 await self._abandon(conn, record)
                 raise RemoteError(f"{req.host}: the run did not launch ({out['error']}).")
+            if options is not None:
+                job = out.get("job", "")
+                if not job.replace("_", "").isdigit():
+                    raise RemoteError(f"{req.host}: sbatch gave no job id for {run_id}; "
+                                      f"`rtrain-tui status {req.host} {run_id}` will tell more.")
+                record = replace(record, state=probes.QUEUED, updated_at=index_now(), slurm_job_id=job)
+                await asyncio.to_thread(self.index.add, record)
+                return StartedRun(req.host, run_id, run_dir, 0, record, job_id=job)
             if not out.get("pid", "").isdigit():
                 raise RemoteError(
                     f"{req.host}: {run_id} was launched but wrote no pid within 5 s; "
@@ -300,22 +377,37 @@ class Engine:
 
     async def probe_host(
         self, host: str, runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
-        gpus: bool = False,
+        gpus: bool = False, backends: Sequence[str] | None = None,
     ) -> tuple[list[RunProbe], gpu_choice.HostGpus | None]:
-        """The runs' probes and, with `gpus`, a GPU sample: still one script, one round trip.
+        """The runs' probes and, with `gpus`, a GPU sample: one script per kind of run.
 
-        After nvidia-smi timed out on a host, its GPUs are not sampled for a minute: a
-        wedged driver must not slow every refresh of that host by the timeout.
+        `backends` (one per run; default: from the index, else the host's config) picks
+        the script: a box's runs and the GPU sample share one round trip, a login node's
+        Slurm jobs take one more. After nvidia-smi timed out on a host, its GPUs are not
+        sampled for a minute: a wedged driver must not slow every refresh by the timeout.
         """
+        if backends is None:
+            backends = await self._backends(host, runs)
         gpus = gpus and time.monotonic() >= self._gpu_quiet_until.get(host, 0.0)
-        out = await self.host(host).run(remote_sh.run_states(runs, need_end, gpus=gpus))
-        found = probes.parse_run_states(out, len(runs))
-        if not gpus:
-            return found, None
-        sample = gpu_choice.parse_gpu_sample(out)
-        if sample.timed_out:
-            self._gpu_quiet_until[host] = time.monotonic() + 60.0
-        return found, sample
+        results: list[RunProbe | None] = [None] * len(runs)
+        sample = None
+        direct = [i for i, b in enumerate(backends) if (b or "direct") == "direct"]
+        if direct or gpus or not runs:
+            ends = [j for j, i in enumerate(direct) if i in set(need_end)]
+            out = await self.host(host).run(
+                remote_sh.run_states([runs[i] for i in direct], ends, gpus=gpus))
+            for i, probe in zip(direct, probes.parse_run_states(out, len(direct))):
+                results[i] = probe
+            if gpus:
+                sample = gpu_choice.parse_gpu_sample(out)
+                if sample.timed_out:
+                    self._gpu_quiet_until[host] = time.monotonic() + 60.0
+        queued = [i for i, b in enumerate(backends) if b == "slurm"]
+        if queued:
+            out = await self.host(host).run(slurm.run_states([runs[i] for i in queued]))
+            for i, probe in zip(queued, slurm.parse_run_states(out, len(queued))):
+                results[i] = probe
+        return [p or RunProbe(exists=False) for p in results], sample
 
     def _remember_gpus(self, host: str, sample: gpu_choice.HostGpus,
                        records: Sequence[RunRecord], found: Sequence[RunProbe]) -> gpu_choice.HostGpus:
@@ -367,6 +459,7 @@ class Engine:
 
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
             try:
+                self._kinds.update({r.key: r.backend for r in recs})  # probe_many reads them
                 runs = [(r.workdir, r.run_id) for r in recs]
                 need_end = [i for i, r in enumerate(recs) if not r.ended_at]
                 if sample_gpus:
@@ -381,6 +474,10 @@ class Engine:
             for r, p in zip(recs, found):
                 if p.ended_at is not None and probes.is_final(p.state):
                     ended[r.key] = datetime.fromtimestamp(p.ended_at, UTC).isoformat()
+                if p.reason:
+                    self.reasons[r.key] = p.reason
+                else:
+                    self.reasons.pop(r.key, None)
                 if r.state == probes.STARTING:
                     states[r.key] = await self._settle_start(r, p)
                 else:
@@ -513,6 +610,8 @@ class Engine:
         step = on_step or (lambda _msg: None)
         conn = self.host(host)
         nonce = secrets.token_hex(8)
+        if (await self._backends(host, [(workdir, run_id)]))[0] == "slurm":
+            return await self._stop_slurm(conn, workdir, run_id, grace, nonce, step)
         facts = await self._signal(conn, workdir, run_id, nonce, "TERM")
         if facts.get("result") == "not_running":
             return f"{run_id} was not running on {host}"
@@ -532,6 +631,55 @@ class Engine:
         await conn.run(remote_sh.mark_stopped(workdir, run_id, code))
         await asyncio.to_thread(self.remember_state, host, workdir, run_id, probes.STOPPED)
         return f"stopped {run_id} on {host}"
+
+    async def _stop_slurm(self, conn: HostConnection, workdir: str, run_id: str, grace: float,
+                          nonce: str, step: StepCallback) -> str:
+        """Slurm's ladder: TERM to every process of the job, grace, `scancel`, verify.
+
+        A queued job is cancelled at once. "Stopped" is said only once Slurm reports the
+        job ended (no process of it left: COMPLETING still has some).
+        """
+        host = conn.alias
+        facts = await self._slurm_signal(conn, workdir, run_id, nonce, full_cancel=False)
+        if facts.get("result") == "not_running":
+            return f"{run_id} was not running on {host}"
+        if facts.get("queued") == "1":
+            step("the job was still queued: cancelled")
+            code = 143
+        else:
+            step(f"SIGTERM sent to every process of job {facts.get('job') or '?'} (scancel --full)")
+            step(f"waiting up to {grace:g} s for them to exit")
+            code = 143
+            if not await self._wait_job_gone(conn, workdir, run_id, grace):
+                await self._slurm_signal(conn, workdir, run_id, nonce, full_cancel=True)
+                step("scancel sent (Slurm kills what is left after its KillWait)")
+                code = 137
+        if not await self._wait_job_gone(conn, workdir, run_id, 60.0):
+            raise RemoteError(f"{run_id} did not stop on {host}: Slurm still reports its job active "
+                              "60 s after scancel; check it with `squeue` on the login node.")
+        await conn.run(remote_sh.mark_stopped(workdir, run_id, code))
+        await asyncio.to_thread(self.remember_state, host, workdir, run_id, probes.STOPPED)
+        return f"stopped {run_id} on {host}"
+
+    async def _slurm_signal(self, conn: HostConnection, workdir: str, run_id: str, nonce: str,
+                            full_cancel: bool) -> dict[str, str]:
+        out = await conn.run(slurm.stop_signal(workdir, run_id, nonce, full_cancel))
+        facts = dict(probes.parse_key_values(out))
+        if facts.get("result") not in ("signalled", "not_running"):
+            raise RemoteError(f"{conn.alias}: could not cancel {run_id}'s job: "
+                              f"{facts.get('why') or 'scancel failed'}"[:300])
+        return facts
+
+    async def _wait_job_gone(self, conn: HostConnection, workdir: str, run_id: str, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        script = slurm.job_state(workdir, run_id)
+        while True:
+            state = dict(probes.parse_key_values(await conn.run(script))).get("state", "")
+            if slurm.job_gone(state):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(min(0.3, max(0.0, deadline - time.monotonic())))
 
     async def _signal(self, conn: HostConnection, workdir: str, run_id: str, nonce: str,
                       signal: str) -> dict[str, str]:

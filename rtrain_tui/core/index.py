@@ -81,6 +81,8 @@ class RunRecord:
     gpus: int = 1
     token: str = ""  # the run's marker on the host (train.token), set by start
     gpu_ids: str = ""  # the CUDA_VISIBLE_DEVICES start chose (`0,3`); "" when it chose none
+    backend: str = ""  # how it was launched: "" (direct: a box) or "slurm"
+    slurm_job_id: str = ""  # Slurm runs: the job id sbatch gave
 
     @property
     def key(self) -> RunKey:
@@ -378,7 +380,8 @@ def _merge(doc: _Document, change: Callable[[list[RunRecord]], list[RunRecord]])
 
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
-                "ended_at", "origin", "config", "dataset", "token", "gpu_ids")
+                "ended_at", "origin", "config", "dataset", "token", "gpu_ids", "backend",
+                "slurm_job_id")
 _REQUIRED = ("host", "run_id", "workdir")
 
 

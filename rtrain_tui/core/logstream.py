@@ -67,7 +67,9 @@ class LogLines:
 
 @dataclass(frozen=True)
 class StreamState:
-    """`live`, `reconnecting` (with `detail`: why), or `ended` with the run's final state."""
+    """`live`, `reconnecting` (with `detail`: why), `queued` (a scheduler holds the run;
+    `detail`: its reason; said again when the reason changes), or `ended` with the run's
+    final state."""
 
     status: str
     run_state: str = ""
@@ -183,6 +185,7 @@ class LogFollower:
         retry = min(0.25, self.retry_max)
         wait = self.poll
         last_probe = float("-inf")
+        queued_why: str | None = None  # the reason last said for a queued run
         try:
             while True:
                 try:
@@ -207,7 +210,14 @@ class LogFollower:
                     if due:
                         last_probe = time.monotonic()
                         self.probes += 1
-                        state = (await self.engine.probe(self.host, self.workdir, self.run_id)).state
+                        found = await self.engine.probe(self.host, self.workdir, self.run_id)
+                        state = found.state
+                        if state == probes.QUEUED and found.reason != queued_why:
+                            queued_why = found.reason
+                            yield StreamState("queued", state, detail=found.reason)
+                        elif state != probes.QUEUED and queued_why is not None:
+                            queued_why = None
+                            yield StreamState("started", state)
                         if probes.is_final(state) or state == probes.UNKNOWN:
                             # The trainer has ended: whatever it wrote is in the file now,
                             # even a file that did not exist at the last open.

@@ -6,11 +6,13 @@ Pure functions: no I/O, so every verdict (ready or not, which status word) is un
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rtrain_tui.core.sanitize import safe_line
 
 # The status vocabulary of DESIGN.md. `failed (exit N)` is built by `failed_word`.
 STARTING = "starting"  # in the index before launch; never a probe's answer
+QUEUED = "queued"  # waiting for a scheduler (Slurm); its reason travels beside the word
 RUNNING = "running"
 COMPLETED = "completed"
 STOPPED = "stopped"
@@ -71,6 +73,10 @@ class PreflightReport:
     disk_free_kb: int | None = None
     has_setsid: bool = False
     error: str = ""
+    backend: str = "direct"
+    partitions: tuple[Any, ...] = ()  # slurm.Partition, for a login node
+    jobs: tuple[str, ...] = ()  # the user's queued/running jobs on a login node (raw rows)
+    slurm_login: bool = False  # `sbatch` is on the PATH: this looks like a Slurm login node
 
     @property
     def why_not(self) -> list[str]:
@@ -83,7 +89,11 @@ class PreflightReport:
         return self.reachable and not self.why_not
 
     def gpu_summary(self) -> str:
-        """`2× H200 · 1 busy`, or `no GPU`."""
+        """`2× H200 · 1 busy`, or `no GPU`; a cluster: `Slurm · 3/4 GPUs free`."""
+        if self.backend == "slurm":
+            total = sum(p.gpus_total for p in self.partitions)
+            free = total - sum(p.gpus_used for p in self.partitions)
+            return f"Slurm · {free}/{total} GPUs free"
         if not self.gpus:
             return "no GPU"
         names = {g.name for g in self.gpus}
@@ -114,6 +124,14 @@ class PreflightReport:
             "python": self.python_version,
             "disk_free_kb": self.disk_free_kb,
             "setsid": self.has_setsid,
+            "backend": self.backend,
+            "slurm_login": self.slurm_login,
+            "partitions": [
+                {"name": p.name, "default": p.default, "nodes": p.nodes,
+                 "gpus_total": p.gpus_total, "gpus_used": p.gpus_used}
+                for p in self.partitions
+            ],
+            "jobs": list(self.jobs),
         }
 
 
@@ -152,7 +170,7 @@ def _parse_gpu(value: str) -> GpuInfo | None:
     return GpuInfo(index, name, *numbers, unknown=frozenset(unknown))
 
 
-def _human_kb(kb: int) -> str:
+def human_kb(kb: int) -> str:
     size = float(kb) * 1024
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
@@ -198,6 +216,11 @@ def parse_preflight(host: str, output: str, python: str, gpus_needed: int,
         )
 
     smi = facts.get("nvidia_smi", "missing")
+    slurm_login = facts.get("sbatch") == "yes"
+    if slurm_login:
+        checks.append(Check("slurm", True, f"this looks like a Slurm login node: start with "
+                            f"--backend slurm, or set backend = \"slurm\" for it in config.toml",
+                            warning=True))
     if gpus_needed == 0:
         checks.append(Check("gpus", True, f"CPU-only run; {len(gpu_list)} GPU(s) present"))
     elif smi == "missing":
@@ -220,10 +243,10 @@ def parse_preflight(host: str, output: str, python: str, gpus_needed: int,
         if disk_kb < need_kb:
             # Refused before the upload: a full disk mid-upload costs the user the wait.
             checks.append(Check("disk", False, f"no space left: the config and dataset need "
-                                f"{_human_kb(need_kb)}, {_human_kb(disk_kb)} is free in the "
+                                f"{human_kb(need_kb)}, {human_kb(disk_kb)} is free in the "
                                 f"workdir; free some space on {host}"))
         else:
-            checks.append(Check("disk", True, f"{_human_kb(disk_kb)} free in workdir"))
+            checks.append(Check("disk", True, f"{human_kb(disk_kb)} free in workdir"))
     except ValueError:
         checks.append(Check("disk", False, "free disk space unknown", warning=True))
 
@@ -244,6 +267,7 @@ def parse_preflight(host: str, output: str, python: str, gpus_needed: int,
         python_version=py if py[:1].isdigit() else "",
         disk_free_kb=disk_kb,
         has_setsid=has_setsid,
+        slurm_login=slurm_login,
     )
 
 
@@ -259,6 +283,11 @@ class RunProbe:
     stopped: bool = False  # a stop of ours saw every process of the run gone
     launched: bool = False
     ended_at: int | None = None  # epoch seconds on the host's clock, when asked for and known
+    # Set by a scheduler backend (slurm.py): the job is waiting, why, and what Slurm says.
+    queued: bool = False
+    reason: str = ""  # why it waits or why it ended (TIMEOUT, OUT_OF_MEMORY…): beside the word
+    job_id: str = ""
+    slurm_state: str = ""
 
     @property
     def state(self) -> str:
@@ -274,6 +303,8 @@ class RunProbe:
             return STOPPED
         if self.exit_code is not None:
             return COMPLETED if self.exit_code == 0 else failed_word(self.exit_code)
+        if self.queued:
+            return QUEUED
         if self.alive:
             return RUNNING
         if self.stop_requested:

@@ -168,6 +168,7 @@ d=$wd
 while [ ! -d "$d" ]; do d=$(dirname "$d"); done
 echo "disk_free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {{print $4}}')"
 if command -v setsid >/dev/null 2>&1; then echo setsid=yes; else echo setsid=no; fi
+if command -v sbatch >/dev/null 2>&1; then echo sbatch=yes; fi
 """
 
 

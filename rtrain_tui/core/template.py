@@ -1,7 +1,9 @@
 """Trainer templates: `{python} -m praisonai_train llm {dataset} --config {config}`.
 
-A template is the user's own command line, with four placeholders filled in at launch:
-`{python}`, `{dataset}`, `{config}` and `{gpus}`. Every value goes in as one finished
+A template is the user's own command line, with placeholders filled in at launch:
+`{python}`, `{dataset}`, `{config}` and `{gpus}`, and for multi-node Slurm jobs
+`{nodes}`, `{node_rank}`, `{master_addr}` and `{master_port}` (one node: 1, 0,
+127.0.0.1, 29500). Every value goes in as one finished
 shell word, already quoted here (`python_word`, `shlex.quote`), so the template must
 leave it alone: a placeholder the template puts inside quotes of its own (`'{dataset}'`,
 `"{dataset}"`), behind a backslash, inside backticks or after a `#` is refused, because
@@ -25,7 +27,12 @@ from rtrain_tui.core.errors import ValidationError
 
 __all__ = ["FIELDS", "Field", "parse", "render", "python_word", "shell_word"]
 
-FIELDS = ("python", "dataset", "config", "gpus")
+FIELDS = ("python", "dataset", "config", "gpus", "nodes", "node_rank", "master_addr", "master_port")
+# The multi-node fields on one box: one node, rank 0, rendezvous on this machine. A Slurm
+# job of several nodes fills them per node instead (see slurm.trainer_values).
+SINGLE_NODE = {"nodes": "1", "node_rank": "0", "master_addr": "127.0.0.1", "master_port": "29500"}
+_ALLOWED = ("it may use only {python}, {dataset}, {config}, {gpus}, {nodes}, {node_rank}, "
+            "{master_addr} and {master_port}")
 CONFIG_NAME = "config.yaml"
 MAX_LENGTH = 4096
 
@@ -104,7 +111,7 @@ def _split(template: str) -> list[str | Field]:
             i += 1
     pieces.append("".join(text))
     if unknown:
-        raise _refuse(template, "it may use only {python}, {dataset}, {config} and {gpus} "
+        raise _refuse(template, f"{_ALLOWED} "
                       f"(unknown: {', '.join(sorted(set(unknown)))}).")
     return [p for p in pieces if p != ""]
 
@@ -131,6 +138,7 @@ def _check_shell(template: str, pieces: list[str | Field]) -> None:
             if any(ctx in (_SQ, _DQ, _BQ, _ANSI) for ctx in stack):
                 raise _refuse(template, f"remove the quotes around {here}: values are quoted for you.")
             if any(ctx in (_ARITH, _APAREN) for ctx in stack) and piece.name != "gpus":
+                # Only {gpus} is always a bare number; {nodes} is "$SLURM_NNODES" on a cluster.
                 raise _refuse(template, f"{here} cannot go inside $(( )); only {{gpus}} can.")
             prev = "x"
             continue
@@ -220,7 +228,7 @@ def parse(template: str) -> list[str | Field]:
     Raises ValidationError (one line) for anything `render` could not fill safely.
     """
     if not isinstance(template, str) or not template.strip():
-        raise _refuse(str(template), "it may use only {python}, {dataset}, {config} and {gpus}.")
+        raise _refuse(str(template), f"{_ALLOWED}.")
     if len(template) > MAX_LENGTH:
         raise _refuse(template, f"it is longer than {MAX_LENGTH} characters.")
     if _CONTROLS.search(template):
@@ -230,17 +238,20 @@ def parse(template: str) -> list[str | Field]:
     return pieces
 
 
-def render(template: str, python: str, dataset: str | None, gpus: int) -> str:
+def render(template: str, python: str, dataset: str | None, gpus: int,
+           nodes: dict[str, str] | None = None) -> str:
     """Fill the template: every value becomes one quoted shell word.
 
     Without a dataset, `{dataset}` and the one space before it go, so the default shape
-    becomes `... llm --config config.yaml`.
+    becomes `... llm --config config.yaml`. `nodes` gives the multi-node fields as
+    finished shell words (default: one node, see SINGLE_NODE).
     """
     values = {
         "python": python_word(python),
         "dataset": shell_word(dataset) if dataset else "",
         "config": CONFIG_NAME,
         "gpus": str(int(gpus)),
+        **(nodes or SINGLE_NODE),
     }
     out: list[str] = []
     for piece in parse(template):

@@ -43,7 +43,7 @@ DEFAULT_TRAINER = "{python} -m praisonai_train llm {dataset} --config {config}"
 # beside them): a dataset shipped under one of these names would replace it.
 RUN_DIR_FILES = frozenset({
     "config.yaml", "run.sh", "status", "train.pid", "train.log", "train.ident",
-    "stop_requested", "stopped", "lora_model",
+    "stop_requested", "stopped", "lora_model", "run.sbatch", "slurm_job_id", "submit_error",
 })
 _RUN_DIR_PREFIXES = ("launch.", ".rtrain")
 _TEMP_SUFFIXES = (".tmp", ".part")

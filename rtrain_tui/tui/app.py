@@ -315,6 +315,10 @@ class RTrainApp(HeldToasts):
                 self._settled.add(r.key)
                 if needs_reason(states[r.key]):
                     await self._find_reason(r)
+            for r in records:  # a queued run (Slurm) has no log yet: say why it waits
+                if states.get(r.key) == probes.QUEUED:
+                    why = self.engine.reasons.get(r.key, "")
+                    self.progress[r.key] = f"waiting: {why}" if why else "waiting in the queue"
             report = await self.read_index()
             if report is not None:
                 self._show_runs(report.records, self.progress)
@@ -382,7 +386,8 @@ class RTrainApp(HeldToasts):
     def _notify_transitions(self, records: list[RunRecord]) -> None:
         for r in records:
             before = self.last_states.get(r.key)
-            if before in (probes.RUNNING, STARTING) and r.state != before and not r.stale:
+            if before in (probes.RUNNING, probes.QUEUED, STARTING) and r.state != before \
+                    and not r.stale:
                 # completed, failed or lost; a stop the user issued has its own toast
                 if probes.is_final(r.state) and r.state != probes.STOPPED:
                     severity = "information" if r.state == probes.COMPLETED else "error"
@@ -505,7 +510,7 @@ class RTrainApp(HeldToasts):
             self.refresh_runs()
             return
         self.notify(f"started {started.run_id} on {started.host}", title="Run started")
-        self.last_states[started.record.key] = probes.RUNNING
+        self.last_states[started.record.key] = started.record.state  # running, or queued (Slurm)
         self.run_worker(self._show_started(started.record.key), group="index-load",
                         exclusive=True, exit_on_error=False, description="read the run index")
         self._refresh_host_now(started.host)

@@ -8,6 +8,7 @@ from rich.text import Text
 
 RUN_STYLES = {
     "starting": "italic cyan",  # in the index, not yet launched (or not yet known to be)
+    "queued": "bold cyan",  # waiting for a scheduler (Slurm)
     "running": "bold green",
     "completed": "bold blue",
     "stopped": "yellow",

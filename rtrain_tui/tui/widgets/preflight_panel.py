@@ -1,6 +1,7 @@
 """The preflight panel: each check as ✓ / ✗ / !, one row per GPU with a memory bar, or,
 once the host's refresh has sampled its GPUs, live rows: a sparkline per GPU and who
-holds it (gpu_rows.py)."""
+holds it (gpu_rows.py); for a Slurm login node one row per partition with a bar of its
+GPUs in use."""
 
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
         table.add_row(Text("✗", style="bold red"),
                       Text(safe_text(report.error), style="red", no_wrap=False, overflow="fold"))
     for c in report.checks:
+        if c.name == "partition" and c.ok and report.partitions:
+            continue  # drawn below, with a bar of its GPUs
         mark = Text("✓", style="green") if c.ok else (
             Text("!", style="bold yellow") if c.warning else Text("✗", style="bold red"))
         table.add_row(mark, Text.assemble((f"{c.name:8}", "bold"), c.detail))
@@ -60,6 +63,15 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
             _bar(g.memory_used_mib, g.memory_total_mib) if memory_known else ("?" * 12, "dim"),
             f" {used}/{total}G {g.shown('utilization_pct'):>3}%",
         ))
+    for part in report.partitions:  # a Slurm login node: GPUs in use per partition
+        states = ", ".join(sorted(set(part.nodes.values())))
+        # Two short rows: the panel is narrow, and the free GPUs must not be cut off.
+        table.add_row("", Text.assemble(
+            (f"{part.name}{'*' if part.default else ''} ", "bold"),
+            _bar(part.gpus_used, part.gpus_total, width=8),
+            f" {part.gpus_total - part.gpus_used}/{part.gpus_total} GPUs free",
+        ))
+        table.add_row("", Text(f"  {len(part.nodes)} node(s): {states}", style="dim"))
     verdict = Text("ready", style="bold green") if report.ok else Text("not ready", style="bold yellow")
     table.add_row("", Text.assemble(verdict, (f"  checked {checked_at}" if checked_at else "", "dim")))
     return table

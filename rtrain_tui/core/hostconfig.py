@@ -1,0 +1,81 @@
+"""Per-host settings: `$XDG_CONFIG_HOME/rtrain-tui/config.toml`, the one place that reads it.
+
+    [hosts.uni-cluster]
+    backend = "slurm"          # "direct" (default) or "slurm": how runs are launched
+    partition = "gpu"          # Slurm defaults for starts on this host; flags override
+    account = "my-lab"
+    qos = "normal"
+    time = "4:00:00"
+    gpus_per_node = 4
+
+A missing file means every host is `direct`. A file that cannot be used is one clear
+error naming the file and the key, raised before anything touches a host.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.slurm import SlurmOptions, check_backend
+
+_SLURM_KEYS = {"partition": str, "account": str, "qos": str, "time": str,
+               "gpus_per_node": int, "nodes": int}
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "rtrain-tui" / "config.toml"
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    backend: str = "direct"
+    slurm: SlurmOptions = field(default_factory=SlurmOptions)
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    hosts: dict[str, HostSettings] = field(default_factory=dict)
+    path: Path | None = None
+
+    def for_host(self, alias: str) -> HostSettings:
+        return self.hosts.get(alias, HostSettings())
+
+
+def load(path: Path | None = None) -> HostConfig:
+    """Read and check the config; raises ValidationError with what to fix."""
+    path = path or default_config_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return HostConfig(path=path)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValidationError(f"cannot read {path}: {' '.join(str(exc).split())}; fix or move it.") from None
+    hosts = data.get("hosts", {})
+    if not isinstance(hosts, dict):
+        raise ValidationError(f"{path}: `hosts` must be tables like [hosts.ALIAS].")
+    return HostConfig({alias: _settings(path, alias, table) for alias, table in hosts.items()}, path)
+
+
+def _settings(path: Path, alias: str, table: Any) -> HostSettings:
+    where = f"{path}: [hosts.{alias}]"
+    if not isinstance(table, dict):
+        raise ValidationError(f"{where} must be a table.")
+    unknown = set(table) - set(_SLURM_KEYS) - {"backend"}
+    if unknown:
+        raise ValidationError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
+                              f"known: backend, {', '.join(_SLURM_KEYS)}.")
+    for key, kind in {**_SLURM_KEYS, "backend": str}.items():
+        if key in table and (not isinstance(table[key], kind) or isinstance(table[key], bool)):
+            raise ValidationError(f"{where} {key} must be {'text' if kind is str else 'a whole number'}.")
+    try:
+        backend = check_backend(table.get("backend", "direct"))
+        options = SlurmOptions(**{k: v for k, v in table.items() if k in _SLURM_KEYS}).validated()
+    except ValidationError as exc:
+        raise ValidationError(f"{where}: {exc}") from None
+    return HostSettings(backend, options)

@@ -1,0 +1,92 @@
+"""The TUI with a cluster beside a box: Slurm runs in the same runs table, one refresh."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
+from rtrain_tui.core.hostconfig import HostConfig, HostSettings
+from rtrain_tui.tui.app import make_app
+from tests.conftest import write_config
+from tests.slurm.conftest import LOGIN
+from tests.slurm_cluster import SlurmCluster
+from tests.sshd import SshHosts
+from tests.test_tui import SIZE, screen_text, until
+
+
+def test_queued_and_running_slurm_runs_show_next_to_a_box_run(
+        hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path, workdir: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(hosts.home))
+    assert slurm.ssh_config is not None
+    index = RunIndex(tmp_path / "runs.toml")
+    long = write_config(tmp_path / "long.yaml", steps=100000, step_seconds=0.2)
+
+    async def start_all() -> None:
+        engine = Engine(ConnectionPool(slurm.ssh_config), index,
+                        HostConfig({LOGIN: HostSettings("slurm")}))
+        try:
+            for host, run_id in ((LOGIN, "hog"), (LOGIN, "waiter"), ("gpu", "boxrun")):
+                await engine.start(StartRequest(host, long, run_id=run_id, workdir=workdir,
+                                                gpus=2))
+            # The app refreshes once: let the scheduler start `hog` first.
+            for _ in range(100):
+                if (await engine.probe(LOGIN, workdir, "hog")).state == "running":
+                    break
+                await asyncio.sleep(0.2)
+        finally:
+            await engine.close()
+
+    asyncio.run(start_all())
+    # The app knows nothing of config.toml here: each run's backend is in the index.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no_config"))
+    assert {r.run_id: r.backend for r in index.load()} == {"hog": "slurm", "waiter": "slurm",
+                                                           "boxrun": ""}
+
+    async def go() -> None:
+        app = make_app(slurm.ssh_config, index, poll_runs=False, out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            app.refresh_runs()
+            states = lambda: {v.record.run_id: v.record.state  # noqa: E731
+                              for v in app.runs_table.views.values()}
+            want = {"hog": "running", "waiter": "queued", "boxrun": "running"}
+            await until(pilot, lambda: states() == want, f"states {want}")
+            text = screen_text(app)
+            assert "queued" in text and "waiter" in text and "boxrun" in text
+            progress = {v.record.run_id: v.progress for v in app.runs_table.views.values()}
+            if progress["waiter"] != "waiting: Resources":  # the reason may lag one refresh
+                app.refresh_runs()
+                await until(pilot, lambda: app.runs_table.views and {
+                    v.record.run_id: v.progress for v in app.runs_table.views.values()
+                }["waiter"] == "waiting: Resources", "the queued run's reason")
+
+    asyncio.run(go())
+
+
+def test_preflight_panel_of_a_cluster_shows_partitions_and_free_gpus(
+        hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(hosts.home))
+    conf = tmp_path / "xdg" / "rtrain-tui"
+    conf.mkdir(parents=True)
+    (conf / "config.toml").write_text(f'[hosts.{LOGIN}]\nbackend = "slurm"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert slurm.ssh_config is not None
+
+    async def go() -> None:
+        app = make_app(slurm.ssh_config, RunIndex(tmp_path / "runs.toml"), poll_runs=False,
+                       out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            app.host_list.focus()
+            app.host_list.highlighted = list(app.host_list.hosts).index(LOGIN)
+            await pilot.press("p")
+            await until(pilot, lambda: app.host_list.hosts[LOGIN].status == "ready", "preflight")
+            await pilot.pause()
+            assert app.host_list.hosts[LOGIN].summary == "Slurm · 4/4 GPUs free"
+            text = screen_text(app)
+            assert "gpu* ░░░░░░░░ 2/2 GPUs free" in text and "1 node(s): idle" in text
+            assert "multi ░░░░░░░░ 2/2 GPUs free" in text and "2 node(s): idle" in text
+
+    asyncio.run(go())

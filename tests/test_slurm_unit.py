@@ -1,0 +1,240 @@
+"""The Slurm backend's pure parts: option checks, run.sbatch, parsing Slurm's answers.
+
+The multi-node script is run under /bin/sh here with stand-ins for `srun` and
+`scontrol` (one machine cannot be two compute nodes): it proves the rendezvous values
+each node's launcher receives.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from rtrain_tui.core import hostconfig, probes, template
+from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.slurm import (
+    MULTI_NODE_TRAINER, SlurmOptions, batch_script, check_sbatch_arg, parse_jobs,
+    parse_partitions, parse_run_states, trainer_values,
+)
+
+# Not test_remote_sh's token: the direct probes scan /proc for processes carrying theirs.
+TOKEN = "5107" * 8
+
+
+def run_line(i: int, job: str = "7", code: str = "", stop: str = "0", stopped: str = "0") -> str:
+    return f"{i}\texists=1\tjob={job}\tcode={code}\tstop={stop}\tstopped={stopped}\tlaunched=1"
+
+
+@pytest.mark.parametrize("run, slurm_line, word, reason", [
+    (run_line(0), "J\t7|PENDING|Resources|0|", "queued", "Resources"),
+    (run_line(0), "J\t7|PENDING|QOSMaxJobsPerUserLimit|0|", "queued", "QOSMaxJobsPerUserLimit"),
+    (run_line(0), "J\t7|RUNNING|None|0|", "running", ""),
+    (run_line(0), "J\t7|COMPLETING|None|0|", "running", ""),
+    (run_line(0, code="0"), "J\t7|COMPLETED|None|0|", "completed", ""),
+    (run_line(0, code="3"), "J\t7|FAILED|NonZeroExitCode|768|", "failed (exit 3)", ""),
+    (run_line(0, code="143"), "J\t7|TIMEOUT|TimeLimit|15|", "failed (exit 143)", "TIMEOUT"),
+    (run_line(0), "J\t7|TIMEOUT|TimeLimit|15|", "failed (exit 143)", "TIMEOUT"),
+    (run_line(0), "J\t7|OUT_OF_MEMORY|OutOfMemory|9|", "failed (exit 137)", "OUT_OF_MEMORY"),
+    (run_line(0), "J\t7|NODE_FAIL|NodeDown|0|", "failed (exit 1)", "NODE_FAIL"),
+    (run_line(0, stop="1"), "J\t7|CANCELLED|None|15|", "stopped", ""),
+    (run_line(0, stopped="1", code="143"), "J\t7|CANCELLED|None|15|", "stopped", ""),
+    (run_line(0), "J\t7|CANCELLED|None|15|", "lost", "CANCELLED"),  # someone else's scancel
+    (run_line(0), "", "lost", ""),  # Slurm forgot the job and nothing was recorded
+    (run_line(0, code="0"), "", "completed", ""),  # forgotten, but the exit was recorded
+    (run_line(0), "C\tJobId=7 JobName=x JobState=FAILED Reason=NonZeroExitCode ExitCode=2:0",
+     "failed (exit 2)", ""),
+    (run_line(0), "A\t7|OUT_OF_MEMORY|0:9", "failed (exit 137)", "OUT_OF_MEMORY"),
+    (run_line(0), "A\t7|CANCELLED by 0|0:0", "lost", "CANCELLED"),
+    ("0\texists=1\tjob=\tcode=\tstop=0\tstopped=0\tlaunched=0", "", "unknown", ""),
+    ("0\texists=0", "", "unknown", ""),
+])
+def test_status_words_from_files_and_slurm(run: str, slurm_line: str, word: str, reason: str) -> None:
+    [probe] = parse_run_states(f"{run}\n{slurm_line}\n", 1)
+    assert (probe.state, probe.reason) == (word, reason)
+
+
+def test_queued_is_a_word_of_its_own_and_not_final() -> None:
+    assert probes.QUEUED == "queued" and not probes.is_final(probes.QUEUED)
+
+
+def test_squeue_wins_over_scontrol_and_sacct_and_host_text_is_made_inert() -> None:
+    jobs = parse_jobs("J\t5|PENDING|Pri\x1b]0;x\x07ority|0|\n"
+                      "C\tJobId=5 JobState=RUNNING Reason=None ExitCode=0:0\n"
+                      "A\t5|COMPLETED|0:0\nJ\tgarbage\nA\tx|y\n")
+    assert list(jobs) == ["5"] and jobs["5"].state == "PENDING"
+    assert "\x1b" not in jobs["5"].reason and "\x07" not in jobs["5"].reason
+
+
+def test_one_probe_line_per_run_even_for_many_runs() -> None:
+    out = "\n".join(run_line(i, job=str(100 + i)) for i in range(20))
+    out += "\n" + "\n".join(f"J\t{100 + i}|RUNNING|None|0|" for i in range(20))
+    assert [p.state for p in parse_run_states(out, 20)] == ["running"] * 20
+
+
+def test_partitions_count_gpus_per_node_once() -> None:
+    rows = ["gpu*|n1|idle|gpu:a100:4(S:0-1)|gpu:a100:1(IDX:0)|",
+            "gpu*|n2|mixed|gpu:4|gpu:4(IDX:0-3)|",
+            "cpu|c1|down*|(null)|gpu:0|",
+            "gpu*|n1|idle|gpu:a100:4(S:0-1)|gpu:a100:1(IDX:0)|"]
+    gpu, cpu = parse_partitions(rows[2:] + rows[:2])
+    assert (gpu.name, gpu.default, gpu.gpus_total, gpu.gpus_used) == ("gpu", True, 8, 5)
+    assert gpu.summary() == "gpu*: 2 node(s) (1 idle, 1 mixed); GPUs 3 free of 8"
+    assert (cpu.name, cpu.default, cpu.gpus_total) == ("cpu", False, 0)
+
+
+@pytest.mark.parametrize("arg", ["--constraint=a100", "--exclusive", "--mem=64G",
+                                 "--mail-user=me@lab.org", "--gres=gpu:a100:2"])
+def test_sbatch_args_accepted(arg: str) -> None:
+    assert check_sbatch_arg(arg) == arg
+
+
+@pytest.mark.parametrize("arg, why", [
+    ("--output=/etc/passwd", "rtrain-tui sets it itself"), ("--wrap=id", "sets it itself"),
+    ("--partition=x", "use --partition instead"), ("--time=5", "use --time instead"),
+    ("-p gpu", "not usable"), ("--comment=a b", "not usable"), ("--x=$(id)", "not usable"),
+    ("--x=`id`", "not usable"), ("--x=a\n#SBATCH --wrap=id", "not usable"), ("", "not usable"),
+])
+def test_sbatch_args_refused(arg: str, why: str) -> None:
+    with pytest.raises(ValidationError, match=why):
+        check_sbatch_arg(arg)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("partition", "gpu;id", "not a Slurm name"), ("account", "a b", "not a Slurm name"),
+    ("qos", "-x", "not a Slurm name"), ("time", "1h", "not a Slurm time limit"),
+    ("time", "4:00:00\n", "not a Slurm time limit"), ("nodes", 0, "from 1 to 1024"),
+    ("gpus_per_node", 65, "from 0 to 64"), ("nodes", True, "from 1 to 1024"),
+])
+def test_slurm_options_refused_with_one_line(field: str, value: object, message: str) -> None:
+    with pytest.raises(ValidationError, match=message) as err:
+        SlurmOptions(**{field: value}).validated()  # type: ignore[arg-type]
+    assert "\n" not in str(err.value)
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_accepted_options_make_sbatch_lines_without_spaces_or_shell_text(text: str) -> None:
+    """Whatever is accepted becomes `#SBATCH --name=value` lines sbatch reads one word each."""
+    for opts in (SlurmOptions(partition=text), SlurmOptions(time=text), SlurmOptions(account=text),
+                 SlurmOptions(sbatch_args=(text,))):
+        try:
+            opts.validated()
+        except ValidationError:
+            continue
+        for line in opts.sbatch_lines("r1", 1):
+            rest = line.removeprefix("#SBATCH ")
+            assert rest.startswith("--") and not any(c in rest for c in " \t\n\r$`'\"\\;|&<>()")
+
+
+def test_sbatch_lines_from_options() -> None:
+    opts = SlurmOptions(partition="gpu", nodes=2, gpus_per_node=4, time="1-00:00:00",
+                        account="lab", qos="high", sbatch_args=("--constraint=a100",))
+    assert opts.sbatch_lines("r1", 1) == [
+        "#SBATCH --job-name=rtrain-r1", "#SBATCH --output=train.log", "#SBATCH --open-mode=append",
+        "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=4",
+        "#SBATCH --partition=gpu", "#SBATCH --time=1-00:00:00", "#SBATCH --account=lab",
+        "#SBATCH --qos=high", "#SBATCH --constraint=a100"]
+    assert "#SBATCH --gpus-per-node=2" in SlurmOptions().sbatch_lines("r", 2)
+    assert not any("gpus" in line for line in SlurmOptions().sbatch_lines("r", 0))
+
+
+def _stand_ins(bin_dir: Path) -> None:
+    """`srun` runs its command once per node as Slurm would (SLURM_NODEID differs per node);
+    `scontrol show hostnames` expands the node list."""
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(
+        '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\n'
+        'i=0; while [ $i -lt "$SLURM_NNODES" ]; do SLURM_NODEID=$i "$@" & i=$((i + 1)); done\n'
+        'wait\n')
+    (bin_dir / "scontrol").write_text('#!/bin/sh\nprintf "node-a\\nnode-b\\n"\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+
+
+def test_two_node_script_gives_each_node_its_rank_and_the_first_node_as_rendezvous(tmp_path: Path) -> None:
+    _stand_ins(tmp_path / "bin")
+    # The trainer stand-in prints what torchrun would receive on each node.
+    trainer = ("echo node={node_rank} of={nodes} at={master_addr}:{master_port} "
+               "gpus={gpus} {dataset} >> ranks.txt")
+    opts = SlurmOptions(nodes=2, gpus_per_node=4)
+    cmd = template.render(trainer, "python3", "data set.jsonl", 4, trainer_values(2))
+    script = batch_script("r1", TOKEN, cmd, {"HF_HOME": "/x y"}, opts, 4)
+    (tmp_path / "run.sbatch").write_text(script)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+           "SLURM_JOB_ID": "42", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "node-[a-b]"}
+    p = subprocess.run(["/bin/sh", "run.sbatch"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=20)
+    assert p.returncode == 0, p.stderr
+    assert sorted((tmp_path / "ranks.txt").read_text().splitlines()) == [
+        "node=0 of=2 at=node-a:29500 gpus=4 data set.jsonl",
+        "node=1 of=2 at=node-a:29500 gpus=4 data set.jsonl"]
+    assert (tmp_path / "status").read_text() == "0\n"
+    assert (tmp_path / "slurm_job_id").read_text() == "42\n"
+
+
+def test_default_multi_node_command_is_torchrun_with_rendezvous() -> None:
+    cmd = template.render(MULTI_NODE_TRAINER, "python3", None, 8, trainer_values(4))
+    assert cmd == ('python3 -m torch.distributed.run --nnodes "$SLURM_NNODES" --node_rank '
+                   '"$SLURM_NODEID" --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint '
+                   '"$MASTER_ADDR":"$MASTER_PORT" -m praisonai_train llm --config config.yaml')
+
+
+def test_one_node_fields_are_plain_values() -> None:
+    assert template.render("x {nodes} {node_rank} {master_addr} {master_port}", "p", None, 1) == \
+        "x 1 0 127.0.0.1 29500"
+
+
+def test_batch_script_records_the_trainers_exit_code_and_forwards_sigterm(tmp_path: Path) -> None:
+    # `a; b` stays one background job: the first part never runs in the batch shell.
+    script = batch_script("r1", TOKEN, "trap 'exit 9' TERM; sh -c 'exit 3'", {}, SlurmOptions(), 0)
+    (tmp_path / "run.sbatch").write_text(script)
+    p = subprocess.run(["/bin/sh", "run.sbatch"], cwd=tmp_path, capture_output=True, timeout=20)
+    assert p.returncode == 3 and (tmp_path / "status").read_text() == "3\n"
+    # TERM to the batch shell reaches the trainer, and the shell still records its end.
+    script = batch_script("r1", TOKEN, "sh -c 'trap \"exit 7\" TERM; while :; do sleep 0.1; done'",
+                          {}, SlurmOptions(), 0)
+    (tmp_path / "run.sbatch").write_text(script)
+    proc = subprocess.Popen(["/bin/sh", "run.sbatch"], cwd=tmp_path, start_new_session=True)
+    try:
+        time.sleep(0.5)
+        proc.terminate()
+        assert proc.wait(10) == 7
+    finally:
+        try:  # its own session: only what this test started (nothing, when all went well)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert (tmp_path / "status").read_text() == "7\n"
+
+
+def test_host_config_reads_backend_and_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[hosts.uni]\nbackend = "slurm"\npartition = "gpu"\ntime = "4:00:00"\n'
+                    'gpus_per_node = 4\n[hosts.box]\n')
+    conf = hostconfig.load(path)
+    assert conf.for_host("uni").backend == "slurm"
+    assert conf.for_host("uni").slurm == SlurmOptions(partition="gpu", time="4:00:00", gpus_per_node=4)
+    assert conf.for_host("box").backend == "direct" and conf.for_host("other").backend == "direct"
+    assert hostconfig.load(tmp_path / "missing.toml").hosts == {}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[hosts.uni]\nbackend = "pbs"\n', "--backend 'pbs' is unknown"),
+    ('[hosts.uni]\npartiton = "gpu"\n', r"unknown key\(s\) partiton"),
+    ('[hosts.uni]\ngpus_per_node = "4"\n', "gpus_per_node must be a whole number"),
+    ('[hosts.uni]\ntime = "soon"\n', "not a Slurm time limit"),
+    ("[hosts.uni\n", "cannot read"),
+    ('hosts = 3\n', "must be tables"),
+])
+def test_bad_host_config_is_one_line_naming_the_file(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    with pytest.raises(ValidationError, match=message) as err:
+        hostconfig.load(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
