@@ -70,7 +70,7 @@ RUNS = [
 ]
 PROGRESS = {  # as RTrainApp._progress_of words them (metrics_format.progress_cell)
     RUNS[0].key: "1840/3000 ▕████  ▏ loss 0.812 · 48m58s",
-    RUNS[1].key: "✗ CUDA out of memory: tried to allocate 2.00 GiB o…",
+    RUNS[1].key: "✗ CUDA out of memory: tried to allocate…",
     RUNS[2].key: "3000/3000 ▕██████▏ loss 0.641",
     RUNS[3].key: "410/1200 ▕██    ▏ loss 1.203 · 1h23m",
 }

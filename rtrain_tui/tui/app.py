@@ -54,7 +54,7 @@ from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 
 Clock = Callable[[], datetime]
 PROGRESS_WIDTH = 28
-REASON_WIDTH = 48  # a failure reason in the runs table; the toast and `status --json` have it whole
+REASON_WIDTH = 38  # a failure reason in the runs table (elapsed still fits at 140 columns); the toast and `status --json` have it whole
 STARTING = "starting"  # entered in the index before launch (probes.STARTING in newer engines)
 EMPTY_RUNS = "No runs yet: press n to start a run."
 PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
