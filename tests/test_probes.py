@@ -58,6 +58,12 @@ def test_status_precedence() -> None:
     assert P(exists=True, pid=5, alive=True, stop_requested=True, launched=True).state == "running"
     # an unfinished stop loses to a recorded exit code: the run ended on its own
     assert P(exists=True, pid=5, exit_code=0, stop_requested=True, launched=True).state == "completed"
+    assert P(exists=True, pid=5, exit_code=3, stop_requested=True, launched=True).state == "failed (exit 3)"
+    # ... unless the code is our own stop's TERM or KILL, before `stopped` is written (a
+    # `tail` that probed in between ended on "failed (exit 143)")
+    for code in (143, 137):
+        assert P(exists=True, pid=5, exit_code=code, stop_requested=True, launched=True).state == "stopped"
+    assert P(exists=True, pid=5, exit_code=143, launched=True).state == "failed (exit 143)"  # not ours
     # an issued stop whose processes are all gone, killed before recording anything
     assert P(exists=True, pid=5, stop_requested=True, launched=True).state == "stopped"
     assert P(exists=True, pid=None).state == "unknown"

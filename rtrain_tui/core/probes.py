@@ -302,6 +302,10 @@ class RunProbe:
         if self.stopped:
             return STOPPED
         if self.exit_code is not None:
+            if self.stop_requested and self.exit_code in _STOP_SIGNAL_CODES:
+                # Killed by our stop's own TERM/KILL: between the wrapper writing this
+                # code and the stop writing `stopped`, `tail` must not end on a failure.
+                return STOPPED
             return COMPLETED if self.exit_code == 0 else failed_word(self.exit_code)
         if self.queued:
             return QUEUED
@@ -312,6 +316,9 @@ class RunProbe:
         if not self.launched:
             return UNKNOWN  # created but never launched: nothing can be told
         return LOST
+
+
+_STOP_SIGNAL_CODES = (128 + 15, 128 + 9, -15, -9)  # what a shell / Python report for TERM, KILL
 
 
 def _int_or_none(value: str) -> int | None:
