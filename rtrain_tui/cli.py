@@ -71,8 +71,8 @@ def _add_slurm(p: argparse.ArgumentParser, start: bool) -> None:
         return
     g.add_argument("--nodes", type=int, default=None, help="nodes (default 1; >1: srun + torchrun)")
     g.add_argument("--time", default=None, help="time limit, e.g. 30, 4:00:00, 1-12:00:00")
-    g.add_argument("--account", default=None)
-    g.add_argument("--qos", default=None)
+    g.add_argument("--account", default=None, help="Slurm account to charge")
+    g.add_argument("--qos", default=None, help="Slurm quality of service")
     g.add_argument("--sbatch-arg", action="append", default=[], metavar="--NAME=VALUE",
                    help="one more sbatch option, e.g. --sbatch-arg=--constraint=a100 (repeatable)")
 
@@ -321,7 +321,8 @@ async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
     if backend != "slurm":
         _refuse_slurm_flags(args)
     options = _slurm_options(engine.hosts, args) if backend == "slurm" else None
-    report = await engine.preflight(args.host, args.gpus, args.python, args.workdir, backend, options)
+    report = await engine.preflight(args.host, args.gpus, args.python, args.workdir,
+                                    backend=backend, options=options)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0 if report.ok else 1

@@ -171,7 +171,7 @@ class Engine:
     # -- preflight -------------------------------------------------------------
     async def preflight(
         self, host: str, gpus: int = 1, python: str = validate.DEFAULT_PYTHON,
-        workdir: str = validate.DEFAULT_WORKDIR, ship_bytes: int = 0,
+        workdir: str = validate.DEFAULT_WORKDIR, *, ship_bytes: int = 0,
         backend: str | None = None, options: slurm.SlurmOptions | None = None,
     ) -> PreflightReport:
         """Is the host ready? `ship_bytes`: what a start will upload, checked against free space."""
