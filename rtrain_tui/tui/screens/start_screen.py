@@ -66,11 +66,11 @@ def build_request(host: str, values: dict[str, str], allow_busy: bool = False) -
 
 def field_error(host: str, name: str, values: dict[str, str]) -> str:
     """The engine's complaint about one field, prefixed with its label; '' when it is fine."""
-    error = _field_error(host, name, values[name].strip())
+    error = _field_error(host, name, values[name].strip(), values)
     return f"{LABELS[name]}: {error}" if error else ""
 
 
-def _field_error(host: str, name: str, value: str) -> str:
+def _field_error(host: str, name: str, value: str, values: dict[str, str]) -> str:
     try:
         if name == "config":
             if not value:

@@ -1,0 +1,26 @@
+"""The start form's per-field checks (pure): each error names its field."""
+
+from __future__ import annotations
+
+from rtrain_tui.tui.screens.start_screen import FIELDS, field_error
+
+
+def values(**given: str) -> dict[str, str]:
+    base = {name: "" for name in FIELDS}
+    base.update(python="python3", workdir="~/.praisonai-train", gpus="1",
+                trainer="{python} -m praisonai_train llm {dataset} --config {config}")
+    base.update(given)
+    return base
+
+
+def test_gpu_ids_must_agree_with_the_gpu_count() -> None:
+    assert field_error("gpu", "gpu_ids", values(gpus="1", gpu_ids="0,3")) == \
+        "GPU ids: GPU ids names 2 GPU(s), GPUs says 1."
+    assert field_error("gpu", "gpu_ids", values(gpus="2", gpu_ids="0,3")) == ""
+    assert field_error("gpu", "gpu_ids", values(gpu_ids="0,0")).startswith("GPU ids: ")
+
+
+def test_other_fields_name_themselves() -> None:
+    assert field_error("gpu", "gpus", values(gpus="two")) == "GPUs: must be a whole number, not 'two'."
+    assert field_error("gpu", "config", values()).startswith("Config: choose a config file")
+    assert field_error("gpu", "env", values(env="A='x")).startswith("Env: no closing quotation")
