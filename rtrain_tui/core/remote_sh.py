@@ -131,22 +131,23 @@ RTRAIN_RUN=$1
 """
 
 
-def _workdir_assign(workdir: str) -> str:
+def workdir_assign(workdir: str) -> str:
     # `set --` makes the shell tilde-expand the (validated, unquoted) workdir word.
     return f"set -- {workdir}; wd=$1"
 
 
 def resolve_workdir(workdir: str) -> str:
     """Print the absolute workdir, as the remote shell expands it."""
-    return f'{_workdir_assign(workdir)}\ncase $wd in /*) ;; *) wd=$(pwd)/$wd;; esac\nprintf "%s\\n" "$wd"\n'
+    return f'{workdir_assign(workdir)}\ncase $wd in /*) ;; *) wd=$(pwd)/$wd;; esac\nprintf "%s\\n" "$wd"\n'
 
 
-def preflight(python: str, workdir: str) -> str:
-    """Print key=value facts about the host: python, trainer, GPUs, disk, setsid."""
+def python_facts(python: str) -> str:
+    """Print `python=X.Y.Z` (or `missing`) and whether the trainer imports; sets $T.
+
+    Shared by the preflight of a box and of a Slurm login node.
+    """
     py = validate.python_word(python)  # `~/` is left for the remote shell to expand
-    return f"""{_workdir_assign(workdir)}
-echo "os=$(uname -s 2>/dev/null)"
-if command -v timeout >/dev/null 2>&1; then T="timeout 10"; else T=; fi
+    return f"""if command -v timeout >/dev/null 2>&1; then T="timeout 10"; else T=; fi
 if command -v {py} >/dev/null 2>&1; then
   $T {py} -c 'import sys, importlib.util as u
 print("python=%d.%d.%d" % sys.version_info[:3])
@@ -154,7 +155,21 @@ print("trainer=" + ("ok" if u.find_spec("praisonai_train") else "missing"))' 2>&
 else
   echo "python=missing"
 fi
-if command -v nvidia-smi >/dev/null 2>&1; then
+"""
+
+
+# Free space where the workdir is (or its nearest existing parent): needs $wd.
+DISK_FREE = """d=$wd
+while [ ! -d "$d" ]; do d=$(dirname "$d"); done
+echo "disk_free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {print $4}')"
+"""
+
+
+def preflight(python: str, workdir: str) -> str:
+    """Print key=value facts about the host: python, trainer, GPUs, disk, setsid."""
+    return f"""{workdir_assign(workdir)}
+echo "os=$(uname -s 2>/dev/null)"
+{python_facts(python)}if command -v nvidia-smi >/dev/null 2>&1; then
   # At most 65 rows of 512 bytes are passed on (65 > MAX_GPUS marks it malformed): a
   # broken driver printing 400,000 lines must not flood the connection or the client.
   {{ $T nvidia-smi --query-gpu=index,name,memory.used,memory.total,utilization.gpu \\
@@ -164,10 +179,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 else
   echo "nvidia_smi=missing"
 fi
-d=$wd
-while [ ! -d "$d" ]; do d=$(dirname "$d"); done
-echo "disk_free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {{print $4}}')"
-if command -v setsid >/dev/null 2>&1; then echo setsid=yes; else echo setsid=no; fi
+{DISK_FREE}if command -v setsid >/dev/null 2>&1; then echo setsid=yes; else echo setsid=no; fi
 if command -v sbatch >/dev/null 2>&1; then echo sbatch=yes; fi
 """
 
@@ -187,7 +199,7 @@ def make_run_dir(workdir: str, run_id: str, token: str) -> str:
     """
     run_dir_word(workdir, run_id)  # validates both parts
     tok = check_token(token)
-    return f"""{_workdir_assign(workdir)}
+    return f"""{workdir_assign(workdir)}
 mkdir -p -m 700 "$wd" || exit 1
 cd "$wd" || exit 1
 if mkdir -m 700 {run_id} 2>/dev/null; then printf '%s\\n' {tok} > {run_id}/train.token; fi
@@ -733,7 +745,7 @@ def find_runs(workdirs: Sequence[str]) -> str:
     lines = []
     for i, workdir in enumerate(workdirs):
         validate.check_workdir("host", workdir)
-        lines.append(f"""{_workdir_assign(workdir)}
+        lines.append(f"""{workdir_assign(workdir)}
 case $wd in /*) ;; *) wd=$(pwd)/$wd;; esac
 printf 'wd\\t{i}\\t%s\\n' "$wd"
 for d in "$wd"/*/; do

@@ -425,22 +425,10 @@ def job_gone(state: str) -> bool:
 # -- preflight --------------------------------------------------------------------------------
 def preflight(python: str, workdir: str) -> str:
     """Facts about a login node: python/trainer, disk, and Slurm's partitions and our jobs."""
-    from rtrain_tui.core.template import python_word
+    from rtrain_tui.core import remote_sh
 
-    py = python_word(python)
-    return f"""set -- {workdir}; wd=$1
-if command -v timeout >/dev/null 2>&1; then T="timeout 10"; else T=; fi
-if command -v {py} >/dev/null 2>&1; then
-  $T {py} -c 'import sys, importlib.util as u
-print("python=%d.%d.%d" % sys.version_info[:3])
-print("trainer=" + ("ok" if u.find_spec("praisonai_train") else "missing"))' 2>&1 | sed -n '1,5p'
-else
-  echo "python=missing"
-fi
-d=$wd
-while [ ! -d "$d" ]; do d=$(dirname "$d"); done
-echo "disk_free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {{print $4}}')"
-if command -v sbatch >/dev/null 2>&1; then echo sbatch=yes; else echo sbatch=no; exit 0; fi
+    return f"""{remote_sh.workdir_assign(workdir)}
+{remote_sh.python_facts(python)}{remote_sh.DISK_FREE}if command -v sbatch >/dev/null 2>&1; then echo sbatch=yes; else echo sbatch=no; exit 0; fi
 $T sinfo -h -N -O 'Partition:|,NodeList:|,StateLong:|,Gres:|,GresUsed:|' 2>&1 | head -n 500 | sed 's/^/node=/'
 $T squeue -h -u "$(id -un)" -O 'JobID:|,Partition:|,State:|,Reason:|,Name:|' 2>/dev/null | head -n 200 | sed 's/^/job=/'
 """
