@@ -90,3 +90,55 @@ def test_preflight_panel_of_a_cluster_shows_partitions_and_free_gpus(
             assert "multi ░░░░░░░░ 2/2 GPUs free" in text and "2 node(s): idle" in text
 
     asyncio.run(go())
+
+
+def test_the_start_form_asks_a_login_node_for_partition_nodes_and_time(
+        hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path, workdir: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.widgets import Input, Select
+
+    from rtrain_tui.tui.screens.start_screen import StartScreen
+
+    monkeypatch.setenv("HOME", str(hosts.home))
+    conf = tmp_path / "xdg_config" / "rtrain-tui"
+    conf.mkdir(parents=True)
+    (conf / "config.toml").write_text(f'[hosts.{LOGIN}]\nbackend = "slurm"\npartition = "gpu"\n'
+                                      'time = "5"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg_config"))
+    assert slurm.ssh_config is not None
+    config = write_config(tmp_path / "c.yaml", steps=2)
+
+    async def go() -> None:
+        app = make_app(slurm.ssh_config, RunIndex(tmp_path / "runs.toml"), poll_runs=False,
+                       out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("n")
+            await pilot.pause()
+            form = app.screen
+            assert isinstance(form, StartScreen)
+            form.query_one("#host", Select).value = "gpu"
+            await pilot.pause()
+            assert form.query_one("#gpu_ids", Input).display
+            assert not form.query_one("#partition", Input).display
+            form.query_one("#host", Select).value = LOGIN
+            await pilot.pause()
+            # a login node: the Slurm fields, prefilled from config.toml; no GPU ids
+            assert not form.query_one("#gpu_ids", Input).display
+            assert form.query_one("#partition", Input).value == "gpu"
+            assert form.query_one("#time", Input).value == "5"
+            form.query_one("#time", Input).value = "ten minutes"
+            await pilot.pause()
+            assert "Time limit: " in screen_text(app) and form.query_one("#start").disabled
+            form.query_one("#time", Input).value = "0:10:00"
+            for name, value in (("config", str(config)), ("workdir", workdir),
+                                ("run_id", "fromform"), ("gpus", "1")):
+                form.query_one(f"#{name}", Input).value = value
+            await pilot.pause()
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: not isinstance(app.screen, StartScreen), "the start")
+        batch = (Path(workdir) / "fromform" / "run.sbatch").read_text()
+        assert "#SBATCH --partition=gpu" in batch and "#SBATCH --time=0:10:00" in batch
+        record = next(r for r in RunIndex(tmp_path / "runs.toml").load() if r.run_id == "fromform")
+        assert record.backend == "slurm" and record.slurm_job_id
+
+    asyncio.run(go())

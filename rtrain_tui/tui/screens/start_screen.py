@@ -10,7 +10,7 @@ field has the focus. (The key is always live, so the footer never changes under 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.text import Text
@@ -26,6 +26,7 @@ from textual_fspicker import FileOpen, Filters
 from rtrain_tui.core import validate
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
 from rtrain_tui.core.errors import RemoteError, ValidationError
+from rtrain_tui.core.slurm import SlurmOptions
 from rtrain_tui.core.sanitize import safe_line, safe_text
 
 
@@ -38,12 +39,28 @@ class StartDefaults:
 
 
 FIELDS = ("config", "dataset", "gpus", "gpu_ids", "run_id", "python", "workdir", "trainer", "env")
+# Shown only for a Slurm login node (backend = "slurm" in config.toml), prefilled with the
+# host's defaults from there; GPU ids are the scheduler's business there, so they hide.
+SLURM_FIELDS = ("partition", "nodes", "time")
+BOX_ONLY = ("gpu_ids",)
 LABELS = {"config": "Config", "dataset": "Dataset", "gpus": "GPUs", "gpu_ids": "GPU ids",
           "run_id": "Run id",
-          "python": "Python", "workdir": "Workdir", "trainer": "Trainer", "env": "Env"}
+          "python": "Python", "workdir": "Workdir", "trainer": "Trainer", "env": "Env",
+          "partition": "Partition", "nodes": "Nodes", "time": "Time limit"}
 
 
-def build_request(host: str, values: dict[str, str], allow_busy: bool = False) -> StartRequest:
+def slurm_options(base: SlurmOptions, values: dict[str, str]) -> SlurmOptions:
+    """The host's Slurm defaults with the form's partition, nodes and time on top."""
+    try:
+        nodes = int(values.get("nodes", "").strip() or "1")
+    except ValueError:
+        raise ValidationError(f"Nodes must be a whole number, not {values['nodes']!r}.") from None
+    return replace(base, partition=values.get("partition", "").strip(), nodes=nodes,
+                   time=values.get("time", "").strip()).validated()
+
+
+def build_request(host: str, values: dict[str, str], allow_busy: bool = False,
+                  slurm: SlurmOptions | None = None) -> StartRequest:
     """The form's text as a validated StartRequest; raises ValidationError naming the field."""
     try:
         gpus = int(values["gpus"] or "0")
@@ -61,6 +78,8 @@ def build_request(host: str, values: dict[str, str], allow_busy: bool = False) -
         env=validate.parse_env(env_pairs), trainer=values["trainer"].strip(),
         gpu_ids=validate.parse_gpu_ids(ids) if (ids := values.get("gpu_ids", "").strip()) else (),
         allow_busy=allow_busy,
+        backend="slurm" if slurm is not None else None,
+        slurm=slurm_options(slurm, values) if slurm is not None else None,
     ).validated()
 
 
@@ -96,6 +115,8 @@ def _field_error(host: str, name: str, value: str, values: dict[str, str]) -> st
             validate.check_workdir(host, value)
         elif name == "trainer":
             validate.check_trainer_template(value)
+        elif name in SLURM_FIELDS:
+            slurm_options(SlurmOptions(), {name: value})
         elif name == "env":
             try:
                 pairs = shlex.split(value)
@@ -127,7 +148,8 @@ class StartScreen(ModalScreen[StartedRun | None]):
         initial = {"config": d.config, "dataset": d.dataset, "gpus": str(d.gpus), "gpu_ids": "",
                    "run_id": "",
                    "python": validate.DEFAULT_PYTHON, "workdir": validate.DEFAULT_WORKDIR,
-                   "trainer": validate.DEFAULT_TRAINER, "env": ""}
+                   "trainer": validate.DEFAULT_TRAINER, "env": "",
+                   "partition": "", "nodes": "1", "time": ""}
         with Vertical(id="dialog"):
             yield Static("[b]New run[/b]  preflight runs before anything is uploaded", id="title")
             with Grid(id="form"):
@@ -135,11 +157,17 @@ class StartScreen(ModalScreen[StartedRun | None]):
                 yield Select([(h, h) for h in self.hosts], value=d.host, allow_blank=False, id="host",
                              compact=True)
                 for name in FIELDS:
-                    yield Label(LABELS[name])
-                    yield Input(initial[name], id=name, placeholder=_placeholder(name), compact=True)
-                yield Label("")
+                    extra = "box-only" if name in BOX_ONLY else ""
+                    yield Label(LABELS[name], classes=extra)
+                    yield Input(initial[name], id=name, placeholder=_placeholder(name),
+                                compact=True, classes=extra)
+                for name in SLURM_FIELDS:
+                    yield Label(LABELS[name], classes="slurm")
+                    yield Input(initial[name], id=name, placeholder=_placeholder(name),
+                                compact=True, classes="slurm")
+                yield Label("", classes="box-only")
                 yield Checkbox("take busy GPUs too (someone else's process on them)",
-                               id="allow_busy", compact=True)
+                               id="allow_busy", compact=True, classes="box-only")
             yield Static("", id="errors")
             yield Static("", id="step")
             yield ProgressBar(id="upload", show_eta=False)
@@ -150,12 +178,43 @@ class StartScreen(ModalScreen[StartedRun | None]):
 
     def on_mount(self) -> None:
         self.query_one("#upload", ProgressBar).display = False
+        self._show_backend()
         self.revalidate()
         self.query_one("#config", Input).focus()
 
+    def slurm_defaults(self) -> SlurmOptions | None:
+        """The selected host's Slurm defaults when it is a Slurm login node, else None."""
+        if self.engine is None:
+            return None
+        try:
+            settings = self.engine.hosts.for_host(self.host)
+        except ValidationError:
+            return None  # a broken config.toml: the start itself will say so
+        return settings.slurm if settings.backend == "slurm" else None
+
+    def _show_backend(self) -> None:
+        """Slurm fields for a login node (prefilled from config.toml), GPU ids for a box."""
+        defaults = self.slurm_defaults()
+        for widget in self.query(".slurm"):
+            widget.display = defaults is not None
+        for widget in self.query(".box-only"):
+            widget.display = defaults is None
+        if defaults is not None:
+            self.query_one("#partition", Input).value = defaults.partition
+            self.query_one("#nodes", Input).value = str(defaults.nodes)
+            self.query_one("#time", Input).value = defaults.time
+            self.query_one("#gpu_ids", Input).value = ""
+            self.query_one("#allow_busy", Checkbox).value = False
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        if self.slurm_defaults() is None:
+            return FIELDS
+        return tuple(f for f in FIELDS if f not in BOX_ONLY) + SLURM_FIELDS
+
     @property
     def values(self) -> dict[str, str]:
-        return {name: self.query_one(f"#{name}", Input).value for name in FIELDS}
+        return {name: self.query_one(f"#{name}", Input).value for name in self.fields}
 
     @property
     def host(self) -> str:
@@ -164,7 +223,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
     def revalidate(self) -> list[str]:
         errors = []
         values = self.values
-        for name in FIELDS:
+        for name in self.fields:
             err = field_error(self.host, name, values)
             self.query_one(f"#{name}", Input).set_class(bool(err), "invalid")
             if err:
@@ -176,6 +235,8 @@ class StartScreen(ModalScreen[StartedRun | None]):
     @on(Input.Changed)
     @on(Select.Changed)
     def _changed(self, event: Input.Changed | Select.Changed) -> None:
+        if isinstance(event, Select.Changed):
+            self._show_backend()
         if isinstance(event, Input.Changed) and event.input.id == "gpu_ids":
             try:  # naming the GPUs says how many: GPUs follows
                 ids = validate.parse_gpu_ids(event.value.strip())
@@ -238,7 +299,8 @@ class StartScreen(ModalScreen[StartedRun | None]):
             return
         try:
             request = build_request(self.host, self.values,
-                                    allow_busy=self.query_one("#allow_busy", Checkbox).value)
+                                    allow_busy=self.query_one("#allow_busy", Checkbox).value,
+                                    slurm=self.slurm_defaults())
         except ValidationError as exc:
             self.query_one("#errors", Static).update(Text(f"✗ {safe_text(str(exc))}"))
             return
@@ -285,4 +347,6 @@ def _placeholder(name: str) -> str:
     return {"config": "path to config.yaml (ctrl+o: browse)",
             "dataset": "optional: path to the dataset file (ctrl+o: browse)",
             "gpu_ids": "optional: 0,3 (default: the least busy)",
-            "run_id": "optional: run-<epoch>", "env": "optional: KEY=VALUE KEY2=VALUE2"}.get(name, "")
+            "run_id": "optional: run-<epoch>", "env": "optional: KEY=VALUE KEY2=VALUE2",
+            "partition": "optional: the cluster's default partition",
+            "time": "optional: 30, 4:00:00 or 1-12:00:00 (default: the partition's)"}.get(name, "")
