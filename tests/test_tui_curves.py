@@ -82,7 +82,7 @@ def test_failed_run_shows_its_reason_in_the_table_and_the_toast(hosts: SshHosts,
             await until(pilot, lambda: key in app.runs_table.views
                         and app.runs_table.views[key].record.state == "failed (exit 1)"
                         and app.runs_table.views[key].progress.startswith("✗"), "the reason")
-            assert app.runs_table.views[key].progress.startswith("✗ CUDA out of memory: tried to allocate 2.00")
+            assert app.runs_table.views[key].progress.startswith("✗ CUDA out of memory: tried to allocate")
             assert "CUDA out of memory" in screen_text(app)
             toast = [m for m in notifications(app) if m.startswith("oom on gpu: failed (exit 1)")]
             assert toast and "CUDA out of memory: tried to allocate 2.00 GiB on GPU 0" in toast[0]

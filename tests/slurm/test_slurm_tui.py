@@ -30,8 +30,9 @@ def test_queued_and_running_slurm_runs_show_next_to_a_box_run(
                         HostConfig({LOGIN: HostSettings("slurm")}))
         try:
             for host, run_id in ((LOGIN, "hog"), (LOGIN, "waiter"), ("gpu", "boxrun")):
+                # the box's stand-in GPU 1 is busy: its run shares it, as --allow-busy does
                 await engine.start(StartRequest(host, long, run_id=run_id, workdir=workdir,
-                                                gpus=2))
+                                                gpus=2, allow_busy=host == "gpu"))
             # The app refreshes once: let the scheduler start `hog` first.
             for _ in range(100):
                 if (await engine.probe(LOGIN, workdir, "hog")).state == "running":
