@@ -280,7 +280,7 @@ async def slurm_cluster(pilot: Pilot) -> None:
     for r in CLUSTER_RUNS:
         app.engine.index.add(r)
     progress = {**PROGRESS, CLUSTER_RUNS[0].key: "step 120/4000 · loss 1.6120",
-                CLUSTER_RUNS[1].key: "waiting: Resources"}
+                CLUSTER_RUNS[1].key: "waiting: Resources, 2nd in the queue"}
     await main_screen(pilot)
     app.load_runs(progress)
     app.set_preflight(slurm.parse_preflight("uni-cluster", CLUSTER_PREFLIGHT, "python3",

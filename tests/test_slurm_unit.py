@@ -34,6 +34,9 @@ def run_line(i: int, job: str = "7", code: str = "", stop: str = "0", stopped: s
 @pytest.mark.parametrize("run, slurm_line, word, reason", [
     (run_line(0), "J\t7|PENDING|Resources|0|", "queued", "Resources"),
     (run_line(0), "J\t7|PENDING|QOSMaxJobsPerUserLimit|0|", "queued", "QOSMaxJobsPerUserLimit"),
+    (run_line(0), "J\t7|PENDING|Priority|0|\nQ\t7|3", "queued", "Priority, 3rd in the queue"),
+    (run_line(0), "J\t7|PENDING|Priority|0|\nQ\t7|12", "queued", "Priority, 12th in the queue"),
+    (run_line(0), "J\t7|PENDING|Priority|0|\nQ\t8|1", "queued", "Priority"),  # another job's place
     (run_line(0), "J\t7|RUNNING|None|0|", "running", ""),
     (run_line(0), "J\t7|COMPLETING|None|0|", "running", ""),
     (run_line(0, code="0"), "J\t7|COMPLETED|None|0|", "completed", ""),

@@ -244,6 +244,12 @@ probe() {
     lines.append(r"""[ -n "$ids" ] || exit 0
 sq=$(squeue -h -t all -j "$ids" -O 'JobID:|,State:|,Reason:|,exit_code:|' 2>/dev/null)
 printf '%s\n' "$sq" | sed -n 's/^\([0-9]\)/J	\1/p'
+case $sq in *'|PENDING|'*)
+  # Our waiting jobs' places in their partition's queue, in Slurm's priority order
+  # (every user's pending jobs; bounded): `Q<TAB>ID|PLACE`.
+  squeue -h -t PD --sort=-p,i -O 'JobID:|,Partition:|' 2>/dev/null | head -n 20000 |
+    awk -F'|' -v ids=",$ids," '{ n[$2]++ } index(ids, "," $1 ",") { print "Q\t" $1 "|" n[$2] }'
+esac
 oldifs=$IFS; IFS=,
 for id in $ids; do
   case "
@@ -329,6 +335,7 @@ def parse_run_states(output: str, count: int) -> list[probes.RunProbe]:
     - a job Slurm no longer knows and nothing recorded: `lost`.
     """
     jobs = parse_jobs(output)
+    places = _queue_places(output)
     found: dict[int, probes.RunProbe] = {}
     for line in output.splitlines():
         index, *fields = line.split("\t")
@@ -336,11 +343,28 @@ def parse_run_states(output: str, count: int) -> list[probes.RunProbe]:
         if i is None or not 0 <= i < count:
             continue
         facts = dict(f.partition("=")[::2] for f in fields)
-        found[i] = _probe_of(facts, jobs)
+        found[i] = _probe_of(facts, jobs, places)
     return [found.get(i, probes.RunProbe(exists=False)) for i in range(count)]
 
 
-def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo]) -> probes.RunProbe:
+def _queue_places(output: str) -> dict[str, int]:
+    """`Q<TAB>ID|PLACE` lines: where each of our waiting jobs stands in its queue."""
+    places = {}
+    for line in output.splitlines():
+        if line.startswith("Q\t"):
+            job, _, place = line[2:].partition("|")
+            if job.strip() and place.strip().isdigit():
+                places[job.strip()] = int(place)
+    return places
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
+              places: Mapping[str, int] | None = None) -> probes.RunProbe:
     job_id = facts.get("job", "")
     base = probes.RunProbe(
         exists=facts.get("exists") == "1",
@@ -360,7 +384,9 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo]) -> probes.R
     if base.exit_code is not None or base.stopped:
         return replace(base, reason=reason, slurm_state=state)
     if state in _PENDING:
-        return replace(base, queued=True, reason=info.reason, slurm_state=state)
+        place = (places or {}).get(job_id)
+        why = f"{info.reason}, {_ordinal(place)} in the queue" if place else info.reason
+        return replace(base, queued=True, reason=why, slurm_state=state)
     if state in _ACTIVE:
         return replace(base, alive=True, slurm_state=state)
     if state == "CANCELLED" and not base.stop_requested:

@@ -74,11 +74,16 @@ def test_queued_for_resources_then_running_then_completed(scli: SlurmCli, tmp_pa
     start(scli, tmp_path, workdir, "big", "--gpus", "2", steps=100000, step_seconds=0.2)
     wait_for(scli, "big", workdir, lambda s: s["state"] == "running")
     start(scli, tmp_path, workdir, "small", "--gpus", "1", steps=10, step_seconds=0.5)
+    start(scli, tmp_path, workdir, "small2", "--gpus", "1", steps=10, step_seconds=0.5)
     assert status(scli, "small", workdir)["state"] == "queued"
-    # Right after sbatch the scheduler may not have said why yet: the reason follows.
+    # Right after sbatch the scheduler may not have said why yet: the reason follows,
+    # with the job's place in its partition's queue.
     queued = wait_for(scli, "small", workdir, lambda s: s["reason"] != "", timeout=10)
-    assert (queued["state"], queued["reason"]) == ("queued", "Resources")
-    assert scli("status", LOGIN, "small", "--workdir", workdir).out.strip() == "queued (Resources)"
+    assert (queued["state"], queued["reason"]) == ("queued", "Resources, 1st in the queue")
+    second = wait_for(scli, "small2", workdir, lambda s: s["reason"] != "", timeout=10)
+    assert second["state"] == "queued" and second["reason"].endswith(", 2nd in the queue")
+    assert scli("status", LOGIN, "small", "--workdir", workdir).out.strip() == \
+        "queued (Resources, 1st in the queue)"
     assert scli("stop", LOGIN, "big", "--workdir", workdir, "--grace", "2").rc == 0
     wait_for(scli, "small", workdir, lambda s: s["state"] == "running", timeout=30)
     done = wait_for(scli, "small", workdir, lambda s: s["state"] != "running")
@@ -162,9 +167,10 @@ def test_tail_of_a_queued_run_says_so_then_follows_it(scli: SlurmCli, tmp_path: 
         assert tail.stderr is not None
         said = tail.stderr.readline()  # blocks until tail has said something
         # Right after sbatch the reason may still be blank; the next line then names it.
-        if "(Resources)" not in said:
+        if "(Resources" not in said:
             said = tail.stderr.readline()
-        assert said.startswith(f"rtrain-tui: later is queued on {LOGIN} (Resources); waiting for it to start")
+        assert said.startswith(f"rtrain-tui: later is queued on {LOGIN} (Resources, 1st in the "
+                               "queue); waiting for it to start")
         assert scli("stop", LOGIN, "first", "--workdir", workdir, "--grace", "2").rc == 0
         out, err = tail.communicate(timeout=90)
     finally:
@@ -219,7 +225,8 @@ def test_refresh_of_twenty_slurm_runs_is_one_probe(hosts: SshHosts, slurm: Slurm
 
             conn.run = counted  # type: ignore[method-assign]
             states = await engine.refresh()
-            assert len(calls) == 1 and calls[0].count("squeue") == 1
+            # one round trip, one squeue for all 20 jobs (and one for queue places)
+            assert len(calls) == 1 and calls[0].count("squeue -h -t all") == 1
             return states
         finally:
             await engine.close()

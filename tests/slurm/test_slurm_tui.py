@@ -58,11 +58,11 @@ def test_queued_and_running_slurm_runs_show_next_to_a_box_run(
             text = screen_text(app)
             assert "queued" in text and "waiter" in text and "boxrun" in text
             progress = {v.record.run_id: v.progress for v in app.runs_table.views.values()}
-            if progress["waiter"] != "waiting: Resources":  # the reason may lag one refresh
+            if progress["waiter"] != "waiting: Resources, 1st in the queue":  # the reason may lag one refresh
                 app.refresh_runs()
                 await until(pilot, lambda: app.runs_table.views and {
                     v.record.run_id: v.progress for v in app.runs_table.views.values()
-                }["waiter"] == "waiting: Resources", "the queued run's reason")
+                }["waiter"] == "waiting: Resources, 1st in the queue", "the queued run's reason")
 
     asyncio.run(go())
 
