@@ -141,6 +141,10 @@ class Engine:
             self._hosts = hostconfig.load()
         return self._hosts
 
+    def reload_hosts(self) -> None:
+        """Read config.toml again on next use (after the app wrote it)."""
+        self._hosts = None
+
     def backend_of_host(self, host: str) -> str:
         return self.hosts.for_host(host).backend
 

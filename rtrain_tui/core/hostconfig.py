@@ -79,3 +79,35 @@ def _settings(path: Path, alias: str, table: Any) -> HostSettings:
     except ValidationError as exc:
         raise ValidationError(f"{where}: {exc}") from None
     return HostSettings(backend, options)
+
+
+def mark_slurm(alias: str, path: Path | None = None) -> Path:
+    """Make `alias` a Slurm login node in config.toml; returns the file written.
+
+    The new `[hosts."ALIAS"]` table is appended as text, so the user's comments and layout
+    stay as they were. A file that cannot be read, or that already has a table for this
+    host, is left untouched: the error says which line to write by hand.
+    """
+    path = path or default_config_path()
+    table = f'[hosts.{_toml_key(alias)}]\nbackend = "slurm"\n'
+    current = load(path)  # raises, naming the problem, for a file we must not touch
+    if alias in current.hosts:
+        raise ValidationError(f'{path} already has [hosts.{_toml_key(alias)}]: set '
+                              f'backend = "slurm" there by hand.')
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    joined = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "") + table
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(joined, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _toml_key(alias: str) -> str:
+    """An alias as a TOML key: bare when it can be, else a basic string (escaped)."""
+    if alias and all(c.isascii() and (c.isalnum() or c in "-_") for c in alias):
+        return alias
+    return '"' + alias.replace("\\", "\\\\").replace('"', '\\"') + '"'

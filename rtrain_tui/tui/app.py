@@ -26,7 +26,7 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
-from rtrain_tui.core import probes
+from rtrain_tui.core import hostconfig, probes
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
 from rtrain_tui.core.fetch_dirs import FetchDirs
@@ -91,6 +91,8 @@ class RTrainApp(HeldToasts):
                 tooltip="Overlay the loss curves of the marked runs"),
         Binding("w", "close_log", "Close log", id="close_log", show=False,
                 tooltip="Close the current log pane"),
+        Binding("m", "mark_slurm", "Mark as Slurm", id="mark_slurm", show=False,
+                tooltip="Run this host's jobs through Slurm (writes config.toml)"),
         Binding("question_mark", "help", "Help", id="help", tooltip="All keys"),
         Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep running"),
     ]
@@ -122,6 +124,7 @@ class RTrainApp(HeldToasts):
         self._host_timers: dict[str, Timer] = {}
         self._log_ids = itertools.count()  # tab ids are never reused, whatever closes first
         self._discovering = False
+        self._offered_slurm: set[str] = set()  # hosts we said "press m" for
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
@@ -456,6 +459,10 @@ class RTrainApp(HeldToasts):
         except RemoteError as exc:
             report = PreflightReport(host=host, reachable=False, error=str(exc))
         self.set_preflight(report)
+        if report.slurm_login and host not in self._offered_slurm and self._backend(host) == "direct":
+            self._offered_slurm.add(host)  # once per host and session
+            self.notify(f"{host} looks like a Slurm login node: press m to run its jobs through "
+                        "Slurm (adds it to config.toml).", title="Slurm", timeout=20)
         if report.reachable:
             await self._discover_runs(host)
 
@@ -472,6 +479,34 @@ class RTrainApp(HeldToasts):
                         f"{names}", title=f"Found on {host}", markup=False)
             self.load_runs()
             self._refresh_host_now(host)
+
+    def _backend(self, host: str) -> str:
+        try:
+            return self.engine.backend_of_host(host)
+        except RemoteError:
+            return "direct"  # a broken config.toml: starts will say so
+
+    def action_mark_slurm(self) -> None:
+        host = self.host_list.selected_alias
+        report = self.reports.get(host, (None, ""))[0] if host else None
+        if host is None or report is None or not report.slurm_login:
+            self.notify("Check a host first (p): only one with sbatch can be marked as Slurm.",
+                        severity="warning")
+            return
+        if self._backend(host) == "slurm":
+            self.notify(f"{host} already runs its jobs through Slurm.")
+            return
+        self.run_worker(self._mark_slurm(host), group="mark-slurm", exit_on_error=False)
+
+    async def _mark_slurm(self, host: str) -> None:
+        try:
+            path = await asyncio.to_thread(hostconfig.mark_slurm, host)
+        except RemoteError as exc:
+            self.notify(str(exc), title="Slurm", severity="error", timeout=30)
+            return
+        self.engine.reload_hosts()
+        self.notify(f"{host} now runs its jobs through Slurm ({path}).", title="Slurm")
+        self.preflight_host(host)  # its partitions and GPUs, as a login node
 
     def set_preflight(self, report: PreflightReport) -> None:
         """Show a preflight result (also how tests and screenshots inject one)."""

@@ -143,3 +143,31 @@ def test_the_start_form_asks_a_login_node_for_partition_nodes_and_time(
         assert record.backend == "slurm" and record.slurm_job_id
 
     asyncio.run(go())
+
+
+def test_a_host_with_sbatch_is_offered_and_marked_as_slurm_from_the_app(
+        hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rtrain_tui.core.hostconfig import default_config_path, load
+
+    monkeypatch.setenv("HOME", str(hosts.home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg_config"))  # no config.toml yet
+    assert slurm.ssh_config is not None
+    notes = lambda app: [n.message for n in app._notifications]  # noqa: E731
+
+    async def go() -> None:
+        app = make_app(slurm.ssh_config, RunIndex(tmp_path / "runs.toml"), poll_runs=False,
+                       out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            app.host_list.focus()
+            app.host_list.highlighted = list(app.host_list.hosts).index(LOGIN)
+            await pilot.press("p")
+            await until(pilot, lambda: LOGIN in app.reports, "the preflight")
+            assert app.reports[LOGIN][0].backend != "slurm"
+            await until(pilot, lambda: any("press m" in m for m in notes(app)), "the offer")
+            await pilot.press("m")
+            await until(pilot, lambda: LOGIN in app.reports
+                        and app.reports[LOGIN][0].backend == "slurm", "a Slurm preflight")
+            assert [p.name for p in app.reports[LOGIN][0].partitions] == ["gpu", "multi"]
+
+    asyncio.run(go())
+    assert load(default_config_path()).for_host(LOGIN).backend == "slurm"

@@ -19,6 +19,7 @@ KEYS = [
     ("/", "filter runs; in a log pane: search it (enter: next match)"),
     ("h", "show only the selected host's runs (again: all)"),
     ("b", "show / hide the host sidebar"),
+    ("m", "run the checked host's jobs through Slurm (writes config.toml)"),
     ("F", "in a log pane: follow / pause (scrolling up pauses)"),
     ("home / end", "in a log pane: top / end (end follows again)"),
     ("c", "toggle the run's tab between its log and its curves (loss, lr, grad norm, ETA)"),
