@@ -515,8 +515,12 @@ def link_or_copy(source: str, target: str) -> str:
 
 
 def checksums(directory: str, rel_paths: Sequence[str]) -> str:
-    """Print `sha256  path` for each file, relative to an absolute directory."""
-    files = " ".join(shlex.quote(p) for p in rel_paths)
+    """Print `sha256  ./path` for each file, relative to an absolute directory.
+
+    Each name gets `./` in front: sha256sum reads stdin for a file named `-` even after
+    `--` (found by the property tests).
+    """
+    files = " ".join(shlex.quote(f"./{p}") for p in rel_paths)
     return (
         f"cd {shlex.quote(directory)} || exit 1\n"
         "if command -v sha256sum >/dev/null 2>&1; then S=sha256sum; "

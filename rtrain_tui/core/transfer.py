@@ -467,7 +467,7 @@ async def remote_sha256(conn: HostConnection, path: str) -> str:
     directory, name = posixpath.split(path)
     out = await conn.run(remote_sh.checksums(directory, [name]), timeout=600)
     digest, _, got = out.strip().partition("  ")
-    return digest if got == name else ""
+    return digest if got == f"./{name}" else ""
 
 
 async def ship_dataset(
