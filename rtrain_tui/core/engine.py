@@ -397,7 +397,8 @@ class Engine:
         sample = None
         direct = [i for i, b in enumerate(backends) if (b or "direct") == "direct"]
         if direct or gpus or not runs:
-            ends = [j for j, i in enumerate(direct) if i in set(need_end)]
+            wanted = set(need_end)
+            ends = [j for j, i in enumerate(direct) if i in wanted]
             out = await self.host(host).run(
                 remote_sh.run_states([runs[i] for i in direct], ends, gpus=gpus))
             for i, probe in zip(direct, probes.parse_run_states(out, len(direct))):
@@ -406,10 +407,10 @@ class Engine:
                 sample = gpu_choice.parse_gpu_sample(out)
                 if sample.timed_out:
                     self._gpu_quiet_until[host] = time.monotonic() + 60.0
-        queued = [i for i, b in enumerate(backends) if b == "slurm"]
-        if queued:
-            out = await self.host(host).run(slurm.run_states([runs[i] for i in queued]))
-            for i, probe in zip(queued, slurm.parse_run_states(out, len(queued))):
+        on_slurm = [i for i, b in enumerate(backends) if b == "slurm"]
+        if on_slurm:
+            out = await self.host(host).run(slurm.run_states([runs[i] for i in on_slurm]))
+            for i, probe in zip(on_slurm, slurm.parse_run_states(out, len(on_slurm))):
                 results[i] = probe
         return [p or RunProbe(exists=False) for p in results], sample
 
