@@ -268,3 +268,54 @@ def test_an_index_broken_again_after_a_fix_is_reported_again(tmp_path: Path) -> 
             assert len(said()) == 2  # still once per breakage, not once per tick
 
     asyncio.run(go())
+
+
+def test_a_cancel_that_lands_as_the_launch_finishes_closes_the_form_once(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    """CI found this race: Esc pressed while the start was finishing, the start returned
+    anyway (the cancel came too late), the form closed with the run, then closed again on
+    the worker's end: "Can't pop screen", and the app died. The engine here finishes the
+    launch whatever the cancel says, which pins that order every time."""
+    config = write_config(tmp_path / "c.yaml", steps=2, step_seconds=0.05)
+
+    async def go() -> None:
+        app = app_for(hosts, tmp_path, RunIndex(tmp_path / "runs.toml"))
+        real_start = app.engine.start
+        launching = asyncio.Event()
+
+        async def start_ignoring_cancel(*args: object, **kwargs: object) -> object:
+            task = asyncio.ensure_future(real_start(*args, **kwargs))  # type: ignore[arg-type]
+            launching.set()
+            while True:
+                try:
+                    return await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    continue  # too late to stop: the launch goes on, as a swallowed cancel does
+
+        app.engine.start = start_ignoring_cancel  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            await app.workers.wait_for_complete()
+            app.host_list.highlighted = 1  # gpu
+            await pilot.press("n")
+            await pilot.pause()
+            form = app.screen
+            assert isinstance(form, StartScreen)
+            form.query_one("#config", Input).value = str(config)
+            form.query_one("#workdir", Input).value = str(tmp_path / "work")
+            form.query_one("#run_id", Input).value = "late"
+            await pilot.pause()
+            await pilot.press("ctrl+s")
+            await until(pilot, launching.is_set, "the start")
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, StartScreen), "the form to close")
+            await app.workers.wait_for_complete()
+            await pilot.pause(0.5)
+            assert app.is_running
+            said = notifications(app)
+            assert any("cancelled too late: late had already launched" in m for m in said), said
+            assert [r.run_id for r in RunIndex(tmp_path / "runs.toml").load()] == ["late"]
+            await pilot.press("n")  # the app still takes new work
+            await pilot.pause()
+            assert isinstance(app.screen, StartScreen)
+
+    asyncio.run(go())

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import (
     AuthError, HostKeyChangedError, PermanentError, RemoteError, UnknownHostError,
     UnreachableError, ValidationError,
@@ -421,7 +422,7 @@ class HostConnection:
         import asyncssh
 
         try:
-            return await asyncio.wait_for(
+            return await bounded(
                 asyncssh.connect(connect_timeout=timeout, keepalive_interval=keepalive,
                                  keepalive_count_max=3, **kwargs),
                 timeout + 1,
@@ -521,7 +522,7 @@ class HostConnection:
                 self._sftp = None
                 conn = await self.connect()
                 try:
-                    self._sftp = await asyncio.wait_for(conn.start_sftp_client(), SFTP_CALL_TIMEOUT)
+                    self._sftp = await bounded(conn.start_sftp_client(), SFTP_CALL_TIMEOUT)
                 except asyncio.TimeoutError:
                     raise RemoteError(
                         f"{self.alias}: the SFTP subsystem did not start within "
@@ -573,7 +574,7 @@ class HostConnection:
         if self._conn is not None:
             self._conn.close()
             try:
-                await asyncio.wait_for(self._conn.wait_closed(), 2)
+                await bounded(self._conn.wait_closed(), 2)
             except (asyncio.TimeoutError, OSError, asyncssh.Error):
                 pass
         self._conn = None

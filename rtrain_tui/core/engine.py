@@ -26,6 +26,7 @@ from pathlib import Path
 from rtrain_tui.core import gpus as gpu_choice
 from rtrain_tui.core import hostconfig, probes, remote_sh, slurm, validate
 from rtrain_tui.core import template as trainer_template
+from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
@@ -328,7 +329,7 @@ class Engine:
         Runs even while the start is being cancelled, bounded so it never hangs.
         """
         try:
-            await asyncio.wait_for(asyncio.shield(conn.run(
+            await bounded(asyncio.shield(conn.run(
                 remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token),
                 timeout=CLEANUP_TIMEOUT)), CLEANUP_TIMEOUT)
         except (RemoteError, asyncio.TimeoutError, asyncio.CancelledError):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rtrain_tui.core import probes
+from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import PermanentError, RemoteError, UnreachableError, ValidationError
 
 if TYPE_CHECKING:
@@ -378,7 +379,7 @@ async def _close(handle: Any) -> None:
     if handle is None:
         return
     try:
-        await asyncio.wait_for(handle.close(), 2.0)
+        await bounded(handle.close(), 2.0)
     except Exception:  # noqa: BLE001 - the channel may be gone; the handle is with it
         pass
 

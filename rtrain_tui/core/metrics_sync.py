@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rtrain_tui.core import metrics_cache, validate
+from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.metrics import MetricsParser
 from rtrain_tui.core.metrics_cache import CachedMetrics
@@ -40,17 +41,17 @@ async def sync_metrics(engine: Any, host: str, workdir: str, run_id: str,
     try:
         sftp = await engine.host(host).sftp()
         try:
-            f = await asyncio.wait_for(sftp.open(f"{run_dir}/train.log", "rb"), OP_TIMEOUT)
+            f = await bounded(sftp.open(f"{run_dir}/train.log", "rb"), OP_TIMEOUT)
         except asyncssh.SFTPNoSuchFile:
             if not (await engine.probe(host, workdir, run_id)).exists:
                 raise RemoteError(f"no run {run_id} on {host}") from None
             return cached.parser
         try:
-            size = (await asyncio.wait_for(f.stat(), OP_TIMEOUT)).size or 0
+            size = (await bounded(f.stat(), OP_TIMEOUT)).size or 0
             if size < cached.offset:
                 cached = CachedMetrics(0, MetricsParser())  # a new log under the old name
             while cached.offset < size:
-                data = await asyncio.wait_for(
+                data = await bounded(
                     f.read(min(READ_SIZE, size - cached.offset), cached.offset), OP_TIMEOUT)
                 if not data:
                     break  # truncated under us; the next sync starts over

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rtrain_tui.core import remote_sh, validate
+from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class _Stream:
 
         ssh = await conn.connect()
         try:
-            process = await asyncio.wait_for(
+            process = await bounded(
                 ssh.create_process(command, encoding=None), OPEN_TIMEOUT)
         except asyncio.TimeoutError:
             raise RemoteError(f"{conn.alias}: the transfer did not start within "
@@ -143,7 +144,7 @@ class _Stream:
         from rtrain_tui.core.sanitize import safe_line
 
         try:
-            err = await asyncio.wait_for(self.process.stderr.read(4096), 2)
+            err = await bounded(self.process.stderr.read(4096), 2)
         except Exception:  # noqa: BLE001 - the reason is best effort; the failure is not
             err = b""
         text = err.decode("utf-8", "replace").strip().splitlines()

@@ -252,7 +252,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
         # keeps a run that did launch in the index); the app reloads the runs after this.
         running = [w for w in self.workers if w.node is self and w.group == "start" and w.is_running]
         if not running:
-            self.dismiss(None)
+            self._close(None)
             return
         # The form stays until the engine has cleaned up (it removes the run dir and the
         # index entry of a start that never launched), so the table it returns to is true.
@@ -263,11 +263,18 @@ class StartScreen(ModalScreen[StartedRun | None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if getattr(self, "_cancelling", False) and event.worker.group == "start" \
-                and event.worker.is_finished and self.is_attached:
+                and event.worker.is_finished:
             self._cancelling = False
             self.app.notify("The start was cancelled; the runs table shows whatever it left.",
                             title="New run", severity="warning")
-            self.dismiss(None)
+            self._close(None)
+
+    def _close(self, result: StartedRun | None) -> None:
+        """Leave the form once: a cancel that lands as the start finishes must not pop twice."""
+        if getattr(self, "_form_closed", False) or not self.is_attached:
+            return
+        self._form_closed = True
+        self.dismiss(result)
 
     def _file_field(self) -> str:
         """The file field the picker fills: the focused one, else the config."""
@@ -329,8 +336,14 @@ class StartScreen(ModalScreen[StartedRun | None]):
             step.update("")
             self.query_one("#start", Button).disabled = False
             return
-        if self.is_attached:
-            self.dismiss(started)
+        if getattr(self, "_cancelling", False):
+            # The cancel came too late: the run had launched and is in the index. Say so,
+            # rather than "cancelled", and let the table show it (x stops it).
+            self._cancelling = False
+            self.app.notify(f"The start was cancelled too late: {started.run_id} had already "
+                            "launched and is in the runs table (x stops it).",
+                            title="New run", severity="warning", timeout=30)
+        self._close(started)
 
 
 PICKED = {
