@@ -27,6 +27,7 @@ from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.run_reason import reason_for
 from rtrain_tui.core.sshconfig import default_ssh_config, list_hosts, shown_path
+from rtrain_tui.log_view import LogWriter
 from rtrain_tui.progress_view import TerminalProgress
 
 
@@ -399,23 +400,31 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
     follower = LogFollower(engine, host, workdir, run_id, give_up_after=30.0)
     final = probes.UNKNOWN
     lost = False
-    async for event in follower.events():
-        if isinstance(event, LogLines):
-            sys.stdout.write("".join((line if raw else safe_line(line)) + "\n" for line in event.lines))
-            sys.stdout.flush()
-        elif event.status == "reconnecting":
-            lost = True
-            _err(f"lost {host} ({event.detail}); reconnecting, the run keeps going…")
-        elif event.status == "live" and lost:
-            lost = False
-            _err(f"reconnected to {host}; following again")
-        elif event.status == "queued":
-            why = f" ({event.detail})" if event.detail else ""
-            _err(f"{run_id} is queued on {host}{why}; waiting for it to start…")
-        elif event.status == "started":
-            _err(f"{run_id} left the queue on {host}: {event.run_state}")
-        elif event.status == "ended":
-            final = event.run_state
+    log = LogWriter(raw=raw)
+
+    def say(message: str) -> None:
+        log.interrupt()  # the message takes the bar's line; the next write redraws the bar
+        _err(message)
+
+    try:
+        async for event in follower.events():
+            if isinstance(event, LogLines):
+                log.write(event.lines)
+            elif event.status == "reconnecting":
+                lost = True
+                say(f"lost {host} ({event.detail}); reconnecting, the run keeps going…")
+            elif event.status == "live" and lost:
+                lost = False
+                say(f"reconnected to {host}; following again")
+            elif event.status == "queued":
+                why = f" ({event.detail})" if event.detail else ""
+                say(f"{run_id} is queued on {host}{why}; waiting for it to start…")
+            elif event.status == "started":
+                say(f"{run_id} left the queue on {host}: {event.run_state}")
+            elif event.status == "ended":
+                final = event.run_state
+    finally:
+        log.close()  # an error or Ctrl-C too: what follows starts on a line of its own
     engine.remember_state(host, workdir, run_id, final)
     print(f"{run_id} on {host}: {final}")
     return 0 if final == probes.COMPLETED else 1

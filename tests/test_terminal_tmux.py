@@ -119,3 +119,31 @@ def test_the_tui_log_pane_leaves_the_title_and_clipboard_alone(
     # Textual itself may set a title of its own; the trainer's never shows.
     assert "PWNED" not in title, title
     assert buffers == ""
+
+
+def test_tail_on_a_terminal_folds_bar_redraws_and_piped_tail_keeps_them(
+        cli: Cli, tmp_path: Path, workdir: str, tmux) -> None:  # type: ignore[no-untyped-def]
+    config = write_config(tmp_path / "hf.yaml", hf_style=True, steps=80, step_seconds=0.25,
+                          eval_steps=20)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "bars",
+            "--no-follow")
+    assert r.rc == 0, r.err
+    pane = _fresh_pane(tmux, "tail", _script(cli, tmp_path, "tail", "tail", "gpu", "bars",
+                                             "--workdir", workdir))
+    # While it runs: the printed lines, and under them one bar that is redrawn in place.
+    live = _wait_for(tmux, pane, "'loss': 1.5000")  # step 60 of 80, at ~15 s
+    assert "Writing model shards" not in live  # still running: this is the live view
+    rows = [row for row in live.splitlines() if row.strip()]
+    assert sum("%|" in row for row in rows) == 1, live
+    assert "%|" in rows[-1], live  # the bar is the last line, as tqdm draws it
+    _wait_for(tmux, pane, "RT-DONE-0")
+    screen = tmux("capture-pane", "-p", "-S", "-500", "-t", pane)  # with the scrollback
+    rows = screen.splitlines()
+    assert [row for row in rows if "%|" in row] == [
+        "100%|██████████| 80/80 [00:80<00:00,  4.00it/s]",
+        "Writing model shards: 100%|██████████| 1/1 [00:00<00:00,  9.80it/s]"], screen
+    assert sum("'loss'" in row for row in rows) == 40  # every loss line, each once
+    # Piped, every redraw is a line of its own: scripts grep them.
+    piped = cli("tail", "gpu", "bars", "--workdir", workdir)
+    assert piped.rc == 0, piped.err
+    assert sum("%|" in line for line in piped.out.splitlines()) >= 81

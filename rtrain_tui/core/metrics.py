@@ -37,7 +37,7 @@ STATE_VERSION = 2
 _PAIR = re.compile(
     r"""['"]([A-Za-z_][\w/.-]*)['"]\s*:\s*['"]?([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)['"]?""")
 # `desc:  61%|███▋      | 1840/3000 [1:17:44<48:58,  2.53s/it, postfix]`
-_BAR = re.compile(
+TQDM_BAR = re.compile(
     r"(?P<desc>[^|]*?)\s*(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
     r"\[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.?]+)(?P<unit>[^\s,\]]*)(?P<post>[^\]]*)\]")
 _KV = re.compile(
@@ -184,7 +184,7 @@ class MetricsParser:
     def _bar(self, line: str, postfix: bool = True) -> bool:
         """Take a bar line; False when it is not the training bar."""
         # Anchored first (fast); a prefix holding a `|` of its own needs the search.
-        m = _BAR.match(line) or _BAR.search(line)
+        m = TQDM_BAR.match(line) or TQDM_BAR.search(line)
         if m is None:
             return False
         desc, n_text, total_text, left, rate, unit, post = m.group(

@@ -6,6 +6,8 @@ keeps at most `max_lines`; the whole log stays on the host and can be fetched.
 When the reader scrolls up, following pauses (the header says so) and new lines are
 counted instead of yanking the view down; scrolling back to the end, `end` or one `F`
 resumes it. Search walks the matches from the current one, wrapping, and lights it.
+Progress-bar redraws are folded (core/progress_fold.py): the log shows the lines the
+trainer printed, and the bar being drawn lives on one line under them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
 from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
+from rtrain_tui.core.progress_fold import ProgressFolder
 from rtrain_tui.tui.badges import run_badge
 from rtrain_tui.tui.widgets.search_log import SearchLog
 
@@ -50,6 +53,7 @@ class LogPane(Vertical):
         self.new_lines = 0
         self.total_lines = 0
         self._pending: list[str] = []
+        self._folder = ProgressFolder()
         self._flush_armed = False
         self._match = ""
         self._needle = ""
@@ -58,6 +62,7 @@ class LogPane(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="log-status")
         yield SearchLog(max_lines=self.max_lines, id="log-lines")
+        yield Static(id="log-bar", classes="hidden")
         yield Input(placeholder="search this log, enter for the next match, esc to close",
                     id="log-search", classes="hidden")
 
@@ -102,6 +107,10 @@ class LogPane(Vertical):
         lines, self._pending = self._pending, []
         if not lines:
             return
+        lines = self._folder.fold(lines)
+        self._show_bar()
+        if not lines:
+            return  # only the bar moved
         log = self.log_widget
         if self.follow:
             self.new_lines = 0
@@ -117,6 +126,12 @@ class LogPane(Vertical):
             self.match_line = self.match_line - dropped if self.match_line >= dropped else None
             log.show_search(self._needle, self.match_line)
         self._render_status()
+
+    def _show_bar(self) -> None:
+        """The bar being drawn, on its own line under the log (hidden while there is none)."""
+        shown = self.query_one("#log-bar", Static)
+        shown.set_class(self._folder.bar is None, "hidden")
+        shown.update(Text(safe_line(self._folder.bar or ""), no_wrap=True, overflow="ellipsis"))
 
     def _scrolled(self, _old: float, new: float) -> None:
         """Scrolling up pauses following at once; scrolling back to the end resumes it."""
