@@ -71,3 +71,36 @@ def test_unwritable_cache_dir_is_no_error(tmp_path: Path) -> None:
     metrics_cache.save(blocker / "sub" / "run.json", CachedMetrics(0, MetricsParser()))
     assert not (blocker / "sub").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_jsonl_offset_round_trips_and_an_old_file_without_it_reads_as_zero(tmp_path: Path) -> None:
+    parser = MetricsParser()
+    parser.feed(LOG)
+    parser.feed_jsonl(b'{"step": 10, "loss": 2.4}\n')
+    path = tmp_path / "run.json"
+    metrics_cache.save(path, CachedMetrics(len(LOG), parser, 26))
+    got = metrics_cache.load(path)
+    assert got is not None and (got.offset, got.jsonl_offset) == (len(LOG), 26)
+    assert got.parser.losses == [(10, 2.4)] and got.parser.log_losses == [(10, 2.5)]
+    data = json.loads(path.read_text())
+    del data["jsonl_offset"], data["state"]["jsonl"]  # as the release before wrote it
+    path.write_text(json.dumps(data))
+    old = metrics_cache.load(path)
+    assert old is not None and (old.offset, old.jsonl_offset) == (len(LOG), 0)
+    assert old.parser.losses == [(10, 2.5)]
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda d: d.update(jsonl_offset=-5),
+    lambda d: d.update(jsonl_offset="x"),
+    lambda d: d["state"].update(jsonl="junk"),
+    lambda d: d["state"]["jsonl"].pop("skipping"),
+    lambda d: d["state"]["jsonl"]["series"].update(losses=["AAAAAAAAAAA=", ""]),
+])
+def test_cache_with_a_mangled_jsonl_side_is_discarded(tmp_path: Path, mangle) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "run.json"
+    metrics_cache.save(path, CachedMetrics(0, MetricsParser(), 0))
+    data = json.loads(path.read_text())
+    mangle(data)
+    path.write_text(json.dumps(data))
+    assert metrics_cache.load(path) is None

@@ -18,6 +18,22 @@ The training bar is told apart from the others: a bar with a description ("Map",
 "Writing model shards", "Loading checkpoint shards") or a data unit (`examples/s`,
 `B/s`) is never the run's progress, and once the trainer's header has said
 `Total optimization steps = 3,000`, only a bar with that total is (an eval bar is not).
+
+A run may also have a `metrics.jsonl` beside its log (metrics_jsonl.py), fed with
+`feed_jsonl`. How the two combine, so that no point is counted twice:
+
+- **Per series, one source.** A series (loss, eval loss, learning rate, grad norm) that
+  the jsonl carries at all is taken from the jsonl alone; the log's points for it are
+  kept (`log_losses`, ...) but not shown. A series the jsonl lacks comes from the log.
+  Merging the two by step would be finer, but the log's steps are often inferred (from
+  the bar, or counted) and need not match the jsonl's, so a step-by-step merge could
+  still draw one logging step twice; whole series from one source cannot.
+- **Progress from both.** The step is the newest either source has reached; the total is
+  the log's header, else the jsonl's `total_steps`/`max_steps`, else the training bar's;
+  rate and ETA come from the bar (the jsonl has neither); the final summary is the log's,
+  else the jsonl's `train_runtime` record.
+- A replaced jsonl (`reset_jsonl`) drops only the jsonl's side: the log's series show
+  again until the new file carries them.
 """
 
 from __future__ import annotations
@@ -28,6 +44,8 @@ from array import array
 from itertools import accumulate
 from dataclasses import dataclass
 from operator import itemgetter
+
+from rtrain_tui.core.metrics_jsonl import JsonlMetrics
 
 MAX_PENDING = 1 << 16  # bytes kept of a line that never ends; the rest of it is dropped
 STATE_VERSION = 2
@@ -97,10 +115,10 @@ class MetricsParser:
     """Bytes of a log in, series out. See the module docstring for the formats."""
 
     def __init__(self) -> None:
-        self.losses: list[tuple[int, float]] = []
-        self.eval_losses: list[tuple[int, float]] = []
-        self.learning_rates: list[tuple[int, float]] = []
-        self.grad_norms: list[tuple[int, float]] = []
+        self.log_losses: list[tuple[int, float]] = []
+        self.log_eval_losses: list[tuple[int, float]] = []
+        self.log_learning_rates: list[tuple[int, float]] = []
+        self.log_grad_norms: list[tuple[int, float]] = []
         self.lines = 0  # complete lines seen
         self._pending = b""
         self._header_total: int | None = None  # `Total optimization steps = N`
@@ -113,6 +131,24 @@ class MetricsParser:
         self._last_step = 0  # step of the latest training dict
         self._interval = 1  # steps between training dicts, learned from the bar
         self._final: dict[str, float] = {}
+        self.jsonl = JsonlMetrics()
+
+    # -- the series shown: the jsonl's where it has them (module docstring) ----------
+    @property
+    def losses(self) -> list[tuple[int, float]]:
+        return self.jsonl.series["losses"] or self.log_losses
+
+    @property
+    def eval_losses(self) -> list[tuple[int, float]]:
+        return self.jsonl.series["eval_losses"] or self.log_eval_losses
+
+    @property
+    def learning_rates(self) -> list[tuple[int, float]]:
+        return self.jsonl.series["learning_rates"] or self.log_learning_rates
+
+    @property
+    def grad_norms(self) -> list[tuple[int, float]]:
+        return self.jsonl.series["grad_norms"] or self.log_grad_norms
 
     # -- input -------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -175,6 +211,15 @@ class MetricsParser:
         if b"%|" in self._pending and b"{" not in self._pending:
             self._bar(self._pending.decode("utf-8", "replace"), postfix=False)
 
+    def feed_jsonl(self, data: bytes) -> int:
+        """Bytes of metrics.jsonl from its offset; returns how many were used (through
+        the last complete line). See `JsonlMetrics.feed`."""
+        return self.jsonl.feed(data)
+
+    def reset_jsonl(self) -> None:
+        """The jsonl was replaced: forget what it said; the log's side stays."""
+        self.jsonl = JsonlMetrics()
+
     def flush(self) -> None:
         """The log is complete: its unfinished last line counts as a line."""
         if self._pending:
@@ -229,17 +274,17 @@ class MetricsParser:
         if loss_text is None:
             if eval_text is not None:
                 # An eval happens at the current training step; it does not advance it.
-                self.eval_losses.append((self._explicit_step(values) or self._last_step,
+                self.log_eval_losses.append((self._explicit_step(values) or self._last_step,
                                          float(eval_text)))
             return
         step = self._next_step(values)
-        self.losses.append((step, float(loss_text)))
+        self.log_losses.append((step, float(loss_text)))
         if (lr := values.get("learning_rate") or values.get("lr")) is not None:
-            self.learning_rates.append((step, float(lr)))
+            self.log_learning_rates.append((step, float(lr)))
         if (gn := values.get("grad_norm")) is not None:
-            self.grad_norms.append((step, float(gn)))
+            self.log_grad_norms.append((step, float(gn)))
         if eval_text is not None:
-            self.eval_losses.append((step, float(eval_text)))
+            self.log_eval_losses.append((step, float(eval_text)))
 
     @staticmethod
     def _explicit_step(values: dict[str, str]) -> int | None:
@@ -260,18 +305,22 @@ class MetricsParser:
                 self._bar_used = True
             else:
                 step = self._last_step + self._interval
-        if step > self._last_step and self.losses:
+        if step > self._last_step and self.log_losses:
             self._interval = step - self._last_step
         self._last_step = max(self._last_step, step)
         return step
 
     # -- output --------------------------------------------------------------------
     def summary(self) -> Summary:
-        total = self._header_total or self._bar_total
+        j = self.jsonl
+        total = self._header_total or j.total or self._bar_total
         step = self._bar_step
         if self._last_step and (step is None or self._last_step > step):
             step = self._last_step
-        finished = bool(self._final)
+        if j.last_step is not None and (step is None or j.last_step > step):
+            step = j.last_step
+        final = self._final or j.final
+        finished = bool(final)
         eta = _seconds(self._left) if self._left else None
         if finished:
             step = total if total is not None else step
@@ -279,8 +328,8 @@ class MetricsParser:
         rate = _num(self._rate_text) if self._rate_text else None
         if rate is not None:
             rate = (1.0 / rate if self._unit == "s/it" else rate) if rate > 0 else None
-        if finished and "train_steps_per_second" in self._final:
-            rate = self._final["train_steps_per_second"]
+        if finished and "train_steps_per_second" in final:
+            rate = final["train_steps_per_second"]
         return Summary(
             step=step, total=total,
             loss=self.losses[-1][1] if self.losses else None,
@@ -288,8 +337,8 @@ class MetricsParser:
             learning_rate=self.learning_rates[-1][1] if self.learning_rates else None,
             grad_norm=self.grad_norms[-1][1] if self.grad_norms else None,
             steps_per_second=rate, eta_seconds=eta, finished=finished,
-            train_loss=self._final.get("train_loss"),
-            runtime_seconds=self._final.get("train_runtime"),
+            train_loss=final.get("train_loss"),
+            runtime_seconds=final.get("train_runtime"),
         )
 
     # -- the cache's view of it ----------------------------------------------------
@@ -305,12 +354,12 @@ class MetricsParser:
         return {
             "version": STATE_VERSION, "lines": self.lines,
             "pending": self._pending.decode("latin-1"),
-            "losses": cols(self.losses), "eval_losses": cols(self.eval_losses),
-            "learning_rates": cols(self.learning_rates), "grad_norms": cols(self.grad_norms),
+            "losses": cols(self.log_losses), "eval_losses": cols(self.log_eval_losses),
+            "learning_rates": cols(self.log_learning_rates), "grad_norms": cols(self.log_grad_norms),
             "header_total": self._header_total, "bar_step": self._bar_step,
             "bar_total": self._bar_total, "bar_used": self._bar_used, "left": self._left,
             "rate": self._rate_text, "unit": self._unit, "last_step": self._last_step, "interval": self._interval,
-            "final": self._final,
+            "final": self._final, "jsonl": self.jsonl.to_state(),
         }
 
     @classmethod
@@ -330,8 +379,8 @@ class MetricsParser:
                 raise ValueError(f"{name}: columns differ in length")
             return list(zip(steps, values))
 
-        p.losses, p.eval_losses = series("losses"), series("eval_losses")
-        p.learning_rates, p.grad_norms = series("learning_rates"), series("grad_norms")
+        p.log_losses, p.log_eval_losses = series("losses"), series("eval_losses")
+        p.log_learning_rates, p.log_grad_norms = series("learning_rates"), series("grad_norms")
         p.lines = int(state["lines"])  # type: ignore[arg-type]
         p._pending = str(state["pending"]).encode("latin-1")
         p._header_total = _opt_int(state["header_total"])
@@ -346,6 +395,9 @@ class MetricsParser:
         if not isinstance(final, dict):
             raise ValueError("final: not a table")
         p._final = {str(k): float(v) for k, v in final.items()}
+        # A cache from before metrics.jsonl was read has no "jsonl": nothing read of it yet.
+        if "jsonl" in state:
+            p.jsonl = JsonlMetrics.from_state(state["jsonl"])
         return p
 
 

@@ -1,4 +1,7 @@
-"""The local cache of a run's parsed metrics: the log's byte offset and the parser's state.
+"""The local cache of a run's parsed metrics: byte offsets and the parser's state.
+
+The offsets are how much of `train.log` and of `metrics.jsonl` were parsed. A file from
+before metrics.jsonl was read has no `jsonl_offset`: it reads as 0, the log's side kept.
 
 One JSON file per run under `$XDG_CACHE_HOME/rtrain-tui/metrics/`, so reopening a
 week-old run reads only what its log gained since. It is a cache: a file that cannot be
@@ -34,6 +37,7 @@ def cache_path(root: Path, host: str, workdir: str, run_id: str) -> Path:
 class CachedMetrics:
     offset: int  # bytes of train.log the parser has seen
     parser: MetricsParser
+    jsonl_offset: int = 0  # bytes of metrics.jsonl taken: always through a newline
 
 
 def load(path: Path) -> CachedMetrics | None:
@@ -45,9 +49,10 @@ def load(path: Path) -> CachedMetrics | None:
     try:
         data = json.loads(raw)
         offset = int(data["offset"])
-        if offset < 0:
+        jsonl_offset = int(data.get("jsonl_offset", 0))
+        if offset < 0 or jsonl_offset < 0:
             raise ValueError("negative offset")
-        return CachedMetrics(offset, MetricsParser.from_state(data["state"]))
+        return CachedMetrics(offset, MetricsParser.from_state(data["state"]), jsonl_offset)
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeError):
         path.unlink(missing_ok=True)  # a cache: parse the log again instead
         return None
@@ -60,7 +65,8 @@ def save(path: Path, cached: CachedMetrics) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({"offset": cached.offset, "state": cached.parser.to_state()}, f,
+                json.dump({"offset": cached.offset, "jsonl_offset": cached.jsonl_offset,
+                           "state": cached.parser.to_state()}, f,
                           separators=(",", ":"))
             os.replace(tmp, path)
         except BaseException:
