@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rtrain_tui.core import Engine, RunIndex, probes, remote_sh
+from rtrain_tui.core import Engine, RunIndex, probes, remote_sh, slurm
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.index import RunRecord
 from tests.conftest import Cli
@@ -41,14 +41,39 @@ def test_find_runs_lists_run_dirs_and_skips_what_cannot_be_a_run(tmp_path: Path)
     seed_run(tmp_path, "seed.b", code=None)
     (tmp_path / "not-a-run").mkdir()  # no train.pid / status / train.log
     (tmp_path / ".datasets").mkdir()
-    for odd in ("a b", "x\ny", "-rf", "semi;colon"):
+    seed_run(tmp_path, "x")  # what a name with a newline in it must not be read as
+    for odd in ("a b", "x\ny", "-rf", "semi;colon", "$(touch pwned)", "`touch pwned`",
+                "r" * 65, "*", "a\tb"):
         (tmp_path / odd).mkdir()
         (tmp_path / odd / "train.log").write_text("x\n")
-    out = sh(remote_sh.find_runs([str(tmp_path), str(tmp_path / "missing")]))
+    out = sh(remote_sh.find_runs([str(tmp_path), str(tmp_path / "missing")]), cwd=tmp_path)
     resolved, found = probes.parse_found_runs(out, 2)
     assert resolved == {0: str(tmp_path), 1: str(tmp_path / "missing")}
     assert sorted((f.workdir, f.run_id, f.started) for f in found) == [
-        (0, "seed-a", STARTED), (0, "seed.b", STARTED)]
+        (0, "seed-a", STARTED), (0, "seed.b", STARTED), (0, "x", STARTED)]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_find_runs_prints_only_unknown_runs_among_the_newest(tmp_path: Path) -> None:
+    """The refresh's listing: known names print nothing, and only the newest `limit`
+    names are looked at, so a workdir of thousands of runs stays one cheap `ls`."""
+    for age, run_id in enumerate(["new-1", "new-2", "known", "old-1", "old-2"]):
+        os.utime(seed_run(tmp_path, run_id), (STARTED - age, STARTED - age))
+    quiet = sh(remote_sh.find_runs([str(tmp_path)], [{"new-1", "new-2", "known"}], limit=3))
+    assert quiet == f"wd\t0\t{tmp_path}\n"  # nothing new among the newest three
+    out = sh(remote_sh.find_runs([str(tmp_path)], [{"known"}], limit=3))
+    assert sorted(f.run_id for f in probes.parse_found_runs(out, 1)[1]) == ["new-1", "new-2"]
+    out = sh(remote_sh.find_runs([str(tmp_path)], [{"known"}]))  # `runs --discover`: all
+    assert len(probes.parse_found_runs(out, 1)[1]) == 4
+
+
+def test_the_listing_can_precede_a_slurm_probe(tmp_path: Path) -> None:
+    """On a login node without a GPU sample, the listing rides with the Slurm script."""
+    seed_run(tmp_path, "theirs")
+    out = sh(remote_sh.find_runs([str(tmp_path)], [{"mine"}], limit=200)
+             + slurm.run_states([(str(tmp_path), "mine")]))
+    assert [f.run_id for f in probes.parse_found_runs(out, 1)[1]] == ["theirs"]
+    assert slurm.parse_run_states(out, 1)[0].exists is False
 
 
 def _engine(hosts: SshHosts, index: RunIndex) -> Engine:
@@ -145,6 +170,80 @@ def test_a_checked_host_shows_the_runs_started_elsewhere(hosts: SshHosts, tmp_pa
             await until(pilot, lambda: any("teammates" in m for m in notifications(app)), "toast")
             await until(pilot, lambda: "teammates" in {v.record.run_id for v in
                                                        app.runs_table.views.values()}, "the row")
+
+    asyncio.run(go())
+
+
+def _count_round_trips(engine: Engine, host: str) -> list[str]:
+    """The scripts sent to `host` from now on (each a real round trip, passed through)."""
+    conn = engine.host(host)
+    real = conn.run
+    sent: list[str] = []
+
+    async def counted(script: str, *args: object, **kwargs: object) -> str:
+        sent.append(script)
+        return await real(script, *args, **kwargs)  # type: ignore[arg-type]
+
+    conn.run = counted  # type: ignore[method-assign]
+    return sent
+
+
+def test_one_probe_of_a_host_adds_a_run_started_elsewhere(hosts: SshHosts, tmp_path: Path,
+                                                          workdir: str) -> None:
+    """No preflight, no `--discover`: the refresh's own probe lists the workdirs. Something
+    new costs one more round trip; nothing new costs none."""
+    seed_run(Path(workdir), "mine")
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add(RunRecord("gpu", "mine", workdir, state="completed"))
+
+    async def go() -> tuple[list[str], list[str], list[str], list[str]]:
+        engine = _engine(hosts, index)
+        try:
+            sent = _count_round_trips(engine, "gpu")
+            seed_run(Path(workdir), "other-laptop", code=None)  # as another laptop leaves it
+            first = await engine.probe_host("gpu", [(workdir, "mine")], [0], find=True)
+            assert first.runs[0].state == "completed"
+            trips_first = len(sent)
+            # The app's next refresh probes what the index now has (the default workdir
+            # may hold other tests' runs: they were added by the first probe too).
+            runs = [(r.workdir, r.run_id) for r in index.load() if r.host == "gpu"]
+            second = await engine.probe_host("gpu", runs, find=True)
+            return ([r.run_id for r in first.found], [r.run_id for r in second.found],
+                    sent[:trips_first], sent[trips_first:])
+        finally:
+            await engine.close()
+
+    found_first, found_second, trips_first, trips_second = asyncio.run(go())
+    assert "other-laptop" in found_first and found_second == []
+    assert len(trips_first) == 2  # the probe with its listing, then the new run's probe
+    assert len(trips_second) == 1  # nothing new: the listing rode with the probe
+    theirs = next(r for r in index.load() if r.run_id == "other-laptop")
+    assert (theirs.workdir, theirs.origin, theirs.state) == (workdir, "found", "lost")
+    assert theirs.started_at == "2023-11-14T22:13:20+00:00"
+
+
+def test_the_refresh_shows_a_run_started_elsewhere_with_a_toast(
+        hosts: SshHosts, tmp_path: Path, workdir: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """No preflight: the host is refreshed because it has runs, and its probe finds one more."""
+    from tests.test_tui import SIZE, notifications, tui, until
+
+    monkeypatch.setenv("HOME", str(hosts.home))
+    seed_run(Path(workdir), "mine")
+    RunIndex(tmp_path / "runs.toml").add(RunRecord("gpu", "mine", workdir, state="completed"))
+
+    def rows(app) -> set[str]:  # type: ignore[no-untyped-def]
+        return {v.record.run_id for v in app.runs_table.views.values()}
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True, refresh_seconds=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "mine" in rows(app), "the index's run")
+            seed_run(Path(workdir), "teammates-run")
+            await until(pilot, lambda: "teammates-run" in rows(app), "the found run's row")
+            # (with others, if the host's default workdir holds other tests' runs)
+            assert any(" started elsewhere: " in m and "teammates-run" in m
+                       for m in notifications(app)), notifications(app)
+            assert "gpu" not in app.reports  # found by the refresh, not by a preflight
 
     asyncio.run(go())
 

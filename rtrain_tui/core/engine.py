@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from rtrain_tui.core import gpus as gpu_choice
 from rtrain_tui.core import hostconfig, probes, remote_sh, slurm, validate
@@ -39,6 +40,14 @@ from rtrain_tui.core.transfer import (
 StepCallback = Callable[[str], None]
 CreatedCallback = Callable[[str, str], None]  # (run id, run dir): the run now exists
 CLEANUP_TIMEOUT = 15.0  # a failed start's clean-up on the host never hangs the user
+
+
+class HostProbe(NamedTuple):
+    """What one probe of a host told: its runs' probes, a GPU sample, the runs found there."""
+
+    runs: list[RunProbe]
+    gpus: gpu_choice.HostGpus | None
+    found: list[RunRecord]  # runs started elsewhere, now in the index (`find=True` only)
 
 
 @dataclass(frozen=True)
@@ -382,26 +391,35 @@ class Engine:
 
     async def probe_host(
         self, host: str, runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
-        gpus: bool = False, backends: Sequence[str] | None = None,
-    ) -> tuple[list[RunProbe], gpu_choice.HostGpus | None]:
+        gpus: bool = False, backends: Sequence[str] | None = None, find: bool = False,
+    ) -> HostProbe:
         """The runs' probes and, with `gpus`, a GPU sample: one script per kind of run.
 
         `backends` (one per run; default: from the index, else the host's config) picks
         the script: a box's runs and the GPU sample share one round trip, a login node's
         Slurm jobs take one more. After nvidia-smi timed out on a host, its GPUs are not
         sampled for a minute: a wedged driver must not slow every refresh by the timeout.
+
+        With `find`, the first script also lists the host's workdirs (the default one and
+        those of `runs`) for run directories that `runs` lack, the newest
+        `remote_sh.FIND_LIMIT` names of each: no extra round trip when nothing new is
+        there; when something is, one more probes it and it joins the index as `found`
+        (see `_add_found`). A failure of that part leaves the probes above standing.
         """
         if backends is None:
             backends = await self._backends(host, runs)
         gpus = gpus and time.monotonic() >= self._gpu_quiet_until.get(host, 0.0)
         results: list[RunProbe | None] = [None] * len(runs)
         sample = None
+        workdirs, listing = self._find_script(host, runs, remote_sh.FIND_LIMIT) if find else ([], "")
+        listed = ""
         direct = [i for i, b in enumerate(backends) if (b or "direct") == "direct"]
         if direct or gpus or not runs:
             wanted = set(need_end)
             ends = [j for j, i in enumerate(direct) if i in wanted]
             out = await self.host(host).run(
-                remote_sh.run_states([runs[i] for i in direct], ends, gpus=gpus))
+                listing + remote_sh.run_states([runs[i] for i in direct], ends, gpus=gpus))
+            listed, listing = out, ""  # the listing rides with the first script only
             for i, probe in zip(direct, probes.parse_run_states(out, len(direct))):
                 results[i] = probe
             if gpus:
@@ -410,10 +428,72 @@ class Engine:
                     self._gpu_quiet_until[host] = time.monotonic() + 60.0
         on_slurm = [i for i, b in enumerate(backends) if b == "slurm"]
         if on_slurm:
-            out = await self.host(host).run(slurm.run_states([runs[i] for i in on_slurm]))
+            out = await self.host(host).run(listing + slurm.run_states([runs[i] for i in on_slurm]))
+            listed = listed or out
             for i, probe in zip(on_slurm, slurm.parse_run_states(out, len(on_slurm))):
                 results[i] = probe
-        return [p or RunProbe(exists=False) for p in results], sample
+        added: list[RunRecord] = []
+        if find:
+            try:
+                added = await self._add_found(host, workdirs, listed)
+            except RemoteError:
+                pass  # the runs' probes stand; the next probe looks again
+        return HostProbe([p or RunProbe(exists=False) for p in results], sample, added)
+
+    def _find_script(self, host: str, runs: Sequence[tuple[str, str]],
+                     limit: int | None) -> tuple[list[str], str]:
+        """The workdirs to list on `host` (the default one and those of `runs`) and the
+        `find_runs` script that lists them, told the names `runs` has in each. A workdir
+        is matched by where it resolved last time, so `~/x` and `/home/me/x` share them."""
+        workdirs = list(dict.fromkeys([validate.DEFAULT_WORKDIR, *(w for w, _ in runs)]))
+
+        def place(workdir: str) -> str:
+            return self._workdirs.get((host, workdir), workdir)
+
+        names: dict[str, set[str]] = {}
+        for workdir, run_id in runs:
+            names.setdefault(place(workdir), set()).add(run_id)
+        known = [names.get(place(w), set()) for w in workdirs]
+        return workdirs, remote_sh.find_runs(workdirs, known, limit)
+
+    async def _add_found(self, host: str, workdirs: Sequence[str], out: str) -> list[RunRecord]:
+        """Add to the index the runs a `find_runs` listing shows that it lacks; returns them.
+
+        Nothing listed: nothing read, no round trip. Else the index is read again (a run
+        started here since the listing is known, not found), the unknown runs probed in
+        one round trip and each recorded with its state and start time, marked
+        `origin = "found"`. Known runs are matched by their resolved directory, so `~/x`
+        and `/home/me/x` are one place.
+        """
+        resolved, found = probes.parse_found_runs(out, len(workdirs))
+        for i, path in resolved.items():
+            self._workdirs[(host, workdirs[i])] = path  # what run_dir() would resolve
+        if not found:
+            return []
+        mine = [r for r in await asyncio.to_thread(self.index.load) if r.host == host]
+        # A run recorded since the listing, in a workdir it did not cover: where that
+        # workdir lies is not known yet, so its id waits for the next listing.
+        unsure = {r.run_id for r in mine if (host, r.workdir) not in self._workdirs}
+        known = {(self._workdirs.get((host, r.workdir)), r.run_id) for r in mine}
+        new: list[tuple[str, probes.FoundRun]] = []
+        for f in found:
+            place = (resolved.get(f.workdir), f.run_id)
+            if (place[0] is None or place in known or f.run_id in unsure
+                    or not _usable_run_id(f.run_id)):
+                continue
+            known.add(place)  # the same directory under two spellings counts once
+            new.append((workdirs[f.workdir], f))
+        if not new:
+            return []
+        probed = await self.probe_many(host, [(wd, f.run_id) for wd, f in new], range(len(new)))
+        now = index_now()
+        candidates = [
+            RunRecord(host, f.run_id, wd, state=p.state, started_at=_epoch_iso(f.started),
+                      updated_at=now, origin="found",
+                      ended_at=_epoch_iso(p.ended_at) if probes.is_final(p.state) else "")
+            for (wd, f), p in zip(new, probed) if p.exists
+        ]
+        return await asyncio.to_thread(self.index.add_new, candidates)
 
     def _remember_gpus(self, host: str, sample: gpu_choice.HostGpus,
                        records: Sequence[RunRecord], found: Sequence[RunProbe]) -> gpu_choice.HostGpus:
@@ -426,8 +506,8 @@ class Engine:
 
     async def poll_gpus(self, host: str) -> gpu_choice.HostGpus | None:
         """The refresh probe's GPU report alone, for a host with no runs (the host panel)."""
-        found, sample = await self.probe_host(host, [], gpus=True)
-        return None if sample is None else self._remember_gpus(host, sample, [], found)
+        probe = await self.probe_host(host, [], gpus=True)
+        return None if probe.gpus is None else self._remember_gpus(host, probe.gpus, [], probe.runs)
 
     async def sample_gpus(self, host: str) -> gpu_choice.HostGpus:
         """Sample the host's GPUs now, naming the processes of the runs the index has there.
@@ -446,10 +526,14 @@ class Engine:
         return self._remember_gpus(host, gpu_choice.parse_gpu_sample(out), records, found)
 
     async def refresh(self, records: Sequence[RunRecord] | None = None,
-                      sample_gpus: bool = False) -> dict[tuple[str, str, str], str]:
+                      sample_gpus: bool = False,
+                      on_found: Callable[[str, list[RunRecord]], None] | None = None,
+                      ) -> dict[tuple[str, str, str], str]:
         """Update the index from the hosts, all hosts at once, one probe per host.
 
         With `sample_gpus`, each host's probe also samples its GPUs into `gpu_history`.
+        With `on_found`, each host's probe also lists its workdirs (`probe_host(find=True)`);
+        the runs started elsewhere join the index and are passed to `on_found(host, runs)`.
 
         Returns {record key: state}; a host that cannot be reached yields
         `unreachable` for its runs, whose last known state stays in the index, stale.
@@ -468,12 +552,16 @@ class Engine:
                 self._kinds.update({r.key: r.backend for r in recs})  # probe_many reads them
                 runs = [(r.workdir, r.run_id) for r in recs]
                 need_end = [i for i, r in enumerate(recs) if not r.ended_at]
-                if sample_gpus:
-                    found, sample = await self.probe_host(host, runs, need_end, gpus=True)
+                added: list[RunRecord] = []
+                if sample_gpus or on_found is not None:
+                    found, sample, added = await self.probe_host(
+                        host, runs, need_end, gpus=sample_gpus, find=on_found is not None)
                 else:  # probe_many is the seam fault tests slow down; keep going through it
                     found, sample = await self.probe_many(host, runs, need_end), None
             except RemoteError:
                 return {r.key: probes.UNREACHABLE for r in recs}
+            if added and on_found is not None:
+                on_found(host, added)
             if sample is not None:
                 self._remember_gpus(host, sample, recs, found)
             states = {}
@@ -510,32 +598,13 @@ class Engine:
         workdir and every workdir the index has for the host are listed in one round
         trip, the unknown runs probed in one more; each is recorded with its state and
         start time and marked `origin = "found"`. Known runs are matched by their
-        resolved directory, so `~/x` and `/home/me/x` are one place.
+        resolved directory, so `~/x` and `/home/me/x` are one place. Asked for, so every
+        name is looked at (the app's refresh looks at the newest ones only).
         """
         records = await asyncio.to_thread(self.index.load)
-        mine = [r for r in records if r.host == host]
-        workdirs = list(dict.fromkeys([validate.DEFAULT_WORKDIR, *(r.workdir for r in mine)]))
-        out = await self.host(host).run(remote_sh.find_runs(workdirs))
-        resolved, found = probes.parse_found_runs(out, len(workdirs))
-        known = {(resolved.get(workdirs.index(r.workdir)), r.run_id) for r in mine}
-        new: list[tuple[str, probes.FoundRun]] = []
-        for f in found:
-            place = (resolved.get(f.workdir), f.run_id)
-            if place[0] is None or place in known or not _usable_run_id(f.run_id):
-                continue
-            known.add(place)  # the same directory under two spellings counts once
-            new.append((workdirs[f.workdir], f))
-        if not new:
-            return []
-        probed = await self.probe_many(host, [(wd, f.run_id) for wd, f in new], range(len(new)))
-        now = index_now()
-        candidates = [
-            RunRecord(host, f.run_id, wd, state=p.state, started_at=_epoch_iso(f.started),
-                      updated_at=now, origin="found",
-                      ended_at=_epoch_iso(p.ended_at) if probes.is_final(p.state) else "")
-            for (wd, f), p in zip(new, probed) if p.exists
-        ]
-        return await asyncio.to_thread(self.index.add_new, candidates)
+        runs = [(r.workdir, r.run_id) for r in records if r.host == host]
+        workdirs, script = self._find_script(host, runs, limit=None)
+        return await self._add_found(host, workdirs, await self.host(host).run(script))
 
     async def _settle_start(self, record: RunRecord, probe: RunProbe) -> str:
         """The true state of a `starting` entry, once no start of it is in progress.

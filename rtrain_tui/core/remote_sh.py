@@ -736,31 +736,53 @@ find "$d" -maxdepth 1 -type f ! -name '*.part' -size {int(size)}c 2>/dev/null | 
 """
 
 
-def find_runs(workdirs: Sequence[str]) -> str:
-    """List the run directories under each workdir, for `runs --discover`.
+# How many names `find_runs` looks at per workdir in the refresh probe: the newest, by
+# the directory's mtime (a run dir's changes when its files are created, so a run started
+# elsewhere is among the newest). A workdir with thousands of old runs then costs one
+# `ls` per refresh, not thousands of tests, and at most this many output lines.
+FIND_LIMIT = 200
+
+
+def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
+              limit: int | None = None) -> str:
+    """List the run directories under each workdir that the caller does not know.
 
     Prints `wd<TAB>i<TAB>ABSOLUTE WORKDIR` for each workdir, then
     `run<TAB>i<TAB>NAME<TAB>EPOCH` for each directory in it that holds what a run leaves
-    (`train.pid`, `status` or `train.log`, from this tool or `praisonai train remote`)
-    and whose name can be a run id; EPOCH is when it started (its config's, pid file's
-    or log's time). Names that cannot be run ids are skipped here, so no name can break
-    the line format. One round trip for every workdir of a host.
+    (`train.pid`, `status` or `train.log`, from this tool or `praisonai train remote`),
+    whose name can be a run id and is not in `known[i]` (run ids, as the index has them
+    there); EPOCH is when it started (its config's, pid file's or log's time). Names
+    that cannot be run ids (control characters, spaces, `$(...)`, a leading `-`, longer
+    than 64) are skipped here, so no name can break the line format; `ls -q` turns a
+    newline in a name into `?`. With `limit`, only the newest `limit` names that can be
+    run ids are looked at, so the output is at most `limit` lines per workdir.
+
+    Known names cost one `case` each and print nothing: a refresh that carries this
+    listing prints only the `wd` lines when nothing new is there. Variables are
+    prefixed `fr_` so the listing can precede another probe script in one round trip.
     """
     lines = []
+    cap = "" if limit is None else f"fr_c=$((fr_c + 1)); [ $fr_c -le {int(limit)} ] || break\n  "
     for i, workdir in enumerate(workdirs):
         validate.check_workdir("host", workdir)
-        lines.append(f"""{workdir_assign(workdir)}
-case $wd in /*) ;; *) wd=$(pwd)/$wd;; esac
-printf 'wd\\t{i}\\t%s\\n' "$wd"
-for d in "$wd"/*/; do
-  [ -d "$d" ] || continue
-  d=${{d%/}}; n=${{d##*/}}
-  case $n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
-  [ -e "$d/train.pid" ] || [ -e "$d/status" ] || [ -e "$d/train.log" ] || continue
-  t=
-  for f in config.yaml train.pid train.log status; do
-    if [ -e "$d/$f" ]; then t=$(date -r "$d/$f" +%s 2>/dev/null); break; fi
+        names = [validate.check_run_id(n) for n in (sorted(known[i]) if i < len(known) else ())]
+        lines.append(f"""set -- {workdir}; fr_wd=$1
+case $fr_wd in /*) ;; *) fr_wd=$(pwd)/$fr_wd;; esac
+printf 'wd\\t{i}\\t%s\\n' "$fr_wd"
+fr_known={shlex.quote(" " + " ".join(names) + " ")}
+ls -qt -- "$fr_wd/" 2>/dev/null | {{
+fr_c=0
+while IFS= read -r fr_n; do
+  case $fr_n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
+  [ ${{#fr_n}} -le 64 ] || continue
+  {cap}case $fr_known in *" $fr_n "*) continue;; esac
+  fr_d=$fr_wd/$fr_n
+  [ -d "$fr_d" ] || continue
+  [ -e "$fr_d/train.pid" ] || [ -e "$fr_d/status" ] || [ -e "$fr_d/train.log" ] || continue
+  fr_t=
+  for fr_f in config.yaml train.pid train.log status; do
+    if [ -e "$fr_d/$fr_f" ]; then fr_t=$(date -r "$fr_d/$fr_f" +%s 2>/dev/null); break; fi
   done
-  printf 'run\\t{i}\\t%s\\t%s\\n' "$n" "$t"
-done""")
+  printf 'run\\t{i}\\t%s\\t%s\\n' "$fr_n" "$fr_t"
+done; }}""")
     return "\n".join(lines) + "\n"

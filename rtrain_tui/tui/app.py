@@ -301,7 +301,9 @@ class RTrainApp(HeldToasts):
                 return
             records = [r for r in report.records if r.host == host]
             # The same probe reports the host's GPUs (the host panel's sparklines).
-            states = await self.engine.refresh(records, sample_gpus=True) if records else {}
+            # ... and lists its workdirs: runs started elsewhere join the table.
+            states = await self.engine.refresh(records, sample_gpus=True,
+                                               on_found=self._found_elsewhere) if records else {}
             if not records and self._checked_reachable(host):
                 await self._poll_gpus(host)
             self._gpus_changed(host)
@@ -474,11 +476,16 @@ class RTrainApp(HeldToasts):
         except RemoteError:
             return  # the host just answered preflight; the next check tries again
         if added:
-            names = ", ".join(r.run_id for r in added[:5]) + (" …" if len(added) > 5 else "")
-            self.notify(f"{len(added)} run{'' if len(added) == 1 else 's'} started elsewhere: "
-                        f"{names}", title=f"Found on {host}", markup=False)
+            self._found_elsewhere(host, added)
             self.load_runs()
             self._refresh_host_now(host)
+
+    def _found_elsewhere(self, host: str, added: list[RunRecord]) -> None:
+        """Say which runs were found on the host (by a preflight or a refresh's listing);
+        the refresh re-reads the index after its probe, so they join the table there."""
+        names = ", ".join(r.run_id for r in added[:5]) + (" …" if len(added) > 5 else "")
+        self.notify(f"{len(added)} run{'' if len(added) == 1 else 's'} started elsewhere: "
+                    f"{names}", title=f"Found on {host}", markup=False)
 
     def _backend(self, host: str) -> str:
         try:
