@@ -253,3 +253,32 @@ def test_downsampler_follows_a_growing_series_like_a_fresh_one() -> None:
 def test_downsample_of_an_uneven_split_keeps_the_newest_point() -> None:
     series = [(i, float(i)) for i in range(10)]
     assert downsample(series, 3) == [(3, 1.5), (7, 5.5), (9, 8.5)]
+
+
+@pytest.mark.parametrize("step", ["inf", "nan", "1e30", "-5", "9223372036854775808"])
+def test_a_log_line_with_an_impossible_step_counts_its_own_step_and_the_cache_saves(
+        step: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A trainer (or a hostile log) printing `'step': inf` crashed the parser
+    (OverflowError), and `'step': 1e30` broke the cache's save; such a step is ignored
+    and the point is placed as a dict without a step is."""
+    from rtrain_tui.core import metrics_cache
+    from rtrain_tui.core.metrics_cache import CachedMetrics
+
+    p = parse_text("{'loss': 2.0}\n" + f"{{'loss': 1.5, 'step': {step}}}\n" + "{'loss': 1.0}\n")
+    assert [v for _, v in p.losses] == [2.0, 1.5, 1.0]
+    assert all(0 <= s < 1 << 63 for s, _ in p.losses)
+    path = tmp_path / "cache.json"
+    metrics_cache.save(path, CachedMetrics(10, p))
+    loaded = metrics_cache.load(path)
+    assert loaded is not None and loaded.parser.losses == p.losses
+
+
+def test_a_downsampler_starts_over_when_its_series_is_replaced_by_one_as_long() -> None:
+    """A metrics.jsonl that takes the loss series over from the log can be as long as
+    the log's series: the curve must show the new points, not the old ones."""
+    sampler = Downsampler()
+    sampler.update([(1, 3.0), (2, 2.0)])
+    sampler.update([(10, 1.0), (20, 0.5), (30, 0.25)])
+    assert sampler.points(10) == [(10, 1.0), (20, 0.5), (30, 0.25)]
+    sampler.update([(10, 1.0), (20, 0.5), (30, 0.25), (40, 0.2)])  # it grew: kept, extended
+    assert sampler.points(10)[-1] == (40, pytest.approx(0.2))

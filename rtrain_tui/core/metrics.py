@@ -45,7 +45,7 @@ from itertools import accumulate
 from dataclasses import dataclass
 from operator import itemgetter
 
-from rtrain_tui.core.metrics_jsonl import JsonlMetrics
+from rtrain_tui.core.metrics_jsonl import MAX_STEP, JsonlMetrics, usable_step
 
 MAX_PENDING = 1 << 16  # bytes kept of a line that never ends; the rest of it is dropped
 STATE_VERSION = 2
@@ -239,6 +239,8 @@ class MetricsParser:
         if unit and unit not in _STEP_UNITS:
             return False  # examples/s, B/s: a data bar
         n, total = int(n_text), int(total_text)
+        if total > MAX_STEP:
+            return False  # no run has that many steps; the cache could not store it
         if self._header_total is not None:
             if total != self._header_total:
                 return False  # an eval or prediction bar
@@ -289,7 +291,8 @@ class MetricsParser:
     @staticmethod
     def _explicit_step(values: dict[str, str]) -> int | None:
         step = values.get("step") or values.get("global_step")
-        return int(float(step)) if step is not None else None
+        # inf, nan, -5, 1e30: not a step (the point is placed as a dict without one is)
+        return usable_step(float(step)) if step is not None else None
 
     def _next_step(self, values: dict[str, str]) -> int:
         """The step a training dict belongs to.
@@ -428,14 +431,18 @@ class Downsampler:
     def __init__(self) -> None:
         self._steps: list[int] = []
         self._sums: list[float] = [0.0]  # _sums[i]: the sum of the first i values
+        self._ends: tuple[tuple[int, float], tuple[int, float]] | None = None  # first, last seen
 
     def update(self, series: list[tuple[int, float]]) -> None:
         done = len(self._steps)
-        if len(series) < done:  # not the same series any more: start over
+        if done and (len(series) < done or self._ends != (series[0], series[done - 1])):
+            # Not the same series any more (a new log, or a metrics.jsonl that took the
+            # series over from the log): start over.
             self.__init__()  # type: ignore[misc]
             done = 0
         new = series[done:]
         if new:
+            self._ends = (series[0], series[-1])
             self._steps.extend(map(itemgetter(0), new))
             self._sums.extend(accumulate(map(itemgetter(1), new), initial=self._sums[-1]))
             del self._sums[done + 1]  # the repeated `initial`

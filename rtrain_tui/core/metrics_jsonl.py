@@ -26,7 +26,7 @@ from array import array
 from operator import itemgetter
 
 MAX_LINE = 1 << 16  # a longer line is skipped whole: no record is that long
-_MAX_STEP = (1 << 63) - 1  # the cache packs steps as signed 64-bit
+MAX_STEP = (1 << 63) - 1  # the cache packs steps as signed 64-bit
 # A number written as a string (transformers 5 quotes them): nothing `float()` would
 # take beyond that (`1_000`, ` 1 `, `infinity`).
 _NUMBER = re.compile(r"[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)", re.IGNORECASE)
@@ -71,8 +71,9 @@ def parse_record(line: bytes) -> dict[str, float] | None:
     return out
 
 
-def _step(value: float | None) -> int | None:
-    if value is None or not math.isfinite(value) or not 0 <= value <= _MAX_STEP:
+def usable_step(value: float | None) -> int | None:
+    """A step as an int, or None when it is not finite, negative or too big to store."""
+    if value is None or not math.isfinite(value) or not 0 <= value <= MAX_STEP:
         return None
     return int(value)
 
@@ -123,10 +124,10 @@ class JsonlMetrics:
             return
         self.records += 1
         for key in ("total_steps", "max_steps"):
-            if (total := _step(rec.get(key))) is not None and total > 0:
+            if (total := usable_step(rec.get(key))) is not None and total > 0:
                 self.total = total
                 break
-        step = _step(rec.get("step", rec.get("global_step")))
+        step = usable_step(rec.get("step", rec.get("global_step")))
         if "train_runtime" in rec:
             self.final = rec  # the trainer's closing summary, not a point of a curve
         elif step is None:
