@@ -37,6 +37,7 @@ def test_the_demo_run_log_shows_printed_lines_and_one_live_bar(
             await pilot.press("ctrl+s")
             await until(pilot, lambda: app.query(LogPane), "a log pane")
             pane = app.query_one(LogPane)
+            await until(pilot, lambda: pane.query("#log-bar"), "the pane's widgets")
             live_bar = pane.query_one("#log-bar", Static)
             # While it trains: the bar is drawn under the log, never in it.
             await until(pilot, lambda: live_bar.display and "%|" in str(live_bar.render()),

@@ -9,6 +9,8 @@ load on the machine hits both alike:
   * the same probe with the GPU report (`run_states(..., gpus=True)`: the last
     background sample, and the next one started), with the GPUs idle and with 4 compute
     processes listed (two of them ours, carrying a run marker);
+  * the probe with the refresh's workdir listing in front (the app's discovery of runs
+    started elsewhere; nothing new there, the steady state);
   * for comparison, the probe with a sample taken in the script itself (what `start`
     does before choosing GPUs: it waits for nvidia-smi).
 The stand-in nvidia-smi is a shell script that answers with builtins only, so the
@@ -66,6 +68,7 @@ async def bench(hosts, root: Path, runs, repeat: int, busy_apps: str) -> None:  
     conn = engine.host("gpu")
     plain = remote_sh.run_states(runs)
     with_gpus = remote_sh.run_states(runs, gpus=True)
+    listing = engine._find_script("gpu", runs, remote_sh.FIND_LIMIT)[1]
     for _ in range(5):  # connect, warm the shell and the page cache
         await conn.run(with_gpus)
 
@@ -84,14 +87,18 @@ async def bench(hosts, root: Path, runs, repeat: int, busy_apps: str) -> None:  
                 break
             assert time.monotonic() < deadline, sample
             await asyncio.sleep(0.2)
-        today, sampled, now = [], [], []
+        today, sampled, now, listed = [], [], [], []
         for _ in range(repeat):  # interleaved: a load spike costs all columns alike
             today.append(await once(plain))
             sampled.append(await once(with_gpus))
+            if not apps:
+                listed.append(await once(listing + plain))
             now.append(await once(plain + remote_sh.gpu_sample()))
             await asyncio.sleep(0.05)  # let the background sampler finish, as between refreshes
         rows[f"today's probe ({len(runs)} runs)"] = rows.get(f"today's probe ({len(runs)} runs)", []) + today
         rows[f"probe + GPU report, {label}"] = sampled
+        if listed:
+            rows["probe + workdir listing (finding runs started elsewhere), nothing new"] = listed
         rows[f"probe + GPU sample taken in the probe (start's), {label}"] = now
     hosts.apps_file.unlink(missing_ok=True)
     await engine.close()
