@@ -55,3 +55,33 @@ def test_the_demo_run_log_shows_printed_lines_and_one_live_bar(
             assert f"{pane.total_lines} lines" in str(pane.query_one("#log-status", Static).render())
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20), (140, 30)])
+def test_a_following_pane_keeps_following_after_the_terminal_shrinks(
+        tmp_path: Path, size: tuple[int, int]) -> None:
+    """Found in a new-user trial: shrinking the terminal left the view behind the newest
+    lines while the header still said `follow on` (the Log only scrolls when it is at
+    its end, and a smaller window is no longer at the end)."""
+    from tests.scenes import RUNS, make_scene_app
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = app.open_log(RUNS[0], follow=False)
+            await pilot.pause()
+            pane.add_lines([f"line {i}" for i in range(200)])
+            pane._flush()
+            await pilot.pause()
+            log = pane.log_widget
+            assert pane.follow and log.scroll_y == log.max_scroll_y
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            await pilot.pause()
+            pane.add_lines(["the newest line"])
+            pane._flush()
+            await pilot.pause()
+            assert pane.follow
+            assert log.scroll_y == log.max_scroll_y > 0  # the newest line is in view
+
+    asyncio.run(go())

@@ -119,7 +119,11 @@ class LogPane(Vertical):
         before = len(log.lines)
         # Host text: no escape sequence may reach the terminal (retitle, clipboard, 2J).
         # Log renders plain text, so colour (SGR) goes too.
-        log.write_lines([safe_line(line) for line in lines], scroll_end=self.follow)
+        log.write_lines([safe_line(line) for line in lines], scroll_end=False)
+        if self.follow:
+            # Not Log's own scroll_end, which scrolls only a view already at the end: a
+            # terminal that shrank leaves the view above the end while we still follow.
+            log.scroll_end(animate=False, immediate=True, x_axis=False)
         self.total_lines += len(lines)
         dropped = before + len(lines) - len(log.lines)  # the window's oldest lines went
         if dropped and self.match_line is not None:
@@ -132,6 +136,10 @@ class LogPane(Vertical):
         shown = self.query_one("#log-bar", Static)
         shown.set_class(self._folder.bar is None, "hidden")
         shown.update(Text(safe_line(self._folder.bar or ""), no_wrap=True, overflow="ellipsis"))
+
+    def on_resize(self) -> None:
+        if self.follow:  # a smaller window is no longer at the end: go back there
+            self.call_after_refresh(self.log_widget.scroll_end, animate=False, x_axis=False)
 
     def _scrolled(self, _old: float, new: float) -> None:
         """Scrolling up pauses following at once; scrolling back to the end resumes it."""
