@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from textual.widgets import TabbedContent
+
 from rtrain_tui.core import Engine, RunIndex, StartRequest
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
@@ -48,6 +50,43 @@ def test_c_toggles_a_runs_tab_between_log_and_falling_loss_curve(hosts: SshHosts
             await pilot.pause()
             assert not tab.showing_curves
             assert app.query_one(RunTab).current == "run-log"
+
+    asyncio.run(go())
+
+
+def test_c_in_the_runs_table_shows_the_selected_runs_curves_not_the_open_tabs(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    """Found in a new-user trial: with another run's tab in front, `c` on a run in the
+    table toggled the tab in front instead."""
+    start_run(hosts, tmp_path, "first", hf_style=True, steps=10, step_seconds=0.01)
+    start_run(hosts, tmp_path, "second", hf_style=True, steps=10, step_seconds=0.01)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.runs_table.row_count == 2, "both runs in the table")
+            table = app.runs_table
+            table.focus()
+            keys = {v.record.run_id: v.key for v in table.views.values()}
+            table.select_run(keys["first"])
+            await pilot.press("enter")  # first's log tab, in front
+            await until(pilot, lambda: len(app.query(RunTab)) == 1, "first's tab")
+            table.focus()
+            table.select_run(keys["second"])
+            await pilot.press("c")
+            await until(pilot, lambda: len(app.query(RunTab)) == 2, "second's tab")
+            tabs = {t.record.run_id: t for t in app.query(RunTab)}
+            await pilot.pause()
+            assert tabs["second"].showing_curves and not tabs["first"].showing_curves
+            front = app.query_one("#logs", TabbedContent).active
+            assert app.log_panes[tabs["second"].record.key] == front
+            table.select_run(keys["first"])
+            await pilot.press("c")  # first's tab exists, behind: to the front, as curves
+            await pilot.pause()
+            assert tabs["first"].showing_curves and tabs["second"].showing_curves
+            await pilot.press("c")  # now in front: back to its log
+            await pilot.pause()
+            assert not tabs["first"].showing_curves and tabs["second"].showing_curves
 
     asyncio.run(go())
 

@@ -609,12 +609,21 @@ class RTrainApp(HeldToasts):
         """Show the selected run's curves in its tab (opening the tab if need be), or
         switch the open tab back to its log."""
         tabs = self.query_one("#logs", TabbedContent)
-        if not self.log_panes:
-            view = self.runs_table.selected
-            if view is None:
-                self.notify("No run selected.", severity="warning")
+        view = self.runs_table.selected
+        # From the runs table (or with no tab open) `c` is about the selected run, not
+        # whichever tab happens to be in front; inside a tab, about that tab.
+        if view is not None and (self.runs_table.has_focus or not self.log_panes):
+            pane_id = self.log_panes.get(view.key)
+            if pane_id is None:
+                self.open_log(view.record, curves=True)  # its tab mounts showing the curves
                 return
-            self.open_log(view.record, curves=True)  # its tab mounts showing the curves
+            tab = self.query_one(f"#{pane_id} RunTab", RunTab)
+            if tabs.active == pane_id or not tab.showing_curves:
+                await tab.toggle()
+            tabs.active = pane_id
+            return
+        if view is None and not self.log_panes:
+            self.notify("No run selected.", severity="warning")
             return
         if not tabs.active:
             return
