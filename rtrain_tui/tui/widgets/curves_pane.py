@@ -10,7 +10,8 @@ as a 100-point one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -137,16 +138,35 @@ class CurvesPane(Vertical):
         # One point per column: plotext's drawing cost grows with the points, and more
         # than one mean per cell adds nothing a reader can see.
         width = max(10, widget.size.width or 80)
-        drawn = False
+        drawn: list[float] = []
         for label, points, color in series:
             if not points:
                 continue
             sampler = self._samplers.setdefault(label, Downsampler())
             sampler.update(points)
             small = sampler.points(width)
-            plt.plot([s for s, _ in small], [v for _, v in small], label=label, color=color,
-                     marker="braille")
-            drawn = True
+            values = plotted(v for _, v in small)
+            plt.plot([s for s, _ in small], values, label=label, color=color, marker="braille")
+            drawn += values
         if not drawn:
             plt.title(f"no {title} in the log")
+        elif (limits := flat_limits(drawn)) is not None:
+            plt.ylim(*limits)
         widget.refresh()
+
+
+def plotted(values: Iterable[float]) -> list[float]:
+    """Values as a plot should see them: 6 significant digits. A bucket's mean comes from
+    running sums, so a constant 1e-4 arrives as 1.0000000000000000454e-4, and plotext
+    would scale its axis to that noise and label it in 24 digits."""
+    return [float(f"{v:.6g}") for v in values]
+
+
+def flat_limits(values: list[float]) -> tuple[float, float] | None:
+    """Y limits for a flat series (a constant learning rate), which plotext cannot scale:
+    the value ±10 % (±1 at 0). None when the values vary."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite or max(finite) - min(finite) > abs(max(finite)) * 1e-6:
+        return None
+    pad = abs(finite[0]) * 0.1 or 1.0
+    return finite[0] - pad, finite[0] + pad
