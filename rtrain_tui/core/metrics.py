@@ -38,14 +38,14 @@ A run may also have a `metrics.jsonl` beside its log (metrics_jsonl.py), fed wit
 
 from __future__ import annotations
 
-import base64
 import re
-from array import array
 from itertools import accumulate
 from dataclasses import dataclass
 from operator import itemgetter
 
-from rtrain_tui.core.metrics_jsonl import MAX_STEP, JsonlMetrics, usable_step
+from rtrain_tui.core.metrics_jsonl import (
+    MAX_STEP, JsonlMetrics, pack_series, unpack_series, usable_step,
+)
 
 MAX_PENDING = 1 << 16  # bytes kept of a line that never ends; the rest of it is dropped
 STATE_VERSION = 2
@@ -347,18 +347,12 @@ class MetricsParser:
     # -- the cache's view of it ----------------------------------------------------
     def to_state(self) -> dict[str, object]:
         """Everything needed to resume: plain JSON types only."""
-        def cols(series: list[tuple[int, float]]) -> list[str]:
-            # Packed 64-bit columns, base64: a million points load in milliseconds,
-            # where JSON numbers take a second.
-            steps = array("q", map(itemgetter(0), series)).tobytes()
-            values = array("d", map(itemgetter(1), series)).tobytes()
-            return [base64.b64encode(steps).decode(), base64.b64encode(values).decode()]
-
         return {
             "version": STATE_VERSION, "lines": self.lines,
             "pending": self._pending.decode("latin-1"),
-            "losses": cols(self.log_losses), "eval_losses": cols(self.log_eval_losses),
-            "learning_rates": cols(self.log_learning_rates), "grad_norms": cols(self.log_grad_norms),
+            "losses": pack_series(self.log_losses), "eval_losses": pack_series(self.log_eval_losses),
+            "learning_rates": pack_series(self.log_learning_rates),
+            "grad_norms": pack_series(self.log_grad_norms),
             "header_total": self._header_total, "bar_step": self._bar_step,
             "bar_total": self._bar_total, "bar_used": self._bar_used, "left": self._left,
             "rate": self._rate_text, "unit": self._unit, "last_step": self._last_step, "interval": self._interval,
@@ -373,14 +367,7 @@ class MetricsParser:
         p = cls()
 
         def series(name: str) -> list[tuple[int, float]]:
-            packed_steps, packed_values = state[name]  # type: ignore[misc]
-            steps, values = array("q"), array("d")
-            # b64decode raises binascii.Error (a ValueError); frombytes a ValueError too.
-            steps.frombytes(base64.b64decode(packed_steps, validate=True))
-            values.frombytes(base64.b64decode(packed_values, validate=True))
-            if len(steps) != len(values):
-                raise ValueError(f"{name}: columns differ in length")
-            return list(zip(steps, values))
+            return unpack_series(name, state[name])
 
         p.log_losses, p.log_eval_losses = series("losses"), series("eval_losses")
         p.log_learning_rates, p.log_grad_norms = series("learning_rates"), series("grad_norms")

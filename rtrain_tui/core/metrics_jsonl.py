@@ -144,7 +144,7 @@ class JsonlMetrics:
     # -- the cache's view of it ----------------------------------------------------
     def to_state(self) -> dict[str, object]:
         return {
-            "series": {name: _pack(points) for name, points in self.series.items()},
+            "series": {name: pack_series(points) for name, points in self.series.items()},
             "total": self.total, "last_step": self.last_step, "final": self.final,
             "records": self.records, "skipping": self.skipping,
         }
@@ -158,7 +158,7 @@ class JsonlMetrics:
         series = state["series"]
         if not isinstance(series, dict):
             raise ValueError("jsonl series: not a table")
-        j.series = {name: _unpack(name, series[name]) for name in SERIES}
+        j.series = {name: unpack_series(f"jsonl {name}", series[name]) for name in SERIES}
         j.total = None if state["total"] is None else int(state["total"])
         j.last_step = None if state["last_step"] is None else int(state["last_step"])
         final = state["final"]
@@ -170,18 +170,20 @@ class JsonlMetrics:
         return j
 
 
-def _pack(series: list[tuple[int, float]]) -> list[str]:
-    """Packed 64-bit columns, base64, as MetricsParser packs the log's series."""
+def pack_series(series: list[tuple[int, float]]) -> list[str]:
+    """Packed 64-bit columns, base64: a million points load in milliseconds, where JSON
+    numbers take a second. The log's series are cached the same way (metrics.py)."""
     steps = array("q", map(itemgetter(0), series)).tobytes()
     values = array("d", map(itemgetter(1), series)).tobytes()
     return [base64.b64encode(steps).decode(), base64.b64encode(values).decode()]
 
 
-def _unpack(name: str, packed: object) -> list[tuple[int, float]]:
+def unpack_series(name: str, packed: object) -> list[tuple[int, float]]:
+    """The inverse of `pack_series`; ValueError (or TypeError) on junk."""
     packed_steps, packed_values = packed  # type: ignore[misc]
     steps, values = array("q"), array("d")
     steps.frombytes(base64.b64decode(packed_steps, validate=True))
     values.frombytes(base64.b64decode(packed_values, validate=True))
     if len(steps) != len(values):
-        raise ValueError(f"jsonl {name}: columns differ in length")
+        raise ValueError(f"{name}: columns differ in length")
     return list(zip(steps, values))
