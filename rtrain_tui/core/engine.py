@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import hashlib
 import os
 import secrets
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +41,9 @@ from rtrain_tui.core.transfer import (
 StepCallback = Callable[[str], None]
 CreatedCallback = Callable[[str, str], None]  # (run id, run dir): the run now exists
 CLEANUP_TIMEOUT = 15.0  # a failed start's clean-up on the host never hangs the user
+# How long a start waits for another start on the same host to finish choosing GPUs (a
+# GPU sample, the run dir, an index write: a second or two, unless that host hangs).
+GPU_CHOICE_WAIT = 120.0
 
 
 class HostProbe(NamedTuple):
@@ -236,71 +240,89 @@ class Engine:
                                       ship_bytes=ship, backend=backend, options=options)
         if not report.ok:
             raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
-        # On a Slurm login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
-        env, gpu_ids = (dict(req.env), "") if options is not None else await self._gpu_env(req, step)
-        conn = self.host(req.host)
-        token = secrets.token_hex(16)
-        with self._starting(token):
-            run_id, run_dir = await self._make_run_dir(conn, req, token)
-            record = RunRecord(
-                host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
-                state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
-                config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
-                token=token, gpu_ids=gpu_ids, backend="" if backend == "direct" else backend,
-            )
-            self._kinds[record.key] = record.backend
-            launching = False
-            try:
-                await asyncio.to_thread(self.index.add, record)
-                if on_created:
-                    on_created(run_id, run_dir)
-                step(f"uploading to {run_dir}")
-                sftp = await conn.sftp()
-                await upload_file(conn, sftp, req.config, f"{run_dir}/config.yaml", progress)
-                dataset_name = None
-                if req.dataset is not None:
-                    dataset_name = req.dataset.name
-                    await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
-                if options is not None:
-                    gpn = req.gpus if options.gpus_per_node is None else options.gpus_per_node
-                    command = trainer_template.render(req.trainer, req.python, dataset_name, gpn,
-                                                      slurm.trainer_values(options.nodes))
-                    await _write_remote_text(sftp, f"{run_dir}/run.sbatch", slurm.batch_script(
-                        run_id, token, command, req.env, options, req.gpus))
-                    step("submitting to Slurm")
-                    launching = True
-                    out = dict(probes.parse_key_values(await conn.run(slurm.submit(run_dir, token))))
-                else:
-                    command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
-                    await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, env))
-                    step("launching")
-                    launching = True
-                    out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir, token))))
-            except BaseException:
-                if not launching:
-                    await self._abandon(conn, record)
-                # Else the launch may or may not have happened: the entry stays
-                # `starting` and the next refresh reads the truth from the host.
-                raise
-            if "error" in out:
-                await self._abandon(conn, record)
-                raise RemoteError(f"{req.host}: the run did not launch ({out['error']}).")
-            if options is not None:
-                job = out.get("job", "")
-                if not job.replace("_", "").isdigit():
-                    raise RemoteError(f"{req.host}: sbatch gave no job id for {run_id}; "
-                                      f"`rtrain-tui status {req.host} {run_id}` will tell more.")
-                record = replace(record, state=probes.QUEUED, updated_at=index_now(), slurm_job_id=job)
-                await asyncio.to_thread(self.index.add, record)
-                return StartedRun(req.host, run_id, run_dir, 0, record, job_id=job)
-            if not out.get("pid", "").isdigit():
-                raise RemoteError(
-                    f"{req.host}: {run_id} was launched but wrote no pid within 5 s; "
-                    f"`rtrain-tui status {req.host} {run_id}` will tell what it is doing."
+        # One start at a time chooses GPUs on a host, from choosing until its run (and the
+        # GPUs it got) is in the index, where the next start sees them taken.
+        async with self._choosing_gpus(req, options) as chosen:
+            # On a Slurm login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
+            env, gpu_ids = ((dict(req.env), "") if options is not None
+                            else await self._gpu_env(req, step))
+            conn = self.host(req.host)
+            token = secrets.token_hex(16)
+            with self._starting(token):
+                run_id, run_dir = await self._make_run_dir(conn, req, token)
+                record = RunRecord(
+                    host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
+                    state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
+                    config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
+                    token=token, gpu_ids=gpu_ids, backend="" if backend == "direct" else backend,
                 )
-            record = replace(record, state=probes.RUNNING, updated_at=index_now())
-            await asyncio.to_thread(self.index.add, record)
-        return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record)
+                self._kinds[record.key] = record.backend
+                launching = False
+                try:
+                    await asyncio.to_thread(self.index.add, record)
+                    chosen.release()  # the index says which GPUs this run has now
+                    if on_created:
+                        on_created(run_id, run_dir)
+                    step(f"uploading to {run_dir}")
+                    sftp = await conn.sftp()
+                    await upload_file(conn, sftp, req.config, f"{run_dir}/config.yaml", progress)
+                    dataset_name = None
+                    if req.dataset is not None:
+                        dataset_name = req.dataset.name
+                        await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
+                    if options is not None:
+                        gpn = req.gpus if options.gpus_per_node is None else options.gpus_per_node
+                        command = trainer_template.render(req.trainer, req.python, dataset_name, gpn,
+                                                          slurm.trainer_values(options.nodes))
+                        await _write_remote_text(sftp, f"{run_dir}/run.sbatch", slurm.batch_script(
+                            run_id, token, command, req.env, options, req.gpus))
+                        step("submitting to Slurm")
+                        launching = True
+                        out = dict(probes.parse_key_values(await conn.run(slurm.submit(run_dir, token))))
+                    else:
+                        command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
+                        await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, env))
+                        step("launching")
+                        launching = True
+                        out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir, token))))
+                except BaseException:
+                    if not launching:
+                        await self._abandon(conn, record)
+                    # Else the launch may or may not have happened: the entry stays
+                    # `starting` and the next refresh reads the truth from the host.
+                    raise
+                if "error" in out:
+                    await self._abandon(conn, record)
+                    raise RemoteError(f"{req.host}: the run did not launch ({out['error']}).")
+                if options is not None:
+                    job = out.get("job", "")
+                    if not job.replace("_", "").isdigit():
+                        raise RemoteError(f"{req.host}: sbatch gave no job id for {run_id}; "
+                                          f"`rtrain-tui status {req.host} {run_id}` will tell more.")
+                    record = replace(record, state=probes.QUEUED, updated_at=index_now(), slurm_job_id=job)
+                    await asyncio.to_thread(self.index.add, record)
+                    return StartedRun(req.host, run_id, run_dir, 0, record, job_id=job)
+                if not out.get("pid", "").isdigit():
+                    raise RemoteError(
+                        f"{req.host}: {run_id} was launched but wrote no pid within 5 s; "
+                        f"`rtrain-tui status {req.host} {run_id}` will tell what it is doing."
+                    )
+                record = replace(record, state=probes.RUNNING, updated_at=index_now())
+                await asyncio.to_thread(self.index.add, record)
+            return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record)
+
+    @asynccontextmanager
+    async def _choosing_gpus(self, req: StartRequest,
+                             options: slurm.SlurmOptions | None) -> AsyncIterator[_HostLock]:
+        """Hold the host's GPU-choice lock (a file lock, so it holds across processes too)
+        when this start chooses GPUs; a lock that does nothing when it does not."""
+        lock = _HostLock(_gpu_choice_lock(self.index, req.host))
+        if options is None and _chooses_gpus(req):
+            await lock.acquire(GPU_CHOICE_WAIT, f"another start on {req.host} is choosing GPUs")
+        try:
+            yield lock
+        finally:
+            lock.release()
 
     async def _gpu_env(self, req: StartRequest, step: StepCallback) -> tuple[dict[str, str], str]:
         """The trainer's env with the GPUs it gets, and those GPUs as the index records them.
@@ -310,10 +332,10 @@ class Engine:
         one we saw free. A CUDA_VISIBLE_DEVICES the user set in --env is left alone.
         """
         env = dict(req.env)
-        if (req.gpus == 0 and not req.gpu_ids) or "CUDA_VISIBLE_DEVICES" in env:
+        if not _chooses_gpus(req):
             return env, ""
         step(f"choosing GPUs on {req.host}")
-        sample = await self.sample_gpus(req.host)
+        sample = await self.sample_gpus(req.host, reserve=True)
         chosen = gpu_choice.choose_gpus(req.host, sample, req.gpus, req.gpu_ids, req.allow_busy)
         ids = ",".join(str(i) for i in chosen)
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -509,10 +531,12 @@ class Engine:
         probe = await self.probe_host(host, [], gpus=True)
         return None if probe.gpus is None else self._remember_gpus(host, probe.gpus, [], probe.runs)
 
-    async def sample_gpus(self, host: str) -> gpu_choice.HostGpus:
+    async def sample_gpus(self, host: str, reserve: bool = False) -> gpu_choice.HostGpus:
         """Sample the host's GPUs now, naming the processes of the runs the index has there.
 
         One round trip, and slower than a refresh's GPU report (it waits for nvidia-smi).
+        With `reserve`, the GPUs given to our runs that are alive, or whose start is in
+        progress, are marked taken: a trainer loading its model is not in nvidia-smi yet.
         """
         try:
             records = [r for r in await asyncio.to_thread(self.index.load) if r.host == host]
@@ -523,7 +547,14 @@ class Engine:
         runs = [(r.workdir, r.run_id) for r in records]
         out = await self.host(host).run(remote_sh.run_states(runs) + remote_sh.gpu_sample())
         found = probes.parse_run_states(out, len(runs))
-        return self._remember_gpus(host, gpu_choice.parse_gpu_sample(out), records, found)
+        sample = self._remember_gpus(host, gpu_choice.parse_gpu_sample(out), records, found)
+        if not reserve:
+            return sample
+        taken = tuple(
+            (int(i), r.run_id) for r, p in zip(records, found) if r.gpu_ids
+            and (p.alive or (r.state == probes.STARTING and _start_in_progress(self.index, r.token)))
+            for i in r.gpu_ids.split(",") if i.isdigit())
+        return replace(sample, reserved=taken)
 
     async def refresh(self, records: Sequence[RunRecord] | None = None,
                       sample_gpus: bool = False,
@@ -796,6 +827,50 @@ def _usable_run_id(run_id: str) -> bool:
     except validate.ValidationError:
         return False
     return True
+
+
+def _chooses_gpus(req: StartRequest) -> bool:
+    """This start picks GPUs (and sets CUDA_VISIBLE_DEVICES) itself."""
+    return (req.gpus > 0 or bool(req.gpu_ids)) and "CUDA_VISIBLE_DEVICES" not in req.env
+
+
+def _gpu_choice_lock(index: RunIndex, host: str) -> Path:
+    # Named by a hash: an alias may hold any character a file name cannot.
+    digest = hashlib.sha256(host.encode()).hexdigest()[:32]
+    return index.path.parent / "starting" / f"gpus-{digest}.lock"
+
+
+class _HostLock:
+    """An exclusive file lock, waited for without blocking the event loop (and without a
+    thread that could be left holding it after a cancel); released once, by release()
+    or on leaving, whichever comes first."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    async def acquire(self, timeout: float, busy: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise RemoteError(f"{busy} for over {timeout:g} s; try again.") from None
+                    await asyncio.sleep(0.05)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the file lets go of the lock
+            self._fd = None
 
 
 def _starting_lock(index: RunIndex, token: str) -> Path:

@@ -56,13 +56,20 @@ class HostGpus:
     # host's uptime then, so one sample read by two probes is kept once.
     host_stamp: int | None = None
     pending: bool = False  # no recent background sample yet: nothing to show or keep
+    # (GPU index, run id) of GPUs given to our runs that are starting or running: taken,
+    # even before their trainer shows up in nvidia-smi (loading a model takes a while).
+    reserved: tuple[tuple[int, str], ...] = ()
 
     def holders(self, gpu: GpuInfo) -> list[GpuProcess]:
         return [p for p in self.processes if p.gpu_uuid == gpu.uuid]
 
+    def reserved_by(self, gpu: GpuInfo) -> str | None:
+        return next((run for index, run in self.reserved if index == gpu.index), None)
+
     def is_free(self, gpu: GpuInfo) -> bool:
-        """Nobody's process on it, and no load or memory use that says someone is on it."""
-        return not gpu.busy and not self.holders(gpu)
+        """Nobody's process on it, no load or memory use that says someone is on it, and
+        not given to a run of ours that is still loading."""
+        return not gpu.busy and not self.holders(gpu) and self.reserved_by(gpu) is None
 
     def describe(self, gpu: GpuInfo) -> str:
         """`GPU 1: 97% busy, 68 GiB, held by alice, pid 4242` (the refusal's words)."""
@@ -74,6 +81,8 @@ class HostGpus:
             text += ", held by " + "; ".join(p.holder() for p in holders[:3])
             if len(holders) > 3:
                 text += f" and {len(holders) - 3} more"
+        elif (run := self.reserved_by(gpu)) is not None:
+            text += f", given to our run {run}"
         return text
 
     def with_runs(self, tokens: Mapping[str, str], groups: Mapping[int, str]) -> HostGpus:
