@@ -122,7 +122,9 @@ def test_a_start_that_fails_before_launch_removes_its_run_dir(cli: Cli, tmp_path
 def test_twenty_concurrent_starts_all_land_in_the_index(cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
     fault_row('(8) 20 concurrent starts', '20 CLI processes')
     config = write_config(tmp_path / "c.yaml", steps=1)
-    procs = [cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir,
+    # --allow-busy: 20 runs share the host's GPUs on purpose, so all 20 pass through the
+    # host's GPU-choice lock (one at a time) and none is refused for want of a free GPU.
+    procs = [cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--allow-busy",
                        "--run-id", f"c{i:02d}", "--no-follow") for i in range(20)]
     for p in procs:
         _, err = p.communicate(timeout=120)
