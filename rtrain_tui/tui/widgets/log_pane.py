@@ -73,6 +73,7 @@ class LogPane(Vertical):
     def on_mount(self) -> None:
         self._render_status()
         self.watch(self.log_widget, "scroll_y", self._scrolled, init=False)
+        self.log_widget.keep_at_end = lambda: self.follow
         if self.engine is not None:
             self.run_worker(self._follow(), group=f"log:{self.id}", exclusive=True,
                             exit_on_error=False, description=f"follow {self.record.run_id}")
@@ -136,10 +137,6 @@ class LogPane(Vertical):
         shown = self.query_one("#log-bar", Static)
         shown.set_class(self._folder.bar is None, "hidden")
         shown.update(Text(safe_line(self._folder.bar or ""), no_wrap=True, overflow="ellipsis"))
-
-    def on_resize(self) -> None:
-        if self.follow:  # a smaller window is no longer at the end: go back there
-            self.call_after_refresh(self.log_widget.scroll_end, animate=False, x_axis=False)
 
     def _scrolled(self, _old: float, new: float) -> None:
         """Scrolling up pauses following at once; scrolling back to the end resumes it."""

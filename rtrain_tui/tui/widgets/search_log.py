@@ -8,6 +8,7 @@ after the cache, so moving between matches re-renders nothing but what is on scr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from rich.highlighter import Highlighter
 from rich.style import Style
@@ -42,12 +43,20 @@ class SearchLog(Log):
         self.needle_highlighter = NeedleHighlighter()
         self.highlighter = self.needle_highlighter
         self.current_line: int | None = None
+        # Whether the view should stay at the end (the pane follows): asked on a resize,
+        # since a view that was at the end is not once the window shrinks (a smaller
+        # terminal, or the live bar's row appearing under the log).
+        self.keep_at_end: Callable[[], bool] = lambda: False
 
     def show_search(self, needle: str, line: int | None) -> None:
         self.needle_highlighter.set_needle(needle)
         self.current_line = line
         self.notify_style_update()  # drops the rendered-line cache: the needle changed
         self.refresh()
+
+    def on_resize(self) -> None:
+        if self.keep_at_end():
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def _render_line_strip(self, y: int, rich_style: Style) -> Strip:
         strip = super()._render_line_strip(y, rich_style)
