@@ -105,8 +105,10 @@ def test_preflight_failure_refuses_before_uploading(cli: Cli, tmp_path: Path, wo
 
 def test_existing_run_id_is_refused(cli: Cli, tmp_path: Path, workdir: str) -> None:
     config = write_config(tmp_path / "c.yaml", steps=1)
-    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "dup").rc == 0
-    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "dup")
+    # On CPU: while the first still runs, its GPU is taken, and that refusal would come first.
+    cpu = ("--gpus", "0")
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "dup", *cpu).rc == 0
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "dup", *cpu)
     assert r.rc == 1 and "run id 'dup' already exists on gpu" in r.err
 
 

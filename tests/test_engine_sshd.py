@@ -51,7 +51,9 @@ def test_twenty_runs_followed_on_one_host_over_one_connection(hosts: SshHosts, t
     config = write_config(tmp_path / "c.yaml", steps=30, step_seconds=0.05)
 
     async def go() -> dict[str, list[str]]:
-        started = [await engine.start(StartRequest("gpu", config, run_id=f"r{i}", workdir=workdir))
+        # On CPU: 20 runs cannot each have the host's one free GPU.
+        started = [await engine.start(StartRequest("gpu", config, run_id=f"r{i}", workdir=workdir,
+                                                   gpus=0))
                    for i in range(20)]
 
         async def follow(run_id: str) -> list[str]:

@@ -55,10 +55,13 @@ def tui(hosts: SshHosts, tmp_path: Path, poll_runs: bool = False, **kwargs: obje
 
 
 def start_run(hosts: SshHosts, tmp_path: Path, run_id: str, **cfg: object) -> None:
+    """A run on `gpu`, on its CPU: these tests are about logs and curves, and a second run
+    started while the first still holds the one free GPU would (rightly) be refused."""
     async def go() -> None:
         engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
         config = write_config(tmp_path / f"{run_id}.yaml", **cfg)
-        await engine.start(StartRequest("gpu", config, run_id=run_id, workdir=str(tmp_path / "work")))
+        await engine.start(StartRequest("gpu", config, run_id=run_id, workdir=str(tmp_path / "work"),
+                                        gpus=0))
         await engine.close()
 
     asyncio.run(go())
