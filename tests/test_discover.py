@@ -7,6 +7,7 @@ train.log, status, config.yaml; no train.token or train.ident) on the real sshd'
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -252,3 +253,19 @@ def test_help_names_discover() -> None:
     out = subprocess.run([sys.executable, "-m", "rtrain_tui", "runs", "--help"],
                          capture_output=True, text=True, check=True).stdout
     assert "--discover [HOST]" in out and "praisonai train remote" in out
+
+
+def test_found_runs_join_the_index_oldest_first_like_runs_started_here(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """Found in a new-user trial: `runs` listed found runs newest first (the host's
+    listing order) while it lists the runs started here oldest first."""
+    for age, run_id in enumerate(["newest", "middle", "oldest"]):
+        run_dir = seed_run(Path(workdir), run_id)
+        when = STARTED - 3600 * age
+        os.utime(run_dir / "config.yaml", (when, when))
+        os.utime(run_dir, (when, when))  # the listing's order: newest directory first
+    seed_run(Path(workdir), "mine")  # a run the index knows: its workdir gets listed
+    RunIndex(cli.index).add(RunRecord("gpu", "mine", workdir, state="completed"))
+    r = cli("runs", "--discover", "gpu", "--json")
+    assert r.rc == 0, r.err
+    assert [x["run_id"] for x in json.loads(r.out)] == ["mine", "oldest", "middle", "newest"]

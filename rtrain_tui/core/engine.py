@@ -515,6 +515,8 @@ class Engine:
                       ended_at=_epoch_iso(p.ended_at) if probes.is_final(p.state) else "")
             for (wd, f), p in zip(new, probed) if p.exists
         ]
+        # Oldest first, as runs started here join the index (the listing is newest first).
+        candidates.sort(key=lambda r: r.started_at)
         return await asyncio.to_thread(self.index.add_new, candidates)
 
     def _remember_gpus(self, host: str, sample: gpu_choice.HostGpus,
