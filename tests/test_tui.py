@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest
 from rtrain_tui.core.connection import ConnectionPool
@@ -43,6 +44,19 @@ async def until(pilot: Pilot, predicate: Callable[[], bool], what: str, timeout:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await pilot.pause(0.05)
+
+
+async def open_start_form(app: RTrainApp, pilot: Pilot, host_row: int = 1,
+                          **fields: str) -> StartScreen:
+    """Press n on the host at `host_row` (1: gpu) and fill the form's fields by id."""
+    app.host_list.highlighted = host_row
+    await pilot.press("n")
+    await pilot.pause()
+    form = app.screen
+    assert isinstance(form, StartScreen)
+    for name, value in fields.items():
+        form.query_one(f"#{name}", Input).value = value
+    return form
 
 
 def notifications(app: RTrainApp) -> list[str]:
@@ -122,14 +136,8 @@ def test_start_form_launches_a_run_whose_log_streams(hosts: SshHosts, tmp_path: 
     async def go() -> None:
         app = tui(hosts, tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            app.host_list.highlighted = 1  # gpu
-            await pilot.press("n")
-            await pilot.pause()
-            form = app.screen
-            assert isinstance(form, StartScreen)
-            form.query_one("#config").value = str(config)  # type: ignore[attr-defined]
-            form.query_one("#workdir").value = str(tmp_path / "work")  # type: ignore[attr-defined]
-            form.query_one("#run_id").value = "from-tui"  # type: ignore[attr-defined]
+            await open_start_form(app, pilot, config=str(config), workdir=str(tmp_path / "work"),
+                                  run_id="from-tui")
             await pilot.pause()
             await pilot.press("ctrl+s")
             await until(pilot, lambda: app.query(LogPane), "a log pane")

@@ -20,7 +20,7 @@ from rtrain_tui.tui.widgets.log_pane import LogPane
 from tests.conftest import write_config
 from tests.sshd import SshHosts
 from tests.test_index import lock_held_elsewhere
-from tests.test_tui import SIZE, notifications, screen_text, until
+from tests.test_tui import SIZE, notifications, open_start_form, screen_text, until
 
 
 @pytest.fixture(autouse=True)
@@ -213,15 +213,8 @@ def test_escape_during_a_start_cancels_it_without_a_crash(hosts: SshHosts, tmp_p
     async def go() -> None:
         app = app_for(hosts, tmp_path, RunIndex(tmp_path / "runs.toml"))
         async with app.run_test(size=SIZE) as pilot:
-            app.host_list.highlighted = 1  # gpu
-            await pilot.press("n")
-            await pilot.pause()
-            form = app.screen
-            assert isinstance(form, StartScreen)
-            form.query_one("#config", Input).value = str(config)
-            form.query_one("#dataset", Input).value = str(dataset)
-            form.query_one("#workdir", Input).value = str(tmp_path / "work")
-            form.query_one("#run_id", Input).value = "cancelled"
+            form = await open_start_form(app, pilot, config=str(config), dataset=str(dataset),
+                                         workdir=str(tmp_path / "work"), run_id="cancelled")
             await pilot.pause()
             await pilot.press("ctrl+s")
             step = form.query_one("#step")
@@ -295,14 +288,8 @@ def test_a_cancel_that_lands_as_the_launch_finishes_closes_the_form_once(
         app.engine.start = start_ignoring_cancel  # type: ignore[method-assign]
         async with app.run_test(size=SIZE) as pilot:
             await app.workers.wait_for_complete()
-            app.host_list.highlighted = 1  # gpu
-            await pilot.press("n")
-            await pilot.pause()
-            form = app.screen
-            assert isinstance(form, StartScreen)
-            form.query_one("#config", Input).value = str(config)
-            form.query_one("#workdir", Input).value = str(tmp_path / "work")
-            form.query_one("#run_id", Input).value = "late"
+            await open_start_form(app, pilot, config=str(config), workdir=str(tmp_path / "work"),
+                                  run_id="late")
             await pilot.pause()
             await pilot.press("ctrl+s")
             await until(pilot, launching.is_set, "the start")

@@ -12,7 +12,9 @@ from rtrain_tui.core import Engine, RunIndex, StartRequest
 from rtrain_tui.core.connection import ConnectionPool
 from tests.conftest import write_config
 from tests.sshd import TWO_GPUS, SshHosts
-from tests.test_tui import SIZE, _client_home, screen_text, tui, until  # noqa: F401 (fixture)
+from tests.test_tui import (  # noqa: F401 (_client_home: a fixture)
+    SIZE, _client_home, open_start_form, screen_text, tui, until,
+)
 
 ME = pwd.getpwuid(os.getuid()).pw_name
 
@@ -59,8 +61,6 @@ def test_start_form_chooses_gpus_by_hand_refuses_a_busy_one_and_takes_it_when_al
         hosts: SshHosts, tmp_path: Path, workdir: str) -> None:
     from textual.widgets import Checkbox, Input, Static
 
-    from rtrain_tui.tui.screens.start_screen import StartScreen
-
     other = subprocess.Popen(["sleep", "120"])
     hosts.apps_file.write_text(f"GPU-fake-1, {other.pid}, 69000\n")
     config = write_config(tmp_path / "c.yaml", steps=1)
@@ -68,15 +68,8 @@ def test_start_form_chooses_gpus_by_hand_refuses_a_busy_one_and_takes_it_when_al
     async def go() -> None:
         app = tui(hosts, tmp_path)
         async with app.run_test(size=SIZE) as pilot:
-            app.host_list.highlighted = 1  # gpu
-            await pilot.press("n")
-            await pilot.pause()
-            form = app.screen
-            assert isinstance(form, StartScreen)
-            form.query_one("#config", Input).value = str(config)
-            form.query_one("#workdir", Input).value = workdir
-            form.query_one("#run_id", Input).value = "by-hand"
-            form.query_one("#gpu_ids", Input).value = "1,0"
+            form = await open_start_form(app, pilot, config=str(config), workdir=workdir,
+                                         run_id="by-hand", gpu_ids="1,0")
             await pilot.pause()
             assert form.query_one("#gpus", Input).value == "2"  # follows the ids
             form.query_one("#gpu_ids", Input).value = "1"
