@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import transfer
+from rtrain_tui.core import openssh_pipe, transfer
 from rtrain_tui.core.connection import HostConnection
 from rtrain_tui.core.errors import RemoteError
 from tests.conftest import Cli, write_config
@@ -52,11 +52,14 @@ def test_start_refuses_early_when_the_dataset_cannot_fit(cli: Cli, tmp_path: Pat
     assert list(small_disk.iterdir()) == []
 
 
+@pytest.mark.parametrize("through", ["asyncssh", "the system's ssh"])
 def test_disk_full_mid_upload_is_named_and_leaves_no_partial_file(
     hosts: SshHosts, tmp_path: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch,
+    through: str,
 ) -> None:
     """The early check passed (space was taken meanwhile): the host program's ENOSPC."""
     monkeypatch.setenv("HOME", str(hosts.home))
+    monkeypatch.setattr(openssh_pipe, "MIN_BYTES", 1 << 40 if through == "asyncssh" else 0)
     data = dataset(tmp_path / "d.jsonl", 2 << 20)
     cache = small_disk / ".datasets"
     cache.mkdir()

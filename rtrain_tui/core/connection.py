@@ -308,6 +308,19 @@ class HostConnection:
         self._jumps: list[asyncssh.SSHClientConnection] = []  # ProxyJump hops of _conn
         self._warned: set[str] = set()
         self._warn = on_warning or (lambda message: None)
+        # Why the system's `ssh` cannot carry this host's bulk transfers (openssh_pipe.py);
+        # None while it can, or has not been tried.
+        self.bulk_client_refused: str | None = None
+
+    @property
+    def ssh_config(self) -> Path | None:
+        return self._ssh_config
+
+    def refuse_bulk_client(self, why: str) -> None:
+        """Stop using the system's `ssh` for this host's transfers; say so once."""
+        self.bulk_client_refused = why
+        self._warn(f"{self.alias}: transfers use the built-in SSH client, which is slower: "
+                   f"the system's ssh cannot log in on its own ({why})")
 
     @property
     def connected(self) -> bool:

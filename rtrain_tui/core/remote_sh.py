@@ -551,12 +551,17 @@ def checksums(directory: str, rel_paths: Sequence[str]) -> str:
 # file is published as DIR/<sha256> (the first to publish wins, the others find it
 # there), and it prints `ok=<sha256>`; else `error=...`. Every failure removes the
 # temporary file; a full disk says `error=nospace`.
+# TRANSFER_PY's first line, before anything else it prints: a login banner on stdout or
+# another program is told apart from its answers.
+TRANSFER_GREETING = b"rtrain-transfer 1"
+
 TRANSFER_PY = r"""
 import errno, hashlib, os, stat, struct, sys
 out = sys.stdout.buffer
 # Pieces of a pipe's size: a 1 MiB read allocates (and page-faults in) fresh memory each
 # time and half-fills it; 64 KiB pieces took a third of the CPU (tests/benchmarks/transfer.py).
 PIECE = 1 << 16
+GREETING = b"rtrain-transfer 1"
 def line(*parts):
     out.write(b" ".join(parts) + b"\n")
 def hx(b):
@@ -691,6 +696,7 @@ def recv(d, size):
             pass
         out.flush()
 def main():
+    line(GREETING); out.flush()  # before anything else: the client knows it is us, not a banner
     mode = sys.argv[1]
     if mode == "recv":
         return recv(unhex(sys.argv[2]), int(sys.argv[3]))

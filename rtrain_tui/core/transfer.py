@@ -24,12 +24,13 @@ import os
 import posixpath
 import secrets
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtrain_tui.core import remote_sh, validate
+from rtrain_tui.core import openssh_pipe, remote_sh, validate
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
 
@@ -66,15 +67,36 @@ def shown(name: bytes | str) -> str:
 
 # -- the exec channel ---------------------------------------------------------------
 class _Stream:
-    """The host program's stdin/stdout, every wait bounded by time without progress."""
+    """The host program's stdin/stdout, every wait bounded by time without progress.
 
-    def __init__(self, conn: HostConnection, process: asyncssh.SSHClientProcess) -> None:
+    The program runs over the open asyncssh connection, or, for transfers big enough
+    to pay for a new login, through the system's `ssh` (openssh_pipe.py); both
+    processes have the same stdin/stdout/stderr streams. Its first line is a greeting,
+    so a login banner or a wrong interpreter is told apart from an answer.
+    """
+
+    def __init__(self, conn: HostConnection, process: Any, system: bool = False,
+                 stdin_fd: int | None = None) -> None:
         self.conn = conn
         self.process = process
+        self.system = system  # the process is a local `ssh`, not an asyncssh channel
+        self.stdin_fd = stdin_fd  # system, for an upload: the pipe to its stdin, blocking
         self._buf = bytearray()
+        self._greeted = False
+        self.stderr_line = ""  # why the program ended early: its stderr's last line
 
     @classmethod
-    async def open(cls, conn: HostConnection, command: str) -> _Stream:
+    async def open(cls, conn: HostConnection, command: str, bulk: int = 0,
+                   upload: bool = False) -> _Stream:
+        """Start the program; through the system's `ssh` when `bulk` bytes will move.
+
+        `upload`: a system `ssh` gets its stdin from a plain pipe (`stdin_fd`), which a
+        thread fills; an asyncssh channel is written as usual.
+        """
+        if bulk >= openssh_pipe.MIN_BYTES:
+            stream = await cls._open_system(conn, command, upload)
+            if stream is not None:
+                return stream
         import asyncssh
 
         ssh = await conn.connect()
@@ -87,6 +109,58 @@ class _Stream:
         except (asyncssh.Error, OSError) as exc:
             raise RemoteError(f"{conn.alias}: cannot open a channel for the transfer: {exc}") from None
         return cls(conn, process)
+
+    @classmethod
+    async def _open_system(cls, conn: HostConnection, command: str,
+                           upload: bool) -> _Stream | None:
+        """The program through `ssh`, greeted; None when `ssh` cannot log in (not retried)."""
+        read_end, write_end = os.pipe() if upload else (None, None)
+        try:
+            process = await openssh_pipe.start(
+                conn, command, asyncio.subprocess.PIPE if read_end is None else read_end)
+        finally:
+            if read_end is not None:
+                os.close(read_end)  # ssh has its copy
+        if process is None:
+            if write_end is not None:
+                os.close(write_end)
+            return None
+        stream = cls(conn, process, system=True, stdin_fd=write_end)
+        ok = False
+        try:
+            async with asyncio.timeout(OPEN_TIMEOUT):
+                await stream._greet()
+            ok = True
+            return stream
+        except TimeoutError:
+            conn.refuse_bulk_client(f"it did not log in within {OPEN_TIMEOUT:g} s")
+            return None
+        except RemoteError:
+            if await openssh_pipe.failed_login(conn, process, stream.stderr_line):
+                return None
+            raise
+        finally:
+            if not ok:
+                await stream.aclose()
+
+    async def _greet(self) -> None:
+        self._greeted = True
+        if await self.line() != remote_sh.TRANSFER_GREETING:
+            raise RemoteError(f"{self.conn.alias}: the transfer program answered nonsense; "
+                              "is the host's python the trainer's?")
+
+    async def aclose(self, finished: bool = False) -> None:
+        """End the program; `finished`: it gave its last answer, so it may end by itself."""
+        if self.system:
+            await openssh_pipe.end(self.process, grace=2 if finished else 0)
+        else:
+            self.process.close()
+        self.close_stdin_fd()
+
+    def close_stdin_fd(self) -> None:
+        if self.stdin_fd is not None:
+            fd, self.stdin_fd = self.stdin_fd, None
+            os.close(fd)
 
     async def _more(self, want: int) -> bytes:
         import asyncssh
@@ -110,12 +184,16 @@ class _Stream:
             self._buf += data
 
     async def exactly(self, n: int) -> bytes:
+        if not self._greeted:
+            await self._greet()
         await self._fill(n)
         data = bytes(self._buf[:n])
         del self._buf[:n]
         return data
 
     async def line(self) -> bytes:
+        if not self._greeted:
+            await self._greet()
         while (end := self._buf.find(b"\n")) < 0:
             data = await self._more(CHUNK)
             if not data:
@@ -127,6 +205,8 @@ class _Stream:
 
     async def pieces(self, n: int) -> Any:
         """Yield exactly `n` bytes in pieces of at most CHUNK, as they arrive."""
+        if not self._greeted:
+            await self._greet()
         while n:
             if not self._buf:
                 data = await self._more(min(n, CHUNK))
@@ -148,7 +228,8 @@ class _Stream:
         except Exception:  # noqa: BLE001 - the reason is best effort; the failure is not
             err = b""
         text = err.decode("utf-8", "replace").strip().splitlines()
-        why = safe_line(text[-1])[:200] if text else "the host program ended early"
+        self.stderr_line = safe_line(text[-1])[:200] if text else ""
+        why = self.stderr_line or "the host program ended early"
         return f"{self.conn.alias}: the transfer failed: {why}"
 
     async def write(self, data: bytes) -> None:
@@ -159,9 +240,6 @@ class _Stream:
         except TimeoutError:
             raise RemoteError(f"{self.conn.alias}: the transfer moved no data for "
                               f"{STALL_TIMEOUT:g} s; it was abandoned.") from None
-
-    def close(self) -> None:
-        self.process.close()
 
 
 # -- listing --------------------------------------------------------------------------
@@ -222,7 +300,7 @@ async def list_tree(conn: HostConnection, run_dir: str, rel: str = ".",
     try:
         listing = await _read_listing(stream, run_dir, rel)
     finally:
-        stream.close()
+        await stream.aclose()
     entries = [RemoteEntry(os.fsdecode(p), s, False) for p, s, _ in listing.files]
     entries += [RemoteEntry(os.fsdecode(p), 0, True) for p in listing.dirs]
     return sorted(entries, key=lambda e: e.path)
@@ -341,7 +419,7 @@ async def fetch(
                 )
         await stream.write(b"\n")
     finally:
-        stream.close()
+        await stream.aclose()
         for part in parts:
             part.unlink(missing_ok=True)
     if progress:
@@ -553,6 +631,53 @@ async def _empty() -> bytes:
     return b""
 
 
+def _pump(f: Any, size: int, h: Any, fd: int, sent: list[int]) -> None:
+    """In a thread: read `f`, hash it and write it to the pipe `fd`, then the digest.
+
+    Reading, hashing and writing a pipe all release the GIL, so this costs the event
+    loop nothing; `sent[0]` counts for the progress bar. Stops early (no digest) if the
+    file shrank; a killed `ssh` ends it with BrokenPipeError.
+    """
+    buf = memoryview(bytearray(CHUNK))
+    while sent[0] < size:
+        n = f.readinto(buf[:min(CHUNK, size - sent[0])])
+        if not n:
+            return
+        h.update(buf[:n])
+        piece = buf[:n]
+        while piece:
+            piece = piece[os.write(fd, piece):]
+        sent[0] += n
+    os.write(fd, h.hexdigest().encode() + b"\n")
+
+
+async def _pump_system(stream: _Stream, f: Any, size: int, h: Any,
+                       progress: Callable[[int], object]) -> int:
+    """Send `f` to a system `ssh` (see _pump); bounded by time without progress."""
+    assert stream.stdin_fd is not None
+    sent = [0]
+    pumping = asyncio.ensure_future(asyncio.to_thread(_pump, f, size, h, stream.stdin_fd, sent))
+    last, moved_at = -1, time.monotonic()
+    try:
+        while not pumping.done():
+            await asyncio.wait({pumping}, timeout=0.1)
+            if sent[0] != last:
+                last, moved_at = sent[0], time.monotonic()
+                progress(sent[0])
+            elif time.monotonic() - moved_at > STALL_TIMEOUT:
+                raise RemoteError(f"{stream.conn.alias}: the transfer moved no data for "
+                                  f"{STALL_TIMEOUT:g} s; it was abandoned.")
+        pumping.result()  # BrokenPipeError: ssh or the host program ended early
+    finally:
+        if not pumping.done():
+            # Never leave the thread writing: killing ssh breaks its pipe. Only then is
+            # the descriptor closed (a number closed under a writing thread can be reused).
+            await openssh_pipe.end(stream.process)
+            await asyncio.gather(pumping, return_exceptions=True)
+        stream.close_stdin_fd()  # EOF for the host program
+    return sent[0]
+
+
 async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size: int,
                          progress: Progress | None, python: str, workdir: str) -> str:
     """Send `local` to the host program, hashing it here in the same pass; its digest."""
@@ -560,20 +685,26 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
 
     label = local.name
     stream = await _Stream.open(conn, remote_sh.transfer_command(
-        python, "recv", os.fsencode(cache_dir), size))
+        python, "recv", os.fsencode(cache_dir), size), bulk=size, upload=True)
     h = hashlib.sha256()
     sent = 0
+    answer = ""
     try:
         if progress:
             progress(label, 0, size)
         try:
-            with local.open("rb") as f:
-                sent = await _send_hashed(f, size, h, stream,
-                                          lambda n: progress(label, n, size) if progress else None)
+            report = lambda n: progress(label, n, size) if progress else None  # noqa: E731
+            piped = stream.stdin_fd is not None  # a system ssh: a thread sends it all
+            with local.open("rb", buffering=0) as f:
+                if piped:
+                    sent = await _pump_system(stream, f, size, h, report)
+                else:
+                    sent = await _send_hashed(f, size, h, stream, report)
             if sent != size:
                 raise RemoteError(f"{local} changed while it was uploaded; start again.")
-            await stream.write(h.hexdigest().encode() + b"\n")
-            stream.process.stdin.write_eof()
+            if not piped:
+                await stream.write(h.hexdigest().encode() + b"\n")
+                stream.process.stdin.write_eof()
         except (asyncssh.Error, OSError, BrokenPipeError, ConnectionError):
             pass  # the host program ended early: its answer says why
         why = "the channel closed"
@@ -582,7 +713,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
         except RemoteError as exc:
             answer, why = "", str(exc)
     finally:
-        stream.close()
+        await stream.aclose(finished=bool(answer))
     if answer == f"ok={h.hexdigest()}" and sent == size:
         return h.hexdigest()
     if answer == "error=nospace":

@@ -1,0 +1,112 @@
+"""Bulk bytes through the system's OpenSSH client, where it can log in on its own.
+
+Why: asyncssh frames, encrypts and sends each 32 KiB packet in Python (and an
+SSH_MSG_IGNORE before each one): about 4 s of client CPU per GiB here, against 2 s for
+OpenSSH's `ssh` with AES-GCM. Where the client, sshd and the host's program share two
+cores, that was the whole gap to `scp` (tests/benchmarks/transfer.py). Tools that move
+bulk data over SSH (rsync, git, Ansible's default connection) use the system client for
+the same reason.
+
+It is only a faster pipe for the same validated transfer program: the host key must
+already be on record (StrictHostKeyChecking=yes; asyncssh's own connection checked and
+recorded it first), it never prompts (BatchMode), forwards nothing, and runs no command
+of the config's (RemoteCommand, LocalCommand). No shell runs here: the argv goes to
+`ssh` as a list. When it cannot log in (no `ssh`, a password login, a key that only
+asyncssh was given), the caller carries on over asyncssh, and the connection remembers,
+with one warning, so it is not tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from typing import TYPE_CHECKING
+
+from rtrain_tui.core.bounded import bounded
+
+if TYPE_CHECKING:
+    from rtrain_tui.core.connection import HostConnection
+
+# Below this many bytes a new `ssh` (a process, a handshake, a login: ~0.1-0.3 s) costs
+# more than it saves (~2 s per GiB); such transfers stay on the open asyncssh connection.
+MIN_BYTES = 64 << 20
+LOGIN_FAILED = 255  # ssh's own exit status: it could not connect or log in
+
+
+def argv(conn: HostConnection, command: str) -> list[str] | None:
+    """The `ssh` command line that runs `command` on the host, or None where not usable."""
+    from rtrain_tui.core.connection import _GCM_FIRST, _aes_is_fast
+
+    if conn.direct is not None or conn.bulk_client_refused is not None:
+        return None
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        conn.refuse_bulk_client("no `ssh` program on this machine")
+        return None
+    config = str(conn.ssh_config) if conn.ssh_config and conn.ssh_config.exists() else "none"
+    words = [ssh, "-F", config, "-T", "-x", "-a", "-e", "none",
+             "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+             "-o", f"ConnectTimeout={max(1, round(conn.options.connect_timeout))}",
+             "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no",
+             "-o", "RemoteCommand=none", "-o", "LogLevel=ERROR"]
+    if not conn.options.ciphers_set and _aes_is_fast():
+        words += ["-c", ",".join(_GCM_FIRST)]  # as the asyncssh connection does
+    return [*words, "--", conn.alias, command]
+
+
+async def start(conn: HostConnection, command: str,
+                stdin: int = asyncio.subprocess.PIPE) -> asyncio.subprocess.Process | None:
+    """Start `ssh … command`, or None where the system client is not usable.
+
+    stdout and stderr are pipes; stdin too, unless `stdin` is a file descriptor (the
+    read end of a pipe that a thread fills, for an upload). Its own session: a Ctrl-C
+    at the terminal reaches us, and we end it (`end`), never it alone.
+    """
+    words = argv(conn, command)
+    if words is None:
+        return None
+    try:
+        return await asyncio.create_subprocess_exec(
+            *words, stdin=stdin, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        conn.refuse_bulk_client(f"cannot run ssh: {exc.strerror}")
+        return None
+
+
+async def failed_login(conn: HostConnection, process: asyncio.subprocess.Process,
+                       why: str) -> bool:
+    """After the host program said nothing: was it ssh that could not log in?
+
+    If so, the connection stops trying the system client (with one warning saying why:
+    `why`, ssh's last line on stderr) and the caller goes on over asyncssh.
+    """
+    try:
+        code = await bounded(process.wait(), 5)
+    except TimeoutError:
+        return False
+    if code != LOGIN_FAILED:
+        return False
+    conn.refuse_bulk_client(why or f"ssh exited {code}")
+    return True
+
+
+async def end(process: asyncio.subprocess.Process, grace: float = 0) -> None:
+    """Stop `ssh` (the host program then reads EOF and removes its temporary file).
+
+    `grace`: the transfer is over, so let it first end on its own for that long.
+    """
+    if grace and process.returncode is None:
+        try:
+            await bounded(process.wait(), grace)
+        except TimeoutError:
+            pass
+    if process.returncode is None:
+        try:
+            process.kill()
+        except ProcessLookupError:
+            pass
+    try:
+        await bounded(process.wait(), 5)
+    except BaseException:  # noqa: BLE001 - cleanup: the exception already on its way wins
+        pass
