@@ -6,6 +6,7 @@ import hashlib
 import os
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -194,3 +195,24 @@ def test_a_dangling_symlink_and_an_unreadable_dir_do_not_break_the_fetch(
     sha = hashlib.sha256((done_run / "lora_model" / "adapter_model.safetensors").read_bytes())
     got = hashlib.sha256((tmp_path / "o" / "lora_model" / "adapter_model.safetensors").read_bytes())
     assert sha.hexdigest() == got.hexdigest()
+
+
+def test_a_full_local_disk_is_one_line_and_leaves_no_part(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    """The files are written in a thread: its ENOSPC still ends the fetch cleanly."""
+    (done_run / "big.bin").write_bytes(os.urandom(3 << 20))
+    out = tmp_path / "small-disk"
+    out.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(out)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        got = fetch(cli, workdir, "done", "big.bin", out)
+        assert got.rc == 1 and "Traceback" not in got.err, got.err
+        assert got.err.strip().splitlines()[-1] == (
+            f"rtrain-tui: cannot write {out / 'big.bin'}: No space left on device"), got.err
+        assert list(out.iterdir()) == []
+    finally:
+        subprocess.run(["umount", "-l", str(out)], check=False)

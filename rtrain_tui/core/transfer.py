@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rtrain_tui.core import lander as lander_mod
 from rtrain_tui.core import openssh_pipe, remote_sh, validate
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.lander import Lander
 
 if TYPE_CHECKING:
     import asyncssh
@@ -381,9 +383,10 @@ async def fetch(
     rel = validate.check_fetch_path(rel)
     name = posixpath.basename(rel) if rel != "." else posixpath.basename(run_dir)
     dest = out / name
-    stream = await _Stream.open(conn, remote_sh.transfer_command(
-        python, "send", os.fsencode(run_dir), os.fsencode(rel)))
-    parts: set[Path] = set()
+    command = remote_sh.transfer_command(python, "send", os.fsencode(run_dir), os.fsencode(rel))
+    stream = await _Stream.open(conn, command)
+    lander = Lander()
+    finished = False
     try:
         listing = await _read_listing(stream, run_dir, rel)
         rel_b = os.fsencode(rel)
@@ -409,7 +412,7 @@ async def fetch(
         for _attempt in range(RETRIES):
             if not wanted:
                 break
-            wanted = await _receive(stream, wanted, listing, targets, parts, rel, done,
+            wanted = await _receive(stream, lander, wanted, listing, targets, rel, done,
                                     total, progress)
         else:
             if wanted:
@@ -418,69 +421,67 @@ async def fetch(
                     "while it was read; fetch it again once it is written."
                 )
         await stream.write(b"\n")
+        finished = True
     finally:
-        await stream.aclose()
-        for part in parts:
-            part.unlink(missing_ok=True)
+        await stream.aclose(finished)
+        await lander.close()  # removes every .part a failed or cancelled fetch left
     if progress:
         progress(rel, total, total)
     return dest
 
 
-async def _receive(stream: _Stream, wanted: list[int], listing: _Listing, targets: list[Path],
-                   parts: set[Path], rel: str, done: list[int], total: int,
+async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: _Listing,
+                   targets: list[Path], rel: str, done: list[int], total: int,
                    progress: Progress | None) -> list[int]:
-    """Ask for `wanted` files, land the ones that verify; return those to read again."""
+    """Ask for `wanted` files, land the ones that verify; return those to read again.
+
+    This only receives: the lander's thread writes, hashes and renames behind it.
+    """
     again: list[int] = []
-    # Ask in batches, so the host's answers for one batch overlap the next request.
-    for start in range(0, len(wanted), 512):
-        batch = wanted[start:start + 512]
-        await stream.write(" ".join(map(str, batch)).encode() + b"\n")
-        for _ in batch:
-            tag = await stream.exactly(1)
-            if tag == b"S":
-                (num,) = struct.unpack(">I", await stream.exactly(4))
-                continue  # gone since the listing, or no longer a regular file
-            if tag != b"H":
+    batches = [wanted[at:at + 512] for at in range(0, len(wanted), 512)]
+    # Every request at once (a few bytes per file): the host then never waits for us
+    # between batches, and the channel's window bounds what is in flight.
+    await stream.write(b"".join(" ".join(map(str, b)).encode() + b"\n" for b in batches))
+    try:
+        for batch in batches:
+            for _ in batch:
+                await _receive_one(stream, lander, targets, rel, done, total, progress)
+            if await stream.exactly(1) != b"B":
                 raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
-            num, size, mtime = struct.unpack(">IQQ", await stream.exactly(20))
-            target = targets[num]
-            part = _part_name(target)
-            parts.add(part)
-            h = hashlib.sha256()
-            try:
-                with open(part, "wb") as f:
-                    async for piece in stream.pieces(size):
-                        h.update(piece)
-                        f.write(piece)
-                        done[0] += len(piece)
-                        if progress and size > CHUNK:
-                            progress(rel, min(done[0], total), total)
-                        # Pieces already buffered come without a real wait: yield, so a
-                        # Ctrl-C (a task cancel) and the TUI's redraws are served meanwhile.
-                        await asyncio.sleep(0)
-                os.utime(part, ns=(mtime, mtime))
-            except OSError as exc:
-                raise RemoteError(f"cannot write {part}: {exc.strerror}") from None
-            trailer = await stream.exactly(34)
-            if trailer[:1] != b"T":
-                raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
-            if trailer[1] != 1:
-                part.unlink(missing_ok=True)
-                parts.discard(part)
-                again.append(num)
-                continue
-            if h.digest() != trailer[2:]:
-                part.unlink(missing_ok=True)
-                parts.discard(part)
-                raise RemoteError(f"{shown(listing.files[num][0])} arrived corrupted; fetch again.")
-            os.replace(part, target)
-            parts.discard(part)
-            if progress and size <= CHUNK:
-                progress(rel, min(done[0], total), total)
-        if await stream.exactly(1) != b"B":
-            raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
+        results = await lander.wait()
+    except OSError as exc:  # from the lander: this machine's disk, not the host
+        raise RemoteError(f"cannot write {exc.filename}: {exc.strerror}") from None
+    for num, result in results:
+        if result == lander_mod.CHANGED:
+            again.append(num)
+        elif result == lander_mod.CORRUPT:
+            raise RemoteError(f"{shown(listing.files[num][0])} arrived corrupted; fetch again.")
     return again
+
+
+async def _receive_one(stream: _Stream, lander: Lander, targets: list[Path], rel: str,
+                       done: list[int], total: int, progress: Progress | None) -> None:
+    tag = await stream.exactly(1)
+    if tag == b"S":
+        await stream.exactly(4)  # its number: gone since the listing, or no longer regular
+        return
+    if tag != b"H":
+        raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
+    num, size, mtime = struct.unpack(">IQQ", await stream.exactly(20))
+    target = targets[num]
+    landing = lander.begin(_part_name(target), target, mtime)
+    async for piece in stream.pieces(size):
+        await lander.write(landing, piece)
+        done[0] += len(piece)
+        if progress:
+            progress(rel, min(done[0], total), total)
+        # Pieces already buffered come without a real wait: yield, so a Ctrl-C (a task
+        # cancel) and the TUI's redraws are served meanwhile.
+        await asyncio.sleep(0)
+    trailer = await stream.exactly(34)
+    if trailer[:1] != b"T":
+        raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
+    lander.finish(landing, num, trailer[1] == 1, trailer[2:])
 
 
 # -- upload ---------------------------------------------------------------------------
