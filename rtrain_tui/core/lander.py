@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-QUEUED_BYTES = 16 << 20  # received but not yet written: the bound on the client's memory
+QUEUED_BYTES = 4 << 20  # received but not yet written: the bound on the client's memory
 BATCH_STEPS, BATCH_BYTES = 64, 1 << 20
 
 LANDED, CHANGED, CORRUPT = "landed", "changed", "corrupt"

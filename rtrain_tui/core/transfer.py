@@ -263,7 +263,11 @@ class _Listing:
 
 async def _read_listing(stream: _Stream, run_dir: str, rel: str) -> _Listing:
     listing = _Listing()
+    rows = 0
     while (row := await stream.line()) != b"e":
+        rows += 1
+        if rows % 256 == 0:
+            await asyncio.sleep(0)  # a listing already buffered parses without a wait
         parts = row.split(b" ")
         tag, path = parts[0], _unhex(parts[-1])
         if tag == b"f":

@@ -10,7 +10,8 @@ connection (the SSH handshake counts for both sides):
   * fetching a directory of one big file + many small ones vs `scp -r` and vs
     `ssh HOST tar c … | tar x`; the small files alone; the big file alone vs `scp`;
   * re-fetching the directory when everything is already here, unchanged.
-Prints a Markdown table (medians of --repeat runs); ratio = rtrain-tui ÷ the other,
+Prints a Markdown table (medians of --repeat runs, the two tools taking turns, each
+from a clean start with nothing left to write back); ratio = rtrain-tui ÷ the other,
 so below 1.0 is faster. `--smoke` uses small sizes (for CI: it proves the harness runs).
 """
 
@@ -42,6 +43,25 @@ def median_time(fn: Callable[[], None], repeat: int, before: Callable[[], None] 
         fn()
         times.append(time.perf_counter() - began)
     return statistics.median(times)
+
+
+def side_by_side(mine: Callable[[], None], theirs: Callable[[], None], repeat: int,
+                 before: Callable[[], None]) -> tuple[float, float]:
+    """Medians of both, taken in turns, each from a clean start.
+
+    Turns, so a slow minute of this shared machine falls on both; before each, the
+    previous run's files are removed and written back (sync): otherwise the kernel's
+    writeback of one tool's gigabyte throttles the next tool's writes.
+    """
+    a, b = [], []
+    for _ in range(repeat):
+        for fn, times in ((mine, a), (theirs, b)):
+            before()
+            os.sync()
+            began = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - began)
+    return statistics.median(a), statistics.median(b)
 
 
 def write_random(path: Path, size: int) -> None:
@@ -150,8 +170,7 @@ def run(hosts: SshHosts, root: Path, args: argparse.Namespace) -> None:
     print("| operation | rtrain-tui | other | other tool | ratio |")
     print("|---|---:|---:|---|---:|")
     for label, tool, mine, theirs, before in rows:
-        a = median_time(mine, args.repeat, before)
-        b = median_time(theirs, args.repeat, before)
+        a, b = side_by_side(mine, theirs, args.repeat, before)
         print(f"| {label} | {a:.2f} s | {b:.2f} s | {tool} | {a / b:.2f}× |", flush=True)
     fresh_local()
     fetch("out")()
