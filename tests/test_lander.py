@@ -1,58 +1,61 @@
-"""The lander writes fetched files in a thread and renames only what verifies."""
+"""Fetched files are renamed into place only when what was written verifies."""
 
 from __future__ import annotations
 
-import asyncio
+import errno
 import hashlib
 from pathlib import Path
+
+import pytest
 
 from rtrain_tui.core.lander import CHANGED, CORRUPT, LANDED, Lander
 
 
-def land(tmp_path: Path, files: dict[str, tuple[bytes, bool, bytes]]) -> list[tuple[str, str]]:
-    """Land each name's bytes with (host read it whole?, host's digest); their results."""
-    async def go() -> list[tuple[str, str]]:
-        lander = Lander()
-        try:
-            for name, (data, whole, digest) in files.items():
-                landing = lander.begin(tmp_path / f"{name}.part", tmp_path / name, 10**18)
-                for at in range(0, len(data), 1000):
-                    await lander.write(landing, data[at:at + 1000])
-                lander.finish(landing, name, whole, digest)
-            return await lander.wait()
-        finally:
-            await lander.close()
-    return asyncio.run(go())
+def land(tmp_path: Path, name: str, data: bytes, whole: bool, digest: bytes) -> str:
+    lander = Lander()
+    try:
+        landing = lander.begin(tmp_path / f"{name}.part", tmp_path / name, 10**18)
+        for at in range(0, len(data), 1000):
+            lander.write(landing, data[at:at + 1000])
+        return lander.finish(landing, whole, digest)
+    finally:
+        lander.close()
 
 
-def test_verified_files_land_in_order_with_the_hosts_mtime(tmp_path: Path) -> None:
-    files = {f"f{i}": (bytes([i]) * (i * 700), True, hashlib.sha256(bytes([i]) * (i * 700)).digest())
-             for i in range(200)}  # more than one batch of steps
-    assert land(tmp_path, files) == [(name, LANDED) for name in files]
-    for name, (data, _, _) in files.items():
-        assert (tmp_path / name).read_bytes() == data
-        assert (tmp_path / name).stat().st_mtime_ns == 10**18
-    assert not list(tmp_path.glob("*.part"))
+def test_a_verified_file_lands_with_the_hosts_mtime(tmp_path: Path) -> None:
+    data = b"abc" * 1000
+    assert land(tmp_path, "f", data, True, hashlib.sha256(data).digest()) == LANDED
+    assert (tmp_path / "f").read_bytes() == data
+    assert (tmp_path / "f").stat().st_mtime_ns == 10**18
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
 
 
 def test_a_corrupt_file_and_one_the_host_saw_change_never_land(tmp_path: Path) -> None:
     good = b"good bytes"
-    files = {
-        "corrupt": (b"what arrived", True, hashlib.sha256(b"what the host read").digest()),
-        "changed": (good, False, hashlib.sha256(good).digest()),
-        "fine": (good, True, hashlib.sha256(good).digest()),
-    }
-    assert land(tmp_path, files) == [("corrupt", CORRUPT), ("changed", CHANGED), ("fine", LANDED)]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fine"]
-
-
-def test_closing_midway_removes_the_part_files(tmp_path: Path) -> None:
-    async def go() -> None:
-        lander = Lander()
-        landing = lander.begin(tmp_path / "half.part", tmp_path / "half", 0)
-        await lander.write(landing, b"x" * (2 << 20))  # more than a batch: handed over
-        while not (tmp_path / "half.part").exists():
-            await asyncio.sleep(0.001)
-        await lander.close()  # as a cancelled fetch does: the file never finished
-    asyncio.run(go())
+    assert land(tmp_path, "corrupt", b"what arrived", True,
+                hashlib.sha256(b"what the host read").digest()) == CORRUPT
+    assert land(tmp_path, "changed", good, False, hashlib.sha256(good).digest()) == CHANGED
     assert list(tmp_path.iterdir()) == []
+
+
+def test_closing_midway_removes_the_part_file(tmp_path: Path) -> None:
+    lander = Lander()
+    landing = lander.begin(tmp_path / "half.part", tmp_path / "half", 0)
+    lander.write(landing, b"x" * 5000)
+    assert (tmp_path / "half.part").exists()
+    lander.close()  # as a cancelled fetch does: the file never finished
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_rename_that_fails_is_named_by_its_file_and_leaves_no_part(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()  # a directory where the file lands
+    (tmp_path / "taken" / "inside").write_text("keeps the directory non-empty")
+    lander = Lander()
+    landing = lander.begin(tmp_path / "taken.part", tmp_path / "taken", 0)
+    lander.write(landing, b"data")
+    with pytest.raises(OSError) as failed:
+        lander.finish(landing, True, hashlib.sha256(b"data").digest())
+    assert failed.value.filename == str(tmp_path / "taken")
+    assert failed.value.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
+    lander.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]

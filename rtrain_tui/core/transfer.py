@@ -428,7 +428,7 @@ async def fetch(
         finished = True
     finally:
         await stream.aclose(finished)
-        await lander.close()  # removes every .part a failed or cancelled fetch left
+        lander.close()  # removes every .part a failed or cancelled fetch left
     if progress:
         progress(rel, total, total)
     return dest
@@ -437,10 +437,7 @@ async def fetch(
 async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: _Listing,
                    targets: list[Path], rel: str, done: list[int], total: int,
                    progress: Progress | None) -> list[int]:
-    """Ask for `wanted` files, land the ones that verify; return those to read again.
-
-    This only receives: the lander's thread writes, hashes and renames behind it.
-    """
+    """Ask for `wanted` files, land the ones that verify; return those to read again."""
     again: list[int] = []
     batches = [wanted[at:at + 512] for at in range(0, len(wanted), 512)]
     # Every request at once (a few bytes per file): the host then never waits for us
@@ -449,33 +446,35 @@ async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: 
     try:
         for batch in batches:
             for _ in batch:
-                await _receive_one(stream, lander, targets, rel, done, total, progress)
+                num, result = await _receive_one(stream, lander, targets, rel, done, total,
+                                                 progress)
+                if result == lander_mod.CHANGED:
+                    again.append(num)
+                elif result == lander_mod.CORRUPT:
+                    raise RemoteError(f"{shown(listing.files[num][0])} arrived corrupted; "
+                                      "fetch again.")
             if await stream.exactly(1) != b"B":
                 raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
-        results = await lander.wait()
     except OSError as exc:  # from the lander: this machine's disk, not the host
         raise RemoteError(f"cannot write {exc.filename}: {exc.strerror}") from None
-    for num, result in results:
-        if result == lander_mod.CHANGED:
-            again.append(num)
-        elif result == lander_mod.CORRUPT:
-            raise RemoteError(f"{shown(listing.files[num][0])} arrived corrupted; fetch again.")
     return again
 
 
 async def _receive_one(stream: _Stream, lander: Lander, targets: list[Path], rel: str,
-                       done: list[int], total: int, progress: Progress | None) -> None:
+                       done: list[int], total: int,
+                       progress: Progress | None) -> tuple[int, str | None]:
+    """One file's answer: its number and how it landed (None: the host skipped it)."""
     tag = await stream.exactly(1)
     if tag == b"S":
-        await stream.exactly(4)  # its number: gone since the listing, or no longer regular
-        return
+        (num,) = struct.unpack(">I", await stream.exactly(4))
+        return num, None  # gone since the listing, or no longer a regular file
     if tag != b"H":
         raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
     num, size, mtime = struct.unpack(">IQQ", await stream.exactly(20))
     target = targets[num]
     landing = lander.begin(_part_name(target), target, mtime)
     async for piece in stream.pieces(size):
-        await lander.write(landing, piece)
+        lander.write(landing, piece)
         done[0] += len(piece)
         if progress:
             progress(rel, min(done[0], total), total)
@@ -485,7 +484,7 @@ async def _receive_one(stream: _Stream, lander: Lander, targets: list[Path], rel
     trailer = await stream.exactly(34)
     if trailer[:1] != b"T":
         raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
-    lander.finish(landing, num, trailer[1] == 1, trailer[2:])
+    return num, lander.finish(landing, trailer[1] == 1, trailer[2:])
 
 
 # -- upload ---------------------------------------------------------------------------
