@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -168,3 +169,11 @@ def _group_size(group: int) -> int:
             continue
         count += fields[2] == str(group) and not fields[0].startswith("Z")
     return count
+
+
+def test_the_transfer_program_greets_with_the_line_the_client_expects() -> None:
+    from rtrain_tui.core.remote_sh import TRANSFER_GREETING, TRANSFER_PY
+
+    r = subprocess.run([sys.executable, "-c", TRANSFER_PY, "list", b"/nonexistent".hex(),
+                        b"x".hex()], capture_output=True, timeout=30)
+    assert r.stdout.split(b"\n")[0] == TRANSFER_GREETING

@@ -534,6 +534,7 @@ def checksums(directory: str, rel_paths: Sequence[str]) -> str:
 # channel. Paths travel hex-encoded, so any name a POSIX file system allows (newline,
 # backslash, non-UTF-8 bytes) crosses unchanged and nothing in them reaches a shell.
 #
+# Every mode first prints TRANSFER_GREETING's line, then:
 # `list ROOT REL` / `send ROOT REL`: a listing of text lines, then `e`:
 #   f SIZE MTIME_NS HEXPATH   a regular file (numbered 0, 1, … in listing order)
 #   d HEXPATH                 a directory
@@ -551,10 +552,6 @@ def checksums(directory: str, rel_paths: Sequence[str]) -> str:
 # file is published as DIR/<sha256> (the first to publish wins, the others find it
 # there), and it prints `ok=<sha256>`; else `error=...`. Every failure removes the
 # temporary file; a full disk says `error=nospace`.
-# TRANSFER_PY's first line, before anything else it prints: a login banner on stdout or
-# another program is told apart from its answers.
-TRANSFER_GREETING = b"rtrain-transfer 1"
-
 TRANSFER_PY = r"""
 import errno, hashlib, os, stat, struct, sys
 out = sys.stdout.buffer
@@ -667,7 +664,7 @@ def recv(d, size):
                 mv = mv[os.write(fd, mv):]
         os.close(fd); fd = None
         want = b""
-        while not want.endswith(b"\n"):
+        while not want.endswith(b"\n") and len(want) < 200:
             b = os.read(0, 65)
             if not b:
                 break
@@ -712,6 +709,11 @@ def main():
         out.write(b"B"); out.flush()
 main()
 """
+
+
+# TRANSFER_PY's first line, before anything else it prints: a login banner on stdout or
+# another program is told apart from its answers.
+TRANSFER_GREETING = b"rtrain-transfer 1"
 
 
 def transfer_command(python: str, mode: str, *args: bytes | int) -> str:
