@@ -436,8 +436,10 @@ class HostConnection:
 
         try:
             return await bounded(
+                # No pty, whatever RequestTTY says: a terminal on the shell or a transfer
+                # channel echoes and rewrites bytes (CR/LF), and they hung.
                 asyncssh.connect(connect_timeout=timeout, keepalive_interval=keepalive,
-                                 keepalive_count_max=3, **kwargs),
+                                 keepalive_count_max=3, request_pty=False, **kwargs),
                 timeout + 1,
             )
         except (OSError, asyncssh.Error, asyncio.TimeoutError, UnicodeError) as exc:

@@ -1,0 +1,74 @@
+"""Options users keep in their ssh config for interactive use do not break rtrain-tui.
+
+Against the real sshd, with a config that sets them for the host and then includes
+the test's own config (OpenSSH and asyncssh take the first value they read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import openssh_pipe, transfer
+from rtrain_tui.core.connection import HostConnection
+from tests.sshd import SshHosts
+
+
+def config_with(hosts: SshHosts, tmp_path: Path, *lines: str) -> Path:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host gpu\n" + "".join(f"  {line}\n" for line in lines)
+                   + f"\nInclude {hosts.ssh_config}\n")
+    return cfg
+
+
+def round_trip(hosts: SshHosts, cfg: Path, tmp_path: Path) -> HostConnection:
+    """A probe, a dataset upload (through the system ssh) and a fetch, on this config."""
+    data = tmp_path / "d.jsonl"
+    data.write_bytes(os.urandom(2 << 20) + b"\r\n\x03\x04 line endings and controls\n")
+    run_dir = tmp_path / "work" / "run"
+    run_dir.mkdir(parents=True)
+
+    async def go() -> HostConnection:
+        conn = HostConnection("gpu", cfg)
+        try:
+            assert (await conn.run("echo probe-ok")).strip() == "probe-ok"
+            await transfer.ship_dataset(conn, None, data, str(run_dir))
+            got = await transfer.fetch(conn, str(run_dir), data.name, tmp_path / "back")
+            assert got.read_bytes() == data.read_bytes()
+        finally:
+            await conn.close()
+        return conn
+    return asyncio.run(go())
+
+
+@pytest.fixture(autouse=True)
+def _big_is_small(monkeypatch: pytest.MonkeyPatch, hosts: SshHosts) -> None:
+    monkeypatch.setenv("HOME", str(hosts.home))
+    monkeypatch.setattr(openssh_pipe, "MIN_BYTES", 1 << 20)
+
+
+def test_request_tty_force_gets_no_terminal_on_any_channel(hosts: SshHosts, tmp_path: Path) -> None:
+    """It hung every probe for 30 s: the shell got a pty, which echoed and rewrote bytes."""
+    conn = round_trip(hosts, config_with(hosts, tmp_path, "RequestTTY force"), tmp_path)
+    assert conn.bulk_client_refused is None
+
+
+def test_a_control_master_with_persist_and_forwards_is_used_as_configured(
+    hosts: SshHosts, tmp_path: Path,
+) -> None:
+    control = Path(tempfile.mkdtemp(prefix="cm", dir="/tmp"))  # a socket path is short
+    cfg = config_with(hosts, tmp_path, "ControlMaster auto", f"ControlPath {control}/%C",
+                      "ControlPersist 30", "LocalForward 127.0.0.1:1 127.0.0.1:2")
+    try:
+        conn = round_trip(hosts, cfg, tmp_path)
+        assert conn.bulk_client_refused is None
+    finally:  # the master the upload's ssh left behind, stopped through its own socket
+        subprocess.run(["ssh", "-F", str(cfg), "-O", "exit", "gpu"], capture_output=True,
+                       env=hosts.env(), timeout=30)
+        shutil.rmtree(control, ignore_errors=True)
