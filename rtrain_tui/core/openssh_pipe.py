@@ -94,19 +94,22 @@ async def failed_login(conn: HostConnection, process: asyncio.subprocess.Process
 async def end(process: asyncio.subprocess.Process, grace: float = 0) -> None:
     """Stop `ssh` (the host program then reads EOF and removes its temporary file).
 
-    `grace`: the transfer is over, so let it first end on its own for that long.
+    `grace`: the transfer is over, so let it first end on its own for that long. A
+    cancel (Ctrl-C) meanwhile still kills it, and is passed on, never swallowed.
     """
-    if grace and process.returncode is None:
-        try:
-            await bounded(process.wait(), grace)
-        except TimeoutError:
-            pass
-    if process.returncode is None:
-        try:
-            process.kill()
-        except ProcessLookupError:
-            pass
     try:
-        await bounded(process.wait(), 5)
-    except BaseException:  # noqa: BLE001 - cleanup: the exception already on its way wins
+        if grace and process.returncode is None:
+            try:
+                await bounded(process.wait(), grace)
+            except TimeoutError:
+                pass
+    finally:
+        if process.returncode is None:
+            try:
+                process.kill()
+            except ProcessLookupError:
+                pass
+    try:
+        await bounded(process.wait(), 5)  # reaped, so no zombie outlives the transfer
+    except TimeoutError:
         pass
