@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,47 @@ def test_a_control_master_with_persist_and_forwards_is_used_as_configured(
         subprocess.run(["ssh", "-F", str(cfg), "-O", "exit", "gpu"], capture_output=True,
                        env=hosts.env(), timeout=30)
         shutil.rmtree(control, ignore_errors=True)
+
+
+@pytest.mark.parametrize("option", ["StdinNull yes", "SessionType none"])
+def test_options_that_would_break_the_pipe_are_overridden_for_the_system_ssh(
+    hosts: SshHosts, tmp_path: Path, option: str,
+) -> None:
+    """Each made every big upload fail: StdinNull with "failed: short", SessionType none
+    after 7 s, and neither fell back."""
+    conn = round_trip(hosts, config_with(hosts, tmp_path, option), tmp_path)
+    assert conn.bulk_client_refused is None
+
+
+def test_a_cancel_ends_the_upload_even_where_ssh_would_fork_after_login(
+    hosts: SshHosts, tmp_path: Path,
+) -> None:
+    """With ForkAfterAuthentication, the ssh we ended had forked: the bytes kept moving
+    and the cancelled dataset was published on the host."""
+    cfg = config_with(hosts, tmp_path, "ForkAfterAuthentication yes")
+    data = tmp_path / "d.jsonl"
+    data.write_bytes(os.urandom(256 << 20))
+    work = tmp_path / "work"
+    (work / "run").mkdir(parents=True)
+
+    async def go() -> None:
+        conn = HostConnection("gpu", cfg)
+        moved: list[int] = []
+        try:
+            task = asyncio.ensure_future(transfer.ship_dataset(
+                conn, None, data, str(work / "run"), lambda _l, done, _t: moved.append(done)))
+            deadline = time.monotonic() + 30
+            while not any(moved):
+                assert not task.done() and time.monotonic() < deadline, "the upload never moved"
+                await asyncio.sleep(0.005)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+    deadline = time.monotonic() + 10
+    while list((work / ".datasets").iterdir()):  # the host program reads EOF, cleans up
+        assert time.monotonic() < deadline, list((work / ".datasets").iterdir())
+        time.sleep(0.05)

@@ -94,7 +94,8 @@ def test_when_the_system_ssh_cannot_log_in_uploads_go_on_over_asyncssh_saying_so
     bin_dir.mkdir()
     calls = tmp_path / "calls"
     fake = bin_dir / "ssh"
-    fake.write_text(f"#!/bin/sh\necho called >> {calls}\n"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = -V ] && { echo OpenSSH_9.2p1 >&2; exit 0; }\n"
+                    f"echo called >> {calls}\n"
                     "echo 'root@127.0.0.1: Permission denied (publickey).' >&2\nexit 255\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")

@@ -19,6 +19,7 @@ with one warning, so it is not tried again.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,34 @@ MIN_BYTES = 64 << 20
 LOGIN_FAILED = 255  # ssh's own exit status: it could not connect or log in
 
 
-def argv(conn: HostConnection, command: str) -> list[str] | None:
+# Options of OpenSSH 8.7 and later that would break the pipe if a config set them: no
+# stdin (StdinNull), no session at all (SessionType none), or ssh forking into the
+# background (ForkAfterAuthentication, after which the pid we end is not the one
+# moving the bytes). Older clients reject them on the command line, and cannot have
+# them in a config either, so they are only passed to clients that know them.
+_NEWER_OPTIONS = ["-o", "StdinNull=no", "-o", "SessionType=default",
+                  "-o", "ForkAfterAuthentication=no"]
+_versions: dict[str, tuple[int, int] | None] = {}
+
+
+async def _version(ssh: str) -> tuple[int, int] | None:
+    """OpenSSH's version of the `ssh` at this path, from `ssh -V` (asked once)."""
+    if ssh not in _versions:
+        found = None
+        try:
+            process = await asyncio.create_subprocess_exec(
+                ssh, "-V", stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            out, _ = await bounded(process.communicate(), 5)
+            match = re.search(rb"OpenSSH_(\d+)\.(\d+)", out)
+            found = (int(match[1]), int(match[2])) if match else None
+        except (OSError, TimeoutError):
+            pass
+        _versions[ssh] = found
+    return _versions[ssh]
+
+
+async def argv(conn: HostConnection, command: str) -> list[str] | None:
     """The `ssh` command line that runs `command` on the host, or None where not usable."""
     from rtrain_tui.core.connection import _GCM_FIRST, _aes_is_fast
 
@@ -49,6 +77,8 @@ def argv(conn: HostConnection, command: str) -> list[str] | None:
              "-o", f"ConnectTimeout={max(1, round(conn.options.connect_timeout))}",
              "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no",
              "-o", "RemoteCommand=none", "-o", "LogLevel=ERROR"]
+    if (await _version(ssh) or (0, 0)) >= (8, 7):
+        words += _NEWER_OPTIONS
     if not conn.options.ciphers_set and _aes_is_fast():
         words += ["-c", ",".join(_GCM_FIRST)]  # as the asyncssh connection does
     return [*words, "--", conn.alias, command]
@@ -62,7 +92,7 @@ async def start(conn: HostConnection, command: str,
     read end of a pipe that a thread fills, for an upload). Its own session: a Ctrl-C
     at the terminal reaches us, and we end it (`end`), never it alone.
     """
-    words = argv(conn, command)
+    words = await argv(conn, command)
     if words is None:
         return None
     try:
