@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from rtrain_tui.core import openssh_pipe, transfer
 from rtrain_tui.core.connection import HostConnection
 from tests.sshd import SshHosts
+from tests.test_transfer_openssh import cancel_upload_midway
 
 
 def config_with(hosts: SshHosts, tmp_path: Path, *lines: str) -> Path:
@@ -93,27 +93,4 @@ def test_a_cancel_ends_the_upload_even_where_ssh_would_fork_after_login(
     cfg = config_with(hosts, tmp_path, "ForkAfterAuthentication yes")
     data = tmp_path / "d.jsonl"
     data.write_bytes(os.urandom(256 << 20))
-    work = tmp_path / "work"
-    (work / "run").mkdir(parents=True)
-
-    async def go() -> None:
-        conn = HostConnection("gpu", cfg)
-        moved: list[int] = []
-        try:
-            task = asyncio.ensure_future(transfer.ship_dataset(
-                conn, None, data, str(work / "run"), lambda _l, done, _t: moved.append(done)))
-            deadline = time.monotonic() + 30
-            while not any(moved):
-                assert not task.done() and time.monotonic() < deadline, "the upload never moved"
-                await asyncio.sleep(0.005)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-        finally:
-            await conn.close()
-
-    asyncio.run(go())
-    deadline = time.monotonic() + 10
-    while list((work / ".datasets").iterdir()):  # the host program reads EOF, cleans up
-        assert time.monotonic() < deadline, list((work / ".datasets").iterdir())
-        time.sleep(0.05)
+    cancel_upload_midway(cfg, data, tmp_path / "work")
