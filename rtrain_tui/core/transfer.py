@@ -4,8 +4,9 @@ Bulk data travels over one exec channel per transfer, to a small Python program 
 runs on the host with the trainer's interpreter (`remote_sh.TRANSFER_PY`; the host has
 it by definition). Why not SFTP: the host then hashes in the same pass that reads or
 writes the bytes (SFTP needs a second full read on the host, serially), and many small
-files cost no round trip each. Measured against scp and `ssh tar` in
-`tests/benchmarks/transfer.py`.
+files cost no round trip each. A dataset big enough to pay for a second login reaches
+that program through the system's `ssh` instead of asyncssh (openssh_pipe.py), with a
+fallback. Measured against scp and `ssh tar` in `tests/benchmarks/transfer.py`.
 
 Every file lands under a temporary name and is renamed into place only once the bytes
 that arrived hash to what the host hashed (a SHA-256 each side, in the same pass as the
@@ -30,11 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtrain_tui.core import lander as lander_mod
 from rtrain_tui.core import openssh_pipe, remote_sh, validate
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.lander import Lander
+from rtrain_tui.core.lander import CHANGED, CORRUPT, Lander
 
 if TYPE_CHECKING:
     import asyncssh
@@ -448,9 +448,9 @@ async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: 
             for _ in batch:
                 num, result = await _receive_one(stream, lander, targets, rel, done, total,
                                                  progress)
-                if result == lander_mod.CHANGED:
+                if result == CHANGED:
                     again.append(num)
-                elif result == lander_mod.CORRUPT:
+                elif result == CORRUPT:
                     raise RemoteError(f"{shown(listing.files[num][0])} arrived corrupted; "
                                       "fetch again.")
             if await stream.exactly(1) != b"B":
