@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import errno
+import os
+import time
+from collections.abc import Callable
 import hashlib
 from pathlib import Path
 
@@ -59,3 +62,58 @@ def test_a_rename_that_fails_is_named_by_its_file_and_leaves_no_part(tmp_path: P
     assert failed.value.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST)
     lander.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+def land_ahead(tmp_path: Path, n: int, landed: range,
+               then: Callable[[], None] = lambda: None) -> list[str]:
+    """Create n .part files ahead, land files `landed` as fast as possible, `then`, close."""
+    parts = {num: tmp_path / f"f{num:04d}.part" for num in range(n)}
+    lander = Lander()
+    lander.create_ahead(parts)
+    try:
+        for num in landed:
+            data = b"%d" % num
+            landing = lander.begin(parts[num], tmp_path / f"f{num:04d}", 0, key=num)
+            lander.write(landing, data)
+            assert lander.finish(landing, True, hashlib.sha256(data).digest()) == LANDED
+        then()
+    finally:
+        lander.close()
+    return sorted(p.name for p in tmp_path.iterdir())
+
+
+def test_files_created_ahead_land_and_a_close_removes_the_rest(tmp_path: Path) -> None:
+    assert land_ahead(tmp_path, 300, range(10)) == [f"f{num:04d}" for num in range(10)]
+    (tmp_path / "all").mkdir()
+    assert land_ahead(tmp_path / "all", 2000, range(2000)) == [
+        f"f{num:04d}" for num in range(2000)]
+
+
+def test_a_receiver_that_overtakes_the_creating_thread_leaves_no_part_behind(
+    tmp_path: Path,
+) -> None:
+    """The thread is stuck on file 0 (a FIFO stands there: its open blocks) while the
+    receiver lands files 1-199 (file 0 vanished on the host). When the thread goes on it
+    must not create .part files again behind files already renamed into place."""
+    os.mkfifo(tmp_path / "f0000.part")
+
+    def release_the_thread() -> None:
+        os.close(os.open(tmp_path / "f0000.part", os.O_RDONLY | os.O_NONBLOCK))
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "f0399.part").exists():  # it went on to the end
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    got = land_ahead(tmp_path, 400, range(1, 200), then=release_the_thread)
+    assert got == [f"f{num:04d}" for num in range(1, 200)]  # and file 0's .part removed
+
+
+def test_a_create_ahead_that_fails_leaves_the_error_to_the_receiver(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"  # the directory vanished: every create fails
+    lander = Lander()
+    lander.create_ahead({num: gone / f"f{num}.part" for num in range(50)})
+    with pytest.raises(OSError) as failed:
+        lander.begin(gone / "f0.part", gone / "f0", 0, key=0)
+    assert failed.value.filename == str(gone / "f0")
+    lander.close()
+    assert list(tmp_path.iterdir()) == []

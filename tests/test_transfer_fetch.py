@@ -216,3 +216,48 @@ def test_a_full_local_disk_is_one_line_and_leaves_no_part(
         assert list(out.iterdir()) == []
     finally:
         subprocess.run(["umount", "-l", str(out)], check=False)
+
+
+def test_a_host_file_named_like_another_files_part_is_fetched_intact(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    """`ckpt` lands through a temporary name; a host file that is itself `ckpt.part` must
+    neither be overwritten by it nor overwrite it."""
+    d = done_run / "parts"
+    d.mkdir()
+    for i in range(40):  # enough files that their .part files are created ahead
+        (d / f"f{i:03d}").write_bytes(os.urandom(500 + i))
+        (d / f"f{i:03d}.part").write_bytes(b"the host's own .part %d\n" % i)
+    r = fetch(cli, workdir, "done", "parts", tmp_path / "o")
+    assert r.rc == 0, r.err
+    assert tree(tmp_path / "o" / "parts") == tree(d)
+    for i in range(0, 40, 3):  # changed on the host: fetched again, beside unchanged .part
+        (d / f"f{i:03d}").write_bytes(os.urandom(700))
+    r = fetch(cli, workdir, "done", "parts", tmp_path / "o")
+    assert r.rc == 0, r.err
+    assert tree(tmp_path / "o" / "parts") == tree(d)
+
+
+def test_ctrl_c_mid_fetch_of_many_files_leaves_no_part_file(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    """The small files' .part files are created ahead, in a thread: a cancel removes them
+    too, and leaves nothing half-written under a final name."""
+    d = done_run / "many"
+    (d / "small").mkdir(parents=True)
+    with (d / "a-big.bin").open("wb") as f:  # comes first: the small ones are made meanwhile
+        f.write(os.urandom(256 << 20))
+    for i in range(300):
+        (d / "small" / f"s{i:04d}.json").write_bytes(b"{}" * i)
+    out = tmp_path / "o"
+    proc = cli.popen("fetch", "gpu", "done", "many", "--out", str(out), "--workdir", workdir)
+    deadline = time.monotonic() + 30
+    while not (out / "many" / "a-big.bin.part").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the fetch never began"
+        time.sleep(0.005)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out_text, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0, (out_text, err)
+    assert not list(out.rglob("*.part")), sorted(map(str, out.rglob("*.part")))[:5]
+    assert not list((out / "many" / "small").iterdir())

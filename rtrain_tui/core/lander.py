@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 LANDED, CHANGED, CORRUPT = "landed", "changed", "corrupt"
@@ -28,8 +29,11 @@ class Landing:
         self.fd: int | None = None
         self.hash = hashlib.sha256()
 
-    def open(self) -> None:
-        self.fd = os.open(self.part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    def open(self, created_empty: bool = False) -> None:
+        # Not O_TRUNC on a file just created empty: on ext4 a truncate marks the file to
+        # be flushed at close, and closing a 200 MB file then held the event loop 100 ms.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (0 if created_empty else os.O_TRUNC)
+        self.fd = os.open(self.part, flags, 0o644)
 
     def write(self, piece: bytes) -> None:
         assert self.fd is not None
@@ -61,16 +65,87 @@ class Landing:
         self.part.unlink(missing_ok=True)
 
 
+class CreateAhead:
+    """Creates a fetch's empty `.part` files in a thread, in the order their bytes come.
+
+    Creating a file is the kernel's work (on this VM 0.3-1 ms each, all of it CPU), and
+    for a directory of many small files it is most of the fetch. Done here, it overlaps
+    the receiving, hashing and writing on the event loop instead of following it: the
+    same overlap `tar x` gets from running beside `ssh`. The receiver `claim`s each file
+    before it opens it; after that this thread never touches it, so a `.part` is never
+    created again behind a file already renamed into place.
+    """
+
+    def __init__(self, parts: dict[int, Path]) -> None:
+        self._keys = list(parts)  # in the order the files will come
+        self._parts = parts
+        self._at = {key: k for k, key in enumerate(self._keys)}
+        self._next = 0  # the position this thread creates next
+        self._busy: int | None = None  # the position being created now
+        self._stopped = False
+        self._created: set[int] = set()  # positions
+        self._claimed: set[int] = set()
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="rtrain-create-ahead",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC  # a stale .part: emptied
+        while True:
+            with self._cond:
+                if self._stopped or self._next >= len(self._keys):
+                    return
+                at = self._busy = self._next
+                self._next += 1
+            try:
+                os.close(os.open(self._parts[self._keys[at]], flags, 0o644))
+                self._created.add(at)
+            except OSError:
+                self._stopped = True  # the receiver creates the rest, and names any error
+            finally:
+                with self._cond:
+                    self._busy = None
+                    self._cond.notify_all()
+
+    def claim(self, key: int) -> bool:
+        """From now on file `key` is the receiver's. True: this thread created it, empty."""
+        at = self._at.get(key)
+        if at is None:
+            return False
+        with self._cond:
+            if self._next <= at:
+                self._next = at + 1  # every earlier file has come already
+            self._cond.wait_for(lambda: self._busy != at)  # at most one create's wait
+            fresh = at in self._created and at not in self._claimed
+            self._claimed.add(at)
+            return fresh
+
+    def stop(self) -> list[Path]:
+        """Stop creating; the `.part` files it created that the receiver never claimed."""
+        with self._cond:
+            self._stopped = True
+        self._thread.join()
+        return [self._parts[self._keys[at]] for at in self._created
+                if at not in self._claimed]
+
+
 class Lander:
     """The files of one fetch that have begun and not finished."""
 
     def __init__(self) -> None:
         self._open: dict[int, Landing] = {}
+        self._ahead: CreateAhead | None = None
 
-    def begin(self, part: Path, target: Path, mtime_ns: int) -> Landing:
+    def create_ahead(self, parts: dict[int, Path]) -> None:
+        """Create these `.part` files (by file number, in arrival order) in a thread."""
+        self._ahead = CreateAhead(parts)
+
+    def begin(self, part: Path, target: Path, mtime_ns: int, key: int | None = None) -> Landing:
+        fresh = self._ahead is not None and key is not None and self._ahead.claim(key)
         landing = Landing(part, target, mtime_ns)
         self._open[id(landing)] = landing
-        _named(landing, landing.open)
+        _named(landing, landing.open, fresh)
         return landing
 
     def write(self, landing: Landing, piece: bytes) -> None:
@@ -82,10 +157,14 @@ class Lander:
         return result
 
     def close(self) -> None:
-        """Remove every `.part` of a file that began and did not finish."""
+        """Remove every `.part` of a file that began and did not finish, or never began."""
         for landing in self._open.values():
             landing.discard()
         self._open.clear()
+        if self._ahead is not None:
+            for part in self._ahead.stop():
+                part.unlink(missing_ok=True)
+            self._ahead = None
 
 
 def _named(landing: Landing, step, *args):  # type: ignore[no-untyped-def]

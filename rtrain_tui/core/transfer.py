@@ -50,6 +50,7 @@ STALL_TIMEOUT = 30.0  # a transfer that moves no byte for this long is abandoned
 OPEN_TIMEOUT = 20.0  # opening the exec channel (a login shell runs first)
 RETRIES = 3  # a file that shrank or was replaced while it was read is read again
 FREE_MARGIN = 1 << 20  # leave this much beyond the dataset itself
+AHEAD_FROM = 16  # from this many files on, their .part files are created in a thread
 
 
 def sha256_file(path: Path) -> str:
@@ -366,11 +367,19 @@ def _prepare_local(out: Path, dest: Path, listing: _Listing, targets: list[Path]
             if not _unchanged(targets[i], size, mtime)]
 
 
-def _part_name(target: Path) -> Path:
-    # A name near NAME_MAX cannot take a suffix: such files use a short random name.
-    if len(os.fsencode(target.name)) <= 240:
-        return target.with_name(target.name + ".part")
-    return target.with_name(f".rtrain-{secrets.token_hex(6)}.part")
+def _part_names(targets: list[Path], wanted: list[int]) -> dict[int, Path]:
+    """Each wanted file's temporary name: `NAME.part`, unless that is itself a file of
+    this fetch (the host has `ckpt` and `ckpt.part`) or NAME is too long to take it."""
+    taken = set(targets)
+    parts = {}
+    for num in wanted:
+        target = targets[num]
+        part = target.with_name(target.name + ".part")
+        while len(os.fsencode(part.name)) > 245 or part in taken:
+            part = target.with_name(f".rtrain-{secrets.token_hex(6)}.part")
+        taken.add(part)
+        parts[num] = part
+    return parts
 
 
 async def fetch(
@@ -412,12 +421,15 @@ async def fetch(
                               f"({listing.skipped[0][1]}); nothing to fetch.")
         wanted = await asyncio.to_thread(_prepare_local, out, dest, listing, targets, single, rel)
         total = sum(listing.files[i][1] for i in wanted)
+        parts = await asyncio.to_thread(_part_names, targets, wanted)
+        if len(wanted) >= AHEAD_FROM:
+            lander.create_ahead(parts)
         done = [0]
         for _attempt in range(RETRIES):
             if not wanted:
                 break
-            wanted = await _receive(stream, lander, wanted, listing, targets, rel, done,
-                                    total, progress)
+            wanted = await _receive(stream, lander, wanted, listing, targets, parts, rel,
+                                    done, total, progress)
         else:
             if wanted:
                 raise RemoteError(
@@ -435,8 +447,8 @@ async def fetch(
 
 
 async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: _Listing,
-                   targets: list[Path], rel: str, done: list[int], total: int,
-                   progress: Progress | None) -> list[int]:
+                   targets: list[Path], parts: dict[int, Path], rel: str, done: list[int],
+                   total: int, progress: Progress | None) -> list[int]:
     """Ask for `wanted` files, land the ones that verify; return those to read again."""
     again: list[int] = []
     batches = [wanted[at:at + 512] for at in range(0, len(wanted), 512)]
@@ -446,8 +458,8 @@ async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: 
     try:
         for batch in batches:
             for _ in batch:
-                num, result = await _receive_one(stream, lander, targets, rel, done, total,
-                                                 progress)
+                num, result = await _receive_one(stream, lander, targets, parts, rel, done,
+                                                 total, progress)
                 if result == CHANGED:
                     again.append(num)
                 elif result == CORRUPT:
@@ -460,8 +472,8 @@ async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: 
     return again
 
 
-async def _receive_one(stream: _Stream, lander: Lander, targets: list[Path], rel: str,
-                       done: list[int], total: int,
+async def _receive_one(stream: _Stream, lander: Lander, targets: list[Path],
+                       parts: dict[int, Path], rel: str, done: list[int], total: int,
                        progress: Progress | None) -> tuple[int, str | None]:
     """One file's answer: its number and how it landed (None: the host skipped it)."""
     tag = await stream.exactly(1)
@@ -471,8 +483,10 @@ async def _receive_one(stream: _Stream, lander: Lander, targets: list[Path], rel
     if tag != b"H":
         raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
     num, size, mtime = struct.unpack(">IQQ", await stream.exactly(20))
+    if num not in parts:  # a file not asked for
+        raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
     target = targets[num]
-    landing = lander.begin(_part_name(target), target, mtime)
+    landing = lander.begin(parts[num], target, mtime, key=num)
     async for piece in stream.pieces(size):
         lander.write(landing, piece)
         done[0] += len(piece)
