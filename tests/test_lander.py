@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import errno
-import os
+import threading
 import time
 from collections.abc import Callable
 import hashlib
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rtrain_tui.core import lander as lander_module
 from rtrain_tui.core.lander import CHANGED, CORRUPT, LANDED, Lander
 
 
@@ -90,15 +91,23 @@ def test_files_created_ahead_land_and_a_close_removes_the_rest(tmp_path: Path) -
 
 
 def test_a_receiver_that_overtakes_the_creating_thread_leaves_no_part_behind(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The thread is stuck on file 0 (a FIFO stands there: its open blocks) while the
-    receiver lands files 1-199 (file 0 vanished on the host). When the thread goes on it
-    must not create .part files again behind files already renamed into place."""
-    os.mkfifo(tmp_path / "f0000.part")
+    """The thread is stuck creating file 0 (a slow disk) while the receiver lands files
+    1-199 (file 0 vanished on the host). When the thread goes on it must not create
+    .part files again behind files already renamed into place."""
+    unstick = threading.Event()
+    create = lander_module._create_empty
+
+    def slow_create(part: Path) -> None:
+        if part.name == "f0000.part":
+            unstick.wait(10)
+        create(part)
+
+    monkeypatch.setattr(lander_module, "_create_empty", slow_create)
 
     def release_the_thread() -> None:
-        os.close(os.open(tmp_path / "f0000.part", os.O_RDONLY | os.O_NONBLOCK))
+        unstick.set()
         deadline = time.monotonic() + 10
         while not (tmp_path / "f0399.part").exists():  # it went on to the end
             assert time.monotonic() < deadline

@@ -261,3 +261,21 @@ def test_ctrl_c_mid_fetch_of_many_files_leaves_no_part_file(
     assert proc.returncode != 0, (out_text, err)
     assert not list(out.rglob("*.part")), sorted(map(str, out.rglob("*.part")))[:5]
     assert not list((out / "many" / "small").iterdir())
+
+
+def test_a_fifo_or_symlink_left_at_a_temporary_name_neither_hangs_nor_redirects_the_fetch(
+    cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
+) -> None:
+    out = tmp_path / "o"
+    (out / "lora_model").mkdir(parents=True)
+    os.mkfifo(out / "lora_model" / "adapter_config.json.part")
+    elsewhere = tmp_path / "precious.txt"
+    elsewhere.write_text("keep me")
+    os.symlink(elsewhere, out / "lora_model" / "adapter_model.safetensors.part")
+    r = cli("fetch", "gpu", "done", "lora_model", "--out", str(out), "--workdir", workdir,
+            timeout=30)
+    assert r.rc == 0, r.err
+    for name, data in tree(done_run / "lora_model").items():
+        assert (out / "lora_model" / os.fsdecode(name)).read_bytes() == data
+    assert elsewhere.read_text() == "keep me"  # left alone, as is the FIFO
+    assert not list((out / "lora_model").glob("*.part.*"))

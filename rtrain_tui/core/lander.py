@@ -19,6 +19,13 @@ import threading
 from pathlib import Path
 
 LANDED, CHANGED, CORRUPT = "landed", "changed", "corrupt"
+# A .part never follows a symlink and never blocks on a FIFO that someone left at its name.
+_PART_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+
+
+def _create_empty(part: Path) -> None:
+    """Create `part` empty (a stale one from a killed fetch is emptied)."""
+    os.close(os.open(part, _PART_FLAGS | os.O_TRUNC, 0o644))
 
 
 class Landing:
@@ -32,8 +39,7 @@ class Landing:
     def open(self, created_empty: bool = False) -> None:
         # Not O_TRUNC on a file just created empty: on ext4 a truncate marks the file to
         # be flushed at close, and closing a 200 MB file then held the event loop 100 ms.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (0 if created_empty else os.O_TRUNC)
-        self.fd = os.open(self.part, flags, 0o644)
+        self.fd = os.open(self.part, _PART_FLAGS | (0 if created_empty else os.O_TRUNC), 0o644)
 
     def write(self, piece: bytes) -> None:
         assert self.fd is not None
@@ -91,7 +97,6 @@ class CreateAhead:
         self._thread.start()
 
     def _run(self) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC  # a stale .part: emptied
         while True:
             with self._cond:
                 if self._stopped or self._next >= len(self._keys):
@@ -99,7 +104,7 @@ class CreateAhead:
                 at = self._busy = self._next
                 self._next += 1
             try:
-                os.close(os.open(self._parts[self._keys[at]], flags, 0o644))
+                _create_empty(self._parts[self._keys[at]])
                 self._created.add(at)
             except OSError:
                 self._stopped = True  # the receiver creates the rest, and names any error

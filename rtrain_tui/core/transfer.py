@@ -24,6 +24,7 @@ import hashlib
 import os
 import posixpath
 import secrets
+import stat
 import struct
 import time
 from collections.abc import Callable
@@ -369,17 +370,25 @@ def _prepare_local(out: Path, dest: Path, listing: _Listing, targets: list[Path]
 
 def _part_names(targets: list[Path], wanted: list[int]) -> dict[int, Path]:
     """Each wanted file's temporary name: `NAME.part`, unless that is itself a file of
-    this fetch (the host has `ckpt` and `ckpt.part`) or NAME is too long to take it."""
+    this fetch (the host has `ckpt` and `ckpt.part`), something other than a file sits
+    there (a FIFO, a symlink, a directory: left alone), or NAME is too long to take it."""
     taken = set(targets)
     parts = {}
     for num in wanted:
         target = targets[num]
         part = target.with_name(target.name + ".part")
-        while len(os.fsencode(part.name)) > 245 or part in taken:
+        while len(os.fsencode(part.name)) > 245 or part in taken or not _free_or_file(part):
             part = target.with_name(f".rtrain-{secrets.token_hex(6)}.part")
         taken.add(part)
         parts[num] = part
     return parts
+
+
+def _free_or_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)  # a killed fetch's .part: reused
+    except OSError:
+        return True  # free (or not ours to judge: the open names any error)
 
 
 async def fetch(
