@@ -10,6 +10,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -94,3 +95,39 @@ def test_a_cancel_ends_the_upload_even_where_ssh_would_fork_after_login(
     data = tmp_path / "d.jsonl"
     data.write_bytes(os.urandom(256 << 20))
     cancel_upload_midway(cfg, data, tmp_path / "work")
+
+
+RELAY = """
+import os, socket, sys, threading
+host, port = sys.argv[1], int(sys.argv[2])
+with open(sys.argv[3], "a") as log:
+    log.write(f"{host} {port}\\n")
+if host != "127.0.0.1":  # no name lookup, nothing sent anywhere but this machine
+    sys.exit(f"relay: asked for {host}:{port}")
+s = socket.create_connection((host, port))
+def up():
+    while data := os.read(0, 65536):
+        s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+threading.Thread(target=up, daemon=True).start()
+while data := s.recv(65536):
+    os.write(1, data)
+"""
+
+
+def test_a_proxy_command_from_a_file_included_first_gets_the_final_host_and_port(
+    hosts: SshHosts, tmp_path: Path,
+) -> None:
+    """`Include` at the top with a `Host *` ProxyCommand, HostName and Port later: OpenSSH
+    fills %h %p in with the final values; asyncssh filled in the alias and 22, so every
+    connection failed with "Connection lost"."""
+    relay, log = tmp_path / "relay.py", tmp_path / "relay.log"
+    relay.write_text(RELAY)
+    defaults = tmp_path / "defaults.conf"
+    defaults.write_text(f"Host *\n  ProxyCommand {sys.executable} {relay} %h %p {log}\n")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Include {defaults}\nInclude {hosts.ssh_config}\n")
+    conn = round_trip(hosts, cfg, tmp_path)  # asyncssh, and the upload's system ssh
+    assert conn.bulk_client_refused is None
+    asked = log.read_text().splitlines()
+    assert len(asked) >= 2 and set(asked) == {f"127.0.0.1 {hosts.ports['gpu']}"}, asked

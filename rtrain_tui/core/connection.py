@@ -74,6 +74,7 @@ class HostOptions:
     identity_files: tuple[Path, ...] = ()  # IdentityFile entries that exist
     missing_identities: tuple[str, ...] = ()  # IdentityFile entries that do not
     ciphers_set: bool = False  # the config names its own Ciphers: we do not reorder them
+    proxy_command: str | None = None  # ProxyCommand, its %h/%p/… filled in as OpenSSH does
 
 
 # OpenSSH's words for StrictHostKeyChecking. There is no prompt to answer here, so `ask`
@@ -82,13 +83,30 @@ _STRICT = {"yes": "yes", "ask": "yes", "no": "no", "off": "no", "accept-new": "a
 
 
 def _client_config_class() -> type:
-    """asyncssh's ssh-config reader, taught the one option it does not read itself."""
+    """asyncssh's ssh-config reader, taught the one option it does not read itself, and
+    to fill in %h, %p and the other tokens once, with the final values, as OpenSSH does."""
     from asyncssh.config import SSHClientConfig, SSHConfig
 
     class Config(SSHClientConfig):
         _handlers = {**SSHClientConfig._handlers,
                      "stricthostkeychecking": ("StrictHostKeyChecking", SSHConfig._set_string)}
 
+        def _include(self, option: str, args: list[str]) -> None:
+            # asyncssh fills in the tokens of ProxyCommand, IdentityFile, … at the end of
+            # every file it reads, an Included one too: a `Host *` ProxyCommand from a
+            # file included at the top (the usual place) got the alias and port 22, not
+            # the HostName and Port that come after it. Here only the top file's end does.
+            depth = self.__dict__.get("_include_depth", 0)
+            self._include_depth = depth + 1
+            self._percent_expand = frozenset()
+            try:
+                SSHClientConfig._include(self, option, args)  # type: ignore[attr-defined]
+            finally:
+                self._include_depth = depth
+                if depth == 0:
+                    del self._percent_expand  # the class's set again
+
+    Config._handlers = {**Config._handlers, "include": ("Include", Config._include)}
     return Config
 
 
@@ -119,6 +137,7 @@ def host_options(alias: str, ssh_config: Path | None) -> HostOptions:
         identity_files=tuple(p for p in identities if p.exists()),
         missing_identities=tuple(str(p) for p in identities if not p.exists()),
         ciphers_set=bool(cfg.get("Ciphers")),
+        proxy_command=cfg.get("ProxyCommand"),
     )
 
 
@@ -405,6 +424,8 @@ class HostConnection:
             extra["client_keys"] = [str(p) for p in opts.identity_files]
         if not opts.ciphers_set and _aes_is_fast():
             extra["encryption_algs"] = _GCM_FIRST
+        if opts.proxy_command:  # ours, filled in right (asyncssh's own reading is not)
+            extra["proxy_command"] = opts.proxy_command
         client = _host_key_client(opts)
         config = [str(self._ssh_config)] if self._ssh_config and self._ssh_config.exists() else []
         jump = None if name == self.alias else name
