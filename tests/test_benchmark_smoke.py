@@ -26,3 +26,4 @@ def test_the_transfer_benchmark_measures_every_row_against_its_plain_tool() -> N
                      "`scp -r` (sends it all again)", "`scp -r` (sends it all again)"], r.stdout
     assert re.search(r"peak RSS \d+ MiB .* longest event-loop stall \d+ ms", r.stdout), r.stdout
     assert re.search(r"Creating the 50 small files alone.*: \d+\.\d\d s\.", r.stdout), r.stdout
+    assert r.stdout.count(" ms;") == 6, r.stdout  # a stall for each of the 7 parts

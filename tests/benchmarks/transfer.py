@@ -114,13 +114,17 @@ def run(hosts: SshHosts, root: Path, args: argparse.Namespace) -> None:
         subprocess.run(cmd, shell=True, check=True, env=env, capture_output=True)
 
     worst_turn = [0.0]  # the longest the event loop went without a turn, over every run
+    stalls: dict[str, float] = {}  # the same, by row
+    row = ["first connection"]
 
     async def watch_loop() -> None:
         """What a TUI would feel: how late a 10 ms timer fires while a transfer runs."""
         while True:
             began = time.perf_counter()
             await asyncio.sleep(0.01)
-            worst_turn[0] = max(worst_turn[0], time.perf_counter() - began - 0.01)
+            late = time.perf_counter() - began - 0.01
+            worst_turn[0] = max(worst_turn[0], late)
+            stalls[row[0]] = max(stalls.get(row[0], 0.0), late)
 
     def ours(coro_fn: Callable[[HostConnection], object]) -> Callable[[], None]:
         def go() -> None:
@@ -170,9 +174,11 @@ def run(hosts: SshHosts, root: Path, args: argparse.Namespace) -> None:
     print("| operation | rtrain-tui | other | other tool | ratio |")
     print("|---|---:|---:|---|---:|")
     for label, tool, mine, theirs, before in rows:
+        row[0] = f"{label} (vs {tool.strip('`').replace(chr(92), '')})"
         a, b = side_by_side(mine, theirs, args.repeat, before)
         print(f"| {label} | {a:.2f} s | {b:.2f} s | {tool} | {a / b:.2f}× |", flush=True)
     fresh_local()
+    row[0] = "re-fetch"
     fetch("out")()
     again = median_time(fetch("out"), args.repeat)
     b = median_time(lambda: shell(f"{scp} -r gpu:{src} {local}/"), args.repeat)
@@ -188,6 +194,8 @@ def run(hosts: SshHosts, root: Path, args: argparse.Namespace) -> None:
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(f"Client during all of the above: peak RSS {peak_mib:.0f} MiB (target ≤ 100 MiB); "
           f"longest event-loop stall {worst_turn[0] * 1000:.0f} ms (target ≤ 50 ms).")
+    print("Longest stall by row: " + "; ".join(
+        f"{label} {late * 1000:.0f} ms" for label, late in stalls.items()) + ".")
 
 
 def create_empty_files(directory: Path, n: int) -> None:
