@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from rtrain_tui.core import transfer
+from rtrain_tui.core.connection import HostConnection
+from rtrain_tui.core.errors import RemoteError
 from tests.conftest import Cli, write_config
+from tests.sshd import SshHosts
 
 
 @pytest.fixture
@@ -279,3 +285,68 @@ def test_a_fifo_or_symlink_left_at_a_temporary_name_neither_hangs_nor_redirects_
         assert (out / "lora_model" / os.fsdecode(name)).read_bytes() == data
     assert elsewhere.read_text() == "keep me"  # left alone, as is the FIFO
     assert not list((out / "lora_model").glob("*.part.*"))
+
+
+LYING_HOST = """#!{python}
+# Stands in for the host's python: answers a fetch with a listing that leaves what was asked.
+import hashlib, struct, sys
+out = sys.stdout.buffer
+out.write(b"rtrain-transfer 1\\n")
+for row in {rows!r}:
+    out.write(row + b"\\n")
+out.write(b"e\\n")
+out.flush()
+sys.stdin.buffer.readline()
+data = b"owned\\n"
+out.write(struct.pack(">cIQQ", b"H", 0, len(data), 0) + data)
+out.write(struct.pack(">cB", b"T", 1) + hashlib.sha256(data).digest() + b"B")
+out.flush()
+sys.stdin.buffer.readline()
+"""
+
+
+def fetch_from_lying_host(hosts: SshHosts, tmp_path: Path, rows: list[bytes]) -> Path:
+    fake = tmp_path / "python"
+    fake.write_text(LYING_HOST.format(python=sys.executable, rows=rows))
+    fake.chmod(0o755)
+    out = tmp_path / "deep" / "o"
+
+    async def go() -> Path:
+        conn = HostConnection("gpu", hosts.ssh_config)
+        try:
+            return await transfer.fetch(conn, str(tmp_path), "lora_model", out, python=str(fake))
+        finally:
+            await conn.close()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("evil", [b"lora_model/../../escaped", b"/tmp/rtrain-escaped-abs",
+                                  b"lora_model//x", b"other/escaped", b"lora_model/./x"])
+def test_a_host_that_lists_paths_outside_what_was_asked_gets_nothing_written(
+    hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, evil: bytes,
+) -> None:
+    """The host's answers are not trusted to name where files land (scp's CVE-2019-6111):
+    a listed path must lie under the fetched path, without `..`, `.` or empty parts."""
+    monkeypatch.setenv("HOME", str(hosts.home))
+    rows = [b"f 6 0 " + evil.hex().encode(), b"d " + b"lora_model/../../evil-dir".hex().encode()]
+    with pytest.raises(RemoteError) as refused:
+        fetch_from_lying_host(hosts, tmp_path, rows)
+    assert "not under 'lora_model'" in str(refused.value) and "\n" not in str(refused.value)
+    assert list((tmp_path / "deep").rglob("*")) == [], "written or made outside --out"
+    assert not Path("/tmp/rtrain-escaped-abs").exists()
+
+
+@pytest.mark.parametrize(("row", "said"), [
+    (b"f six 0 6c6f72615f6d6f64656c2f78", "answered nonsense"),
+    (b"f 6 0 zz", "answered nonsense"),
+    (b"f", "answered nonsense"),
+    (b"s \x1b]0;title\x07 6c6f72615f6d6f64656c", "not a regular file or directory (special)"),
+])
+def test_a_garbled_listing_is_one_line_never_a_traceback_or_a_raw_escape(
+    hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row: bytes, said: str,
+) -> None:
+    monkeypatch.setenv("HOME", str(hosts.home))
+    with pytest.raises(RemoteError) as refused:
+        fetch_from_lying_host(hosts, tmp_path, [row])
+    assert said in str(refused.value) and "\x1b" not in str(refused.value), refused.value

@@ -261,34 +261,69 @@ class _Listing:
     files: list[tuple[bytes, int, int]] = field(default_factory=list)  # (path, size, mtime_ns)
     dirs: list[bytes] = field(default_factory=list)
     skipped: list[tuple[bytes, str]] = field(default_factory=list)  # (path, kind)
+    refused: bytes = b""  # the host refused the path: b"outside" or b"missing"
+    refused_path: bytes = b""
 
 
 async def _read_listing(stream: _Stream, run_dir: str, rel: str) -> _Listing:
     listing = _Listing()
     rows = 0
+    rel_b = os.fsencode(rel)
     while (row := await stream.line()) != b"e":
         rows += 1
         if rows % 256 == 0:
             await asyncio.sleep(0)  # a listing already buffered parses without a wait
-        parts = row.split(b" ")
-        tag, path = parts[0], _unhex(parts[-1])
-        if tag == b"f":
-            listing.files.append((path, int(parts[1]), int(parts[2])))
-        elif tag == b"d":
-            listing.dirs.append(path)
-        elif tag == b"s":
-            listing.skipped.append((path, parts[1].decode()))
-        elif tag == b"x" and parts[1] == b"outside":
-            raise validate.ValidationError(
-                f"{shown(path)} points outside the run directory. Fetch paths are relative "
-                "to it, e.g. 'lora_model' or 'train.log'."
-            )
-        elif tag == b"x":
-            raise RemoteError(f"{shown(rel)} does not exist in the run directory {run_dir}.")
-        else:
+        try:
+            _read_row(row, listing, rel_b)
+        except (ValueError, IndexError):
             raise RemoteError(f"{stream.conn.alias}: the transfer program answered nonsense; "
-                              "is the host's python the trainer's?")
+                              "is the host's python the trainer's?") from None
+        except _Outside as exc:
+            # The host names where files land here: never anywhere else (scp's
+            # CVE-2019-6111 was trusting that), whatever its program was made to say.
+            raise RemoteError(f"{stream.conn.alias}: the host listed {shown(exc.path)}, which "
+                              f"is not under {shown(rel)}; nothing was fetched.") from None
+        if listing.refused == b"outside":
+            raise validate.ValidationError(
+                f"{shown(listing.refused_path)} points outside the run directory. Fetch paths "
+                "are relative to it, e.g. 'lora_model' or 'train.log'.")
+        if listing.refused:
+            raise RemoteError(f"{shown(rel)} does not exist in the run directory {run_dir}.")
     return listing
+
+
+class _Outside(Exception):
+    def __init__(self, path: bytes) -> None:
+        self.path = path
+
+
+_SKIP_KINDS = {"fifo", "socket", "device", "special", "loop", "dangling", "unreadable"}
+
+
+def _read_row(row: bytes, listing: _Listing, rel: bytes) -> None:
+    """One listing row into `listing` (TRANSFER_PY's format, remote_sh.py)."""
+    parts = row.split(b" ")
+    tag, path = parts[0], _unhex(parts[-1])
+    if tag in (b"f", b"d") and not _under(path, rel):
+        raise _Outside(path)
+    if tag == b"f":
+        listing.files.append((path, int(parts[1]), int(parts[2])))
+    elif tag == b"d":
+        listing.dirs.append(path)
+    elif tag == b"s":
+        kind = parts[1].decode("ascii", "replace")
+        listing.skipped.append((path, kind if kind in _SKIP_KINDS else "special"))
+    elif tag == b"x":
+        listing.refused, listing.refused_path = parts[1], path
+    else:
+        raise ValueError(row)
+
+
+def _under(path: bytes, rel: bytes) -> bool:
+    """`path` is `rel` or lies under it: relative, no `..`, `.` or empty part, no NUL."""
+    if b"\0" in path or (rel != b"." and path != rel and not path.startswith(rel + b"/")):
+        return False
+    return all(part not in (b"", b".", b"..") for part in path.split(b"/"))
 
 
 def _unhex(word: bytes) -> bytes:
