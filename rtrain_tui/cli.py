@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import json
 import os
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from rtrain_tui import __version__
 from rtrain_tui.core import hostconfig, metrics_format, probes, slurm, validate
@@ -226,6 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("detached: nothing on the host was stopped; the run keeps going.")
         return 130
+    except _Stopped as stopped:
+        if stopped.sig == signal.SIGTERM:
+            _err("terminated (SIGTERM): nothing on the host was stopped; the run keeps going.")
+            return 143
+        _err("detached: nothing on the host was stopped; the run keeps going.")
+        return 130
     except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
         if os.environ.get("RTRAIN_TUI_DEBUG"):
             raise
@@ -285,13 +294,59 @@ def _main(argv: list[str] | None) -> int:
             demo = await start_demo_host()
             engine.pool.add(demo.connection())
         try:
-            return await handler(engine, args)
+            with _signals_cancel(asyncio.current_task()) as received:
+                try:
+                    return await handler(engine, args)
+                except asyncio.CancelledError:
+                    if received:
+                        raise _Stopped(received[0]) from None
+                    raise
         finally:
             await engine.close()
             if demo is not None:
                 await demo.close()
 
     return asyncio.run(run())
+
+
+class _Stopped(Exception):
+    """Ctrl-C or SIGTERM arrived: the command was cancelled, and it cleaned up."""
+
+    def __init__(self, sig: int) -> None:
+        self.sig = sig
+
+
+@contextlib.contextmanager
+def _signals_cancel(task: asyncio.Task[Any] | None) -> Iterator[list[int]]:
+    """Ctrl-C and SIGTERM (what `timeout`, CI and service managers send) cancel the
+    command, so its cleanup runs: a fetch removes its .part files, an upload its partial
+    file on the host. Killed outright by SIGTERM, a fetch left thousands of .part files.
+    A second signal is ignored: landing inside the cleanup, Python's KeyboardInterrupt
+    cut it short (hundreds of .part files left) or printed a traceback from wherever it
+    struck."""
+    received: list[int] = []
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        if not received and task is not None:
+            task.cancel()
+        received.append(sig)
+
+    watched = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig)
+            watched.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            pass
+    try:
+        yield received
+    finally:
+        for sig in watched:
+            loop.remove_signal_handler(sig)
+        if received:  # exiting: the rest of the cleanup (threads, shutdown) runs undisturbed
+            for sig in watched:
+                signal.signal(sig, signal.SIG_IGN)
 
 
 def _is_demo_host(args: argparse.Namespace) -> bool:

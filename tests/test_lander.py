@@ -126,3 +126,26 @@ def test_a_create_ahead_that_fails_leaves_the_error_to_the_receiver(tmp_path: Pa
     assert failed.value.filename == str(gone / "f0")
     lander.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_part_that_cannot_be_removed_does_not_stop_the_cleanup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One removal failed (a read-only directory): the loop stopped there, the create
+    thread was never stopped, and it went on making .part files after the fetch ended."""
+    unlink = Path.unlink
+
+    def failing_unlink(self: Path, missing_ok: bool = False) -> None:
+        if self.name == "f0000.part":
+            raise OSError(30, "Read-only file system", str(self))
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", failing_unlink)
+    parts = {num: tmp_path / f"f{num:04d}.part" for num in range(500)}
+    lander = Lander()
+    lander.create_ahead(parts)
+    landing = lander.begin(parts[0], tmp_path / "f0000", 0, key=0)
+    lander.write(landing, b"half")
+    lander.close()  # as a failed fetch does; must not raise over the fetch's own error
+    time.sleep(0.2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f0000.part"]

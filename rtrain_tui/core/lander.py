@@ -68,10 +68,6 @@ class Landing:
             fd, self.fd = self.fd, None
             os.close(fd)
 
-    def discard(self) -> None:
-        self.close()
-        self.part.unlink(missing_ok=True)
-
 
 class CreateAhead:
     """Creates a fetch's empty `.part` files in a thread, in the order their bytes come.
@@ -164,14 +160,27 @@ class Lander:
         return result
 
     def close(self) -> None:
-        """Remove every `.part` of a file that began and did not finish, or never began."""
+        """Remove every `.part` of a file that began and did not finish, or never began.
+
+        Never raises: the thread is stopped first (so it makes no more), a `.part` that
+        cannot be removed (a read-only directory) is left and the rest still go, and the
+        fetch's own error is the one reported. Thousands of removals take a while, so a
+        caller on the event loop runs this in a thread (transfer.fetch).
+        """
+        parts = self._ahead.stop() if self._ahead is not None else []
+        self._ahead = None
         for landing in self._open.values():
-            landing.discard()
+            parts.append(landing.part)
+            try:
+                landing.close()
+            except OSError:
+                pass
         self._open.clear()
-        if self._ahead is not None:
-            for part in self._ahead.stop():
+        for part in parts:
+            try:
                 part.unlink(missing_ok=True)
-            self._ahead = None
+            except OSError:
+                pass
 
 
 def _named(landing: Landing, step, *args):  # type: ignore[no-untyped-def]
