@@ -286,12 +286,17 @@ def test_a_fifo_or_symlink_left_at_a_temporary_name_neither_hangs_nor_redirects_
     elsewhere = tmp_path / "precious.txt"
     elsewhere.write_text("keep me")
     os.symlink(elsewhere, out / "lora_model" / "adapter_model.safetensors.part")
+    linked = tmp_path / "linked.txt"
+    linked.write_text("keep me too")
+    (done_run / "lora_model" / "notes.txt").write_text("from the host\n")
+    os.link(linked, out / "lora_model" / "notes.txt.part")  # a hard link to a file of yours
     r = cli("fetch", "gpu", "done", "lora_model", "--out", str(out), "--workdir", workdir,
             timeout=30)
     assert r.rc == 0, r.err
     for name, data in tree(done_run / "lora_model").items():
         assert (out / "lora_model" / os.fsdecode(name)).read_bytes() == data
     assert elsewhere.read_text() == "keep me"  # left alone, as is the FIFO
+    assert linked.read_text() == "keep me too"  # never written through the link
     assert not list((out / "lora_model").glob("*.part.*"))
 
 

@@ -406,7 +406,7 @@ def _prepare_local(out: Path, dest: Path, listing: _Listing, targets: list[Path]
 def _part_names(targets: list[Path], wanted: list[int]) -> dict[int, Path]:
     """Each wanted file's temporary name: `NAME.part`, unless that is itself a file of
     this fetch (the host has `ckpt` and `ckpt.part`), something other than a file sits
-    there (a FIFO, a symlink, a directory: left alone), or NAME is too long to take it."""
+    there (a FIFO, a symlink, a directory, a hard link: left alone), or NAME is too long."""
     taken = set(targets)
     parts = {}
     for num in wanted:
@@ -421,9 +421,11 @@ def _part_names(targets: list[Path], wanted: list[int]) -> dict[int, Path]:
 
 def _free_or_file(path: Path) -> bool:
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)  # a killed fetch's .part: reused
+        st = os.lstat(path)
     except OSError:
         return True  # free (or not ours to judge: the open names any error)
+    # A killed fetch's .part is reused (emptied); a hard link to another file is not ours.
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
 
 async def fetch(
