@@ -261,8 +261,6 @@ class _Listing:
     files: list[tuple[bytes, int, int]] = field(default_factory=list)  # (path, size, mtime_ns)
     dirs: list[bytes] = field(default_factory=list)
     skipped: list[tuple[bytes, str]] = field(default_factory=list)  # (path, kind)
-    refused: bytes = b""  # the host refused the path: b"outside" or b"missing"
-    refused_path: bytes = b""
 
 
 async def _read_listing(stream: _Stream, run_dir: str, rel: str) -> _Listing:
@@ -278,23 +276,26 @@ async def _read_listing(stream: _Stream, run_dir: str, rel: str) -> _Listing:
         except (ValueError, IndexError):
             raise RemoteError(f"{stream.conn.alias}: the transfer program answered nonsense; "
                               "is the host's python the trainer's?") from None
-        except _Outside as exc:
-            # The host names where files land here: never anywhere else (scp's
-            # CVE-2019-6111 was trusting that), whatever its program was made to say.
-            raise RemoteError(f"{stream.conn.alias}: the host listed {shown(exc.path)}, which "
-                              f"is not under {shown(rel)}; nothing was fetched.") from None
-        if listing.refused == b"outside":
-            raise validate.ValidationError(
-                f"{shown(listing.refused_path)} points outside the run directory. Fetch paths "
-                "are relative to it, e.g. 'lora_model' or 'train.log'.")
-        if listing.refused:
-            raise RemoteError(f"{shown(rel)} does not exist in the run directory {run_dir}.")
+        except _Refused as exc:
+            if exc.why == b"listed":
+                # The host names where files land here: never anywhere else (scp's
+                # CVE-2019-6111 was trusting that), whatever its program was made to say.
+                raise RemoteError(f"{stream.conn.alias}: the host listed {shown(exc.path)}, "
+                                  f"which is not under {shown(rel)}; nothing was fetched.") from None
+            if exc.why == b"outside":
+                raise validate.ValidationError(
+                    f"{shown(exc.path)} points outside the run directory. Fetch paths are "
+                    "relative to it, e.g. 'lora_model' or 'train.log'.") from None
+            raise RemoteError(f"{shown(rel)} does not exist in the run directory {run_dir}.") from None
     return listing
 
 
-class _Outside(Exception):
-    def __init__(self, path: bytes) -> None:
-        self.path = path
+class _Refused(Exception):
+    """A listing row that ends the fetch: the host refused the path (`x outside`, `x
+    missing`), or listed one that is not under what was asked (`listed`)."""
+
+    def __init__(self, why: bytes, path: bytes) -> None:
+        self.why, self.path = why, path
 
 
 _SKIP_KINDS = {"fifo", "socket", "device", "special", "loop", "dangling", "unreadable"}
@@ -305,7 +306,7 @@ def _read_row(row: bytes, listing: _Listing, rel: bytes) -> None:
     parts = row.split(b" ")
     tag, path = parts[0], _unhex(parts[-1])
     if tag in (b"f", b"d") and not _under(path, rel):
-        raise _Outside(path)
+        raise _Refused(b"listed", path)
     if tag == b"f":
         listing.files.append((path, int(parts[1]), int(parts[2])))
     elif tag == b"d":
@@ -314,7 +315,7 @@ def _read_row(row: bytes, listing: _Listing, rel: bytes) -> None:
         kind = parts[1].decode("ascii", "replace")
         listing.skipped.append((path, kind if kind in _SKIP_KINDS else "special"))
     elif tag == b"x":
-        listing.refused, listing.refused_path = parts[1], path
+        raise _Refused(parts[1], path)
     else:
         raise ValueError(row)
 
