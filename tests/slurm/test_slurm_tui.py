@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -57,12 +58,17 @@ def test_queued_and_running_slurm_runs_show_next_to_a_box_run(
             await until(pilot, lambda: states() == want, f"states {want}")
             text = screen_text(app)
             assert "queued" in text and "waiter" in text and "boxrun" in text
-            progress = {v.record.run_id: v.progress for v in app.runs_table.views.values()}
-            if progress["waiter"] != "waiting: Resources, 1st in the queue":  # the reason may lag one refresh
+            # Slurm may give the reason a scheduler cycle after the job is queued, so
+            # refresh until it shows. Asked once, a refresh that found the host still
+            # refreshing did nothing, and under load the wait timed out (a full run, once).
+            want_reason = "waiting: Resources, 1st in the queue"
+            reason = lambda: {v.record.run_id: v.progress  # noqa: E731
+                              for v in app.runs_table.views.values()}["waiter"]
+            deadline = time.monotonic() + 30
+            while reason() != want_reason:
+                assert time.monotonic() < deadline, f"the queued run's reason: {reason()!r}"
                 app.refresh_runs()
-                await until(pilot, lambda: app.runs_table.views and {
-                    v.record.run_id: v.progress for v in app.runs_table.views.values()
-                }["waiter"] == "waiting: Resources, 1st in the queue", "the queued run's reason")
+                await pilot.pause(0.5)
 
     asyncio.run(go())
 
