@@ -206,7 +206,7 @@ def test_a_dangling_symlink_and_an_unreadable_dir_do_not_break_the_fetch(
 def test_a_full_local_disk_is_one_line_and_leaves_no_part(
     cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
 ) -> None:
-    """The files are written in a thread: its ENOSPC still ends the fetch cleanly."""
+    """ENOSPC while a file lands ends the fetch with one line naming it, and no .part."""
     (done_run / "big.bin").write_bytes(os.urandom(3 << 20))
     out = tmp_path / "small-disk"
     out.mkdir()
