@@ -64,13 +64,29 @@ def test_failed_run_exits_1_and_reads_failed(cli: Cli, tmp_path: Path, workdir: 
 
 def test_trainer_template_and_gpus_reach_the_command(cli: Cli, tmp_path: Path, workdir: str) -> None:
     config = write_config(tmp_path / "c.yaml", steps=1)
-    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "tmpl", "--gpus", "2",
-            "--allow-busy",  # the stand-in host's GPU 1 is 97% busy
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "x"}\n')
+    r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir, "--run-id", "tmpl",
+            "--gpus", "2", "--allow-busy",  # the stand-in host's GPU 1 is 97% busy
             "--trainer", "env NPROC={gpus} {python} -m praisonai_train llm {dataset} --config {config}")
     assert r.rc == 0, r.err
     assert "completed" in r.out.splitlines()[-1]
-    assert "env NPROC=2 python3 -m praisonai_train llm --config config.yaml" in (
+    assert "env NPROC=2 python3 -m praisonai_train llm d.jsonl --config config.yaml" in (
         Path(workdir) / "tmpl" / "run.sh").read_text()
+
+
+def test_a_trainer_template_using_dataset_without_d_is_refused_before_anything_is_shipped(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """It used to render `{dataset}` as nothing: the trainer failed on the host, no reason."""
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "nodata",
+            "--trainer", "{python} train.py --data {dataset} --config {config}")
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: the --trainer template uses {dataset} but no dataset was given: "
+                     "add -d DATASET, or take {dataset} out of the template.\n")
+    assert not Path(workdir).exists()  # nothing reached the host
+    # The built-in command takes its dataset as optional (the config may name one).
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "plain").rc == 0
 
 
 @pytest.mark.parametrize("run_id", BAD_RUN_IDS)

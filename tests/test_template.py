@@ -100,3 +100,9 @@ def test_preflight_runs_a_home_tilde_python(tmp_path: Path) -> None:
                  + remote_sh.preflight("~/my venv/bin/python", "~/wd"), tmp_path).stdout
     report = probes.parse_preflight("h", out, "~/my venv/bin/python", 0)
     assert report.python_version == "3.12.1", out
+
+
+def test_uses_tells_whether_a_placeholder_is_in_the_template() -> None:
+    assert template.uses("{python} t.py --data {dataset}", "dataset")
+    assert not template.uses("{python} t.py --data {{dataset}}", "dataset")  # literal braces
+    assert not template.uses("{python} t.py ${dataset:-x}", "dataset")  # the shell's

@@ -54,6 +54,10 @@ class HostProbe(NamedTuple):
     found: list[RunRecord]  # runs started elsewhere, now in the index (`find=True` only)
 
 
+# The commands whose `{dataset}` may be empty: `praisonai_train llm [DATASET]`.
+BUILT_IN_TRAINERS = (validate.DEFAULT_TRAINER, slurm.MULTI_NODE_TRAINER)
+
+
 @dataclass(frozen=True)
 class StartRequest:
     host: str
@@ -89,6 +93,14 @@ class StartRequest:
                     f"--gpus {self.gpus} and --gpu-ids {','.join(map(str, self.gpu_ids))} "
                     "disagree; give --gpu-ids alone.")
         validate.check_trainer_template(self.trainer)
+        if (self.dataset is None and self.trainer not in BUILT_IN_TRAINERS
+                and trainer_template.uses(self.trainer, "dataset")):
+            # Only the built-in command takes its dataset as optional (the config can name
+            # one); in the user's own command `{dataset}` would render as nothing and the
+            # trainer would fail on the host without a reason.
+            raise validate.ValidationError(
+                "the --trainer template uses {dataset} but no dataset was given: add "
+                "-d DATASET, or take {dataset} out of the template.")
         validate.parse_env([f"{key}={value}" for key, value in self.env.items()])
         if self.gpu_ids and "CUDA_VISIBLE_DEVICES" in self.env:
             raise validate.ValidationError(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from rtrain_tui.core.errors import ValidationError
 
-__all__ = ["FIELDS", "Field", "parse", "render", "python_word", "shell_word"]
+__all__ = ["FIELDS", "Field", "parse", "render", "uses", "python_word", "shell_word"]
 
 FIELDS = ("python", "dataset", "config", "gpus", "nodes", "node_rank", "master_addr", "master_port")
 # The multi-node fields on one box: one node, rank 0, rendezvous on this machine. A Slurm
@@ -236,6 +236,11 @@ def parse(template: str) -> list[str | Field]:
     pieces = _split(template)
     _check_shell(template, pieces)
     return pieces
+
+
+def uses(template: str, name: str) -> bool:
+    """Whether the template has the placeholder `{name}` (checked as `parse` checks)."""
+    return any(isinstance(p, Field) and p.name == name for p in parse(template))
 
 
 def render(template: str, python: str, dataset: str | None, gpus: int,
