@@ -306,3 +306,48 @@ def test_a_cancel_that_lands_as_the_launch_finishes_closes_the_form_once(
             assert isinstance(app.screen, StartScreen)
 
     asyncio.run(go())
+
+
+def test_ctrl_s_during_a_start_is_refused_never_a_second_start(hosts: SshHosts, tmp_path: Path) -> None:
+    """A second ctrl+s (or Start) while the first start is under way says so in the form
+    and starts nothing: it never cancels the first start and begins another (a start
+    cancelled after its trainer launched plus a new one were two trainers in one run).
+    The first start is held at its beginning until the second ctrl+s was answered."""
+    config = write_config(tmp_path / "c.yaml", steps=2, step_seconds=0.05)
+
+    async def go() -> None:
+        app = app_for(hosts, tmp_path, RunIndex(tmp_path / "runs.toml"))
+        starts = []
+        go_on = asyncio.Event()
+        real_start = app.engine.start
+
+        async def held_start(*args: object, **kwargs: object) -> object:
+            starts.append(args)
+            await go_on.wait()
+            return await real_start(*args, **kwargs)  # type: ignore[arg-type]
+
+        app.engine.start = held_start  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            form = await open_start_form(app, pilot, config=str(config),
+                                         workdir=str(tmp_path / "work"))
+            await pilot.pause()
+            await pilot.press("ctrl+s")
+            await until(pilot, lambda: len(starts) == 1, "the start")
+            first = [w for w in form.workers if w.group == "start"]
+            form.query_one("#run_id", Input).value = "x"  # typing re-validates the form
+            form.query_one("#run_id", Input).value = ""
+            await pilot.pause()
+            assert form.query_one("#start").disabled  # still under way: Start stays off
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            assert "a start is already under way" in str(form.query_one("#errors").render())
+            assert not any(w.is_cancelled for w in first)
+            go_on.set()
+            await until(pilot, lambda: not isinstance(app.screen, StartScreen), "the start")
+            await app.workers.wait_for_complete()
+            assert len(starts) == 1
+            runs = RunIndex(tmp_path / "runs.toml").load()
+            assert len(runs) == 1 and runs[0].state in ("running", "completed")
+            assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [runs[0].run_id]
+
+    asyncio.run(go())

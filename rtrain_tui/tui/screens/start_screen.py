@@ -1,8 +1,9 @@
 """The start form: every field validated as you type, then preflight, upload, launch.
 
 `enter` moves to the next field (a form is filled in field by field; launching a run
-is `ctrl+s` or the Start button, both shown in the footer). Each complaint names the
-field it is about, and that field is marked. `ctrl+o` opens a file picker
+is `ctrl+s` or the Start button, both shown in the footer). One start at a time: while
+one is under way, Start is off and `ctrl+s` says so (never a cancel-and-restart). Each
+complaint names the field it is about, and that field is marked. `ctrl+o` opens a file picker
 (textual-fspicker) on this machine's files for the config, or for the dataset when that
 field has the focus. (The key is always live, so the footer never changes under you.)
 """
@@ -229,8 +230,14 @@ class StartScreen(ModalScreen[StartedRun | None]):
             if err:
                 errors.append(err)
         self.query_one("#errors", Static).update(Text("\n".join(f"✗ {safe_line(str(e))}" for e in errors)))
-        self.query_one("#start", Button).disabled = bool(errors)
+        # Typing during a start re-validates: Start stays off until that start is over.
+        self.query_one("#start", Button).disabled = bool(errors) or self.starting
         return errors
+
+    @property
+    def starting(self) -> bool:
+        """A start of this form is under way (uploading, launching, or being undone)."""
+        return any(w.group == "start" and not w.is_finished for w in self.workers)
 
     @on(Input.Changed)
     @on(Select.Changed)
@@ -302,6 +309,12 @@ class StartScreen(ModalScreen[StartedRun | None]):
 
     @on(Button.Pressed, "#start")
     def action_submit(self) -> None:
+        if self.starting:
+            # Never a second launch: restarting would cancel this one, and a start
+            # cancelled after its trainer launched plus a new one are two trainers.
+            self.query_one("#errors", Static).update(
+                Text("✗ a start is already under way: wait for it, or esc to cancel it."))
+            return
         if self.revalidate() or self.engine is None:
             return
         try:
@@ -314,7 +327,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
         self.query_one("#start", Button).disabled = True
         self.launch(request)
 
-    @work(group="start", exclusive=True, exit_on_error=False)
+    @work(group="start", exit_on_error=False)  # one at a time: action_submit refuses a second
     async def launch(self, request: StartRequest) -> None:
         bar = self.query_one("#upload", ProgressBar)
         step = self.query_one("#step", Static)
