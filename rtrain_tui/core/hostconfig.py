@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+from tomlkit.items import InlineTable
+
 from rtrain_tui.core.errors import ValidationError
 from rtrain_tui.core.slurm import SlurmOptions, check_backend
 
@@ -51,10 +55,18 @@ def load(path: Path | None = None) -> HostConfig:
     """Read and check the config; raises ValidationError with what to fix."""
     path = path or default_config_path()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return HostConfig(path=path)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValidationError(f"cannot read {path}: {' '.join(str(exc).split())}; fix or move it.") from None
+    return _parse(path, text)
+
+
+def _parse(path: Path, text: str) -> HostConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ValidationError(f"cannot read {path}: {' '.join(str(exc).split())}; fix or move it.") from None
     hosts = data.get("hosts", {})
     if not isinstance(hosts, dict):
@@ -84,21 +96,34 @@ def _settings(path: Path, alias: str, table: Any) -> HostSettings:
 def mark_slurm(alias: str, path: Path | None = None) -> Path:
     """Make `alias` a Slurm login node in config.toml; returns the file written.
 
-    The new `[hosts."ALIAS"]` table is appended as text, so the user's comments and layout
-    stay as they were. A file that cannot be read, or that already has a table for this
-    host, is left untouched: the error says which line to write by hand.
+    Edited with tomlkit, which keeps the user's comments and layout, and writes into
+    whatever shape `hosts` has: `[hosts.ALIAS]` tables, or one inline table (where
+    appending a `[hosts.ALIAS]` header, as this once did, made the file invalid). A
+    table the host already has gets `backend = "slurm"`. A file that cannot be read is
+    left untouched, and so is one the edit would not leave valid.
     """
     path = path or default_config_path()
-    table = f'[hosts.{_toml_key(alias)}]\nbackend = "slurm"\n'
-    current = load(path)  # raises, naming the problem, for a file we must not touch
-    if alias in current.hosts:
-        raise ValidationError(f'{path} already has [hosts.{_toml_key(alias)}]: set '
-                              f'backend = "slurm" there by hand.')
+    load(path)  # raises, naming the problem, for a file we must not touch
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         text = ""
-    joined = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "") + table
+    try:
+        doc = tomlkit.parse(text)
+        hosts = doc.get("hosts")
+        if hosts is None:
+            hosts = doc["hosts"] = tomlkit.table(is_super_table=True)
+        entry = hosts.get(alias)
+        if entry is None:
+            entry = hosts[alias] = (tomlkit.inline_table() if isinstance(hosts, InlineTable)
+                                    else tomlkit.table())
+        entry["backend"] = "slurm"
+        joined = doc.as_string()
+    except (TOMLKitError, TypeError, ValueError) as exc:
+        raise ValidationError(f"{path}: cannot add [hosts.{_toml_key(alias)}] ({exc}); set "
+                              'backend = "slurm" there by hand.') from None
+    if _parse(path, joined).for_host(alias).backend != "slurm":
+        raise ValidationError(f'{path}: could not set backend = "slurm" for {alias!r}; set it by hand.')
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(joined, encoding="utf-8")
