@@ -434,6 +434,8 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         # stderr: scripts parse the lines below, which stay as they were.
         _err(f"{started.run_id} gets GPU(s) {started.record.gpu_ids} on {args.host} "
              "(CUDA_VISIBLE_DEVICES)")
+    if started.submit_message:
+        _err(f"{args.host} said: {started.submit_message}")  # the cluster's notice, on stderr
     job = f" (Slurm job {started.job_id})" if started.job_id else ""
     print(f"started {started.run_id} on {args.host}{job}")
     print(f"  tail: rtrain-tui tail {args.host} {started.run_id}{flags}")

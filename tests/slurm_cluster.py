@@ -9,6 +9,8 @@ Facts this follows were measured on these machines (see the project's SLURM-NOTE
   TERM→KILL step is short, `MinJobAge=300` so ended jobs stay visible to squeue.
 - every daemon and client finds the cluster by `SLURM_CONF`; the login node's sshd
   gets it with `SetEnv`.
+- `JobSubmitPlugins=lua` with a `job_submit.lua` beside slurm.conf (where slurmctld looks
+  for it) that tells every submitter a line on stderr, as many real clusters do.
 Teardown cancels the jobs first, then ends the daemons by the pids started here, then
 any leftover `slurmstepd` that carries this cluster's SLURM_CONF in its environment.
 """
@@ -35,6 +37,9 @@ MULTI_NODES = ("n1", "n2")
 # No node may be *named* like another's NodeHostname (all are `localhost`): slurmctld
 # would call that a duplicate. Hence `node0`, not `localhost`.
 NODES = ("node0", *MULTI_NODES)
+# What the cluster says to every `sbatch` on stderr, as real clusters' job_submit.lua
+# do (`slurm.log_user`): sbatch prints it as `sbatch: NOTICE`, stdout keeps the job id.
+SUBMIT_NOTICE = "rtraintest: job accepted, 12 GPU-hours left this month"
 
 
 def missing_binaries() -> list[str]:
@@ -140,6 +145,15 @@ def _configure(root: Path) -> None:
         + "".join(f"NodeName={n} Name=gpu File={root}/fakedev/gpu{GPUS + i}\n"
                   for i, n in enumerate(MULTI_NODES)))
     # Every node names its port: with several slurmd per host, slurmctld tells them apart by it.
+    (root / "job_submit.lua").write_text(f"""function slurm_job_submit(job_desc, part_list, submit_uid)
+  slurm.log_user("{SUBMIT_NOTICE}")
+  return slurm.SUCCESS
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+  return slurm.SUCCESS
+end
+""")
     multi = "".join(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={free_port()} "
                     "CPUs=4 RealMemory=1000 Gres=gpu:1 State=UNKNOWN\n" for n in MULTI_NODES)
     slurmd_port = free_port()
@@ -172,6 +186,7 @@ SchedulerParameters=batch_sched_delay=0
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
+JobSubmitPlugins=lua
 GresTypes=gpu
 {multi}NodeName=node0 NodeHostname=localhost NodeAddr=127.0.0.1 Port={slurmd_port} CPUs={NODE_CPUS} RealMemory=2000 Gres=gpu:{GPUS} State=UNKNOWN
 PartitionName=gpu Nodes=node0 Default=YES MaxTime=INFINITE State=UP

@@ -241,3 +241,24 @@ def test_bad_host_config_is_one_line_naming_the_file(tmp_path: Path, text: str, 
     with pytest.raises(ValidationError, match=message) as err:
         hostconfig.load(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("stdout", ["42", "42;rtraintest"])
+def test_submit_takes_the_job_id_from_stdout_alone_and_keeps_stderr_as_a_message(
+        tmp_path: Path, stdout: str) -> None:
+    """A stand-in `sbatch` that talks on stderr before and after the id, as clusters do."""
+    from rtrain_tui.core.slurm import submit
+
+    (tmp_path / "bin").mkdir()
+    sbatch = tmp_path / "bin" / "sbatch"
+    sbatch.write_text(f"#!/bin/sh\necho 'sbatch: notice one' >&2\necho '{stdout}'\n"
+                      "echo 'sbatch: notice two' >&2\n")
+    sbatch.chmod(0o755)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "train.token").write_text(TOKEN + "\n")
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    p = subprocess.run(["/bin/sh", "-c", submit(str(run_dir), TOKEN)], env=env,
+                       capture_output=True, text=True, timeout=20)
+    assert p.stdout.splitlines() == ["job=42", "message=sbatch: notice one sbatch: notice two "]
+    assert (run_dir / "slurm_job_id").read_text() == "42\n"

@@ -34,6 +34,7 @@ from rtrain_tui.core.errors import NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.index import utc_now as index_now
 from rtrain_tui.core.probes import PreflightReport, RunProbe
+from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.transfer import (
     Progress, RemoteEntry, fetch, list_tree, ship_dataset, upload_file,
 )
@@ -120,6 +121,9 @@ class StartedRun:
     pid: int
     record: RunRecord
     job_id: str = ""  # Slurm runs: the job, queued or running
+    # Slurm runs: what the cluster said on sbatch's stderr (a job_submit.lua notice),
+    # one line, control sequences removed; '' when it said nothing.
+    submit_message: str = ""
 
 
 def trainer_command(template: str, python: str, dataset: str | None, gpus: int) -> str:
@@ -313,7 +317,8 @@ class Engine:
                                           f"`rtrain-tui status {req.host} {run_id}` will tell more.")
                     record = replace(record, state=probes.QUEUED, updated_at=index_now(), slurm_job_id=job)
                     await asyncio.to_thread(self.index.add, record)
-                    return StartedRun(req.host, run_id, run_dir, 0, record, job_id=job)
+                    return StartedRun(req.host, run_id, run_dir, 0, record, job_id=job,
+                                      submit_message=safe_line(out.get("message", ""))[:300])
                 if not out.get("pid", "").isdigit():
                     raise RemoteError(
                         f"{req.host}: {run_id} was launched but wrote no pid within 5 s; "

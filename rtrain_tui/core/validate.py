@@ -44,6 +44,7 @@ DEFAULT_TRAINER = "{python} -m praisonai_train llm {dataset} --config {config}"
 RUN_DIR_FILES = frozenset({
     "config.yaml", "run.sh", "status", "train.pid", "train.log", "train.ident",
     "stop_requested", "stopped", "lora_model", "run.sbatch", "slurm_job_id", "submit_error",
+    "submit_message", "status_attempt",
 })
 _RUN_DIR_PREFIXES = ("launch.", ".rtrain")
 _TEMP_SUFFIXES = (".tmp", ".part")

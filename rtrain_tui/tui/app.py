@@ -560,7 +560,9 @@ class RTrainApp(HeldToasts):
             self.load_runs()
             self.refresh_runs()
             return
-        self.notify(f"started {started.run_id} on {started.host}", title="Run started")
+        said = f"\n{started.host} said: {started.submit_message}" if started.submit_message else ""
+        self.notify(f"started {started.run_id} on {started.host}{said}", title="Run started",
+                    markup=False)
         self.last_states[started.record.key] = started.record.state  # running, or queued (Slurm)
         self.run_worker(self._show_started(started.record.key), group="index-load",
                         exclusive=True, exit_on_error=False, description="read the run index")

@@ -60,7 +60,7 @@ def test_a_resent_submit_makes_one_job(hosts: SshHosts, slurm: SlurmCluster, tmp
 
     first, second = asyncio.run(go())
     assert first == second and first.startswith("job=")
-    job = first.strip().removeprefix("job=")
+    job = first.splitlines()[0].removeprefix("job=")  # then the cluster's notice
     names = slurm.client("squeue", "-h", "-t", "all", "-o", "%i %j").splitlines()
     assert [n for n in names if n.endswith("rtrain-twice")] == [f"{job} rtrain-twice"]
 
