@@ -13,6 +13,8 @@ import contextlib
 import csv
 import json
 import os
+import shlex
+import shutil
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -401,10 +403,43 @@ async def cmd_preflight(engine: Engine, args: argparse.Namespace) -> int:
     return 1
 
 
-def _run_flags(args: argparse.Namespace) -> str:
-    """What the printed `tail`/`stop` hints need to find the run again."""
-    flags = "" if args.workdir == validate.DEFAULT_WORKDIR else f" --workdir {args.workdir}"
-    return flags + (" --demo" if args.demo else "")
+def _program() -> str:
+    """This program as a command the user's shell runs again: `rtrain-tui` when that name
+    on PATH is this installation, else the way it was invoked (`/path/python -m
+    rtrain_tui`, or the script's full path), so a printed hint works as printed."""
+    python = Path(sys.executable)
+    on_path = shutil.which("rtrain-tui")
+    if on_path:
+        try:
+            with open(on_path, "rb") as script:
+                shebang = script.readline(4096)
+        except OSError:
+            shebang = b""
+        # A console script runs the interpreter its shebang names: this installation's
+        # when that interpreter sits beside ours (a venv links python, python3, python3.11).
+        if shebang.startswith(b"#!") and Path(os.fsdecode(shebang[2:].strip())).parent == python.parent:
+            return "rtrain-tui"
+    argv0 = sys.argv[0] if sys.argv else ""
+    if not argv0 or Path(argv0).name == "__main__.py":  # `python -m rtrain_tui`
+        return f"{shlex.quote(str(python))} -m rtrain_tui"
+    return shlex.quote(os.path.abspath(argv0))
+
+
+def _hint(args: argparse.Namespace, command: str, run_id: str) -> str:
+    """A command that finds this run again (`tail`, `stop`, `status`), ready to paste:
+    the program as it can be run, and the options this call was given that it needs."""
+    words = []  # the program's own options go before the command
+    if args.ssh_config is not None:
+        words += ["--ssh-config", str(args.ssh_config)]
+    if args.index is not None:
+        words += ["--index", str(args.index)]
+    words += [command, args.host, run_id]
+    if args.workdir != validate.DEFAULT_WORKDIR:
+        words += ["--workdir", args.workdir]
+    if args.demo:
+        words.append("--demo")
+    # Quoted: a `~` in --workdir must reach the host, not be expanded by the local shell.
+    return f"{_program()} {shlex.join(words)}"
 
 
 async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
@@ -429,7 +464,6 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
 
     with TerminalProgress() as progress:
         started = await engine.start(request, progress=progress.update, on_created=created)
-    flags = _run_flags(args)
     if started.record.gpu_ids:
         # stderr: scripts parse the lines below, which stay as they were.
         _err(f"{started.run_id} gets GPU(s) {started.record.gpu_ids} on {args.host} "
@@ -438,8 +472,8 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         _err(f"{args.host} said: {started.submit_message}")  # the cluster's notice, on stderr
     job = f" (Slurm job {started.job_id})" if started.job_id else ""
     print(f"started {started.run_id} on {args.host}{job}")
-    print(f"  tail: rtrain-tui tail {args.host} {started.run_id}{flags}")
-    print(f"  stop: rtrain-tui stop {args.host} {started.run_id}{flags}", flush=True)
+    print(f"  tail: {_hint(args, 'tail', started.run_id)}")
+    print(f"  stop: {_hint(args, 'stop', started.run_id)}", flush=True)
     if not args.follow:
         return 0
     return await _follow(engine, args.host, args.workdir, started.run_id, raw=args.raw)

@@ -51,11 +51,12 @@ class Cli:
     hosts: SshHosts
     index: Path
 
-    def __call__(self, *args: str, timeout: float = 60, cwd: Path | None = None) -> CliResult:
+    def __call__(self, *args: str, timeout: float = 60, cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> CliResult:
         cmd = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(self.hosts.ssh_config),
                "--index", str(self.index), *args]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           env=self.hosts.env(), cwd=cwd)
+                           env={**self.hosts.env(), **(env or {})}, cwd=cwd)
         return CliResult(p.returncode, p.stdout, p.stderr)
 
     def popen(self, *args: str) -> subprocess.Popen[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -77,20 +78,46 @@ def test_version(cli: Cli) -> None:
     assert r.rc == 0 and r.out.strip() == "rtrain-tui 0.1.0"
 
 
-def test_the_demo_host_starts_without_gpus_and_its_hints_carry_demo(cli: Cli, tmp_path: Path) -> None:
+def test_the_demo_host_starts_without_gpus_and_its_hints_work_as_printed(cli: Cli, tmp_path: Path) -> None:
+    """`rtrain-tui` is not on this PATH: the hints name the program as it was invoked, with
+    the options that find the run again (`--demo`, the ssh config and index given)."""
     quick = tmp_path / "quick.yaml"
     quick.write_text("max_steps: 4\nstep_seconds: 0.01\nsave_steps: 2\n")
-    r = cli("--demo", "start", "demo", "-c", str(quick), "--run-id", "cpu-default", timeout=120)
+    bare = {"PATH": "/usr/bin:/bin"}
+    r = cli("--demo", "start", "demo", "-c", str(quick), "--run-id", "cpu-default", timeout=120, env=bare)
     assert r.rc == 0, r.err
     lines = r.out.splitlines()
+    program = f"{shlex.quote(sys.executable)} -m rtrain_tui"
+    program += f" --ssh-config {cli.hosts.ssh_config} --index {cli.index}"
     assert lines[:3] == ["started cpu-default on demo",
-                         "  tail: rtrain-tui tail demo cpu-default --demo",
-                         "  stop: rtrain-tui stop demo cpu-default --demo"]
+                         f"  tail: {program} tail demo cpu-default --demo",
+                         f"  stop: {program} stop demo cpu-default --demo"]
     assert lines[-1] == "cpu-default on demo: completed"
-    # the printed hint works as printed
-    again = cli(*lines[1].split(": ", 1)[1].split()[1:], timeout=60)
-    assert again.rc == 0 and again.out.splitlines()[-1] == "cpu-default on demo: completed"
-    assert "Unknown child process" not in r.err + again.err
+    # the printed hint works as printed, pasted into a shell
+    again = subprocess.run(lines[1].split(": ", 1)[1], shell=True, capture_output=True, text=True,
+                           timeout=60, env={**cli.hosts.env(), **bare})
+    assert again.returncode == 0 and again.stdout.splitlines()[-1] == "cpu-default on demo: completed"
+    assert "Unknown child process" not in r.err + again.stderr
+
+
+def test_the_hints_say_rtrain_tui_when_it_is_on_path_else_how_this_program_was_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rtrain_tui.cli import _program
+
+    bin_dir = Path(sys.executable).parent  # this venv: its rtrain-tui runs this interpreter
+    assert (bin_dir / "rtrain-tui").is_file()
+    monkeypatch.setattr(sys, "argv", [str(bin_dir / "rtrain-tui")])
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    assert _program() == "rtrain-tui"
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert _program() == shlex.quote(str(bin_dir / "rtrain-tui"))  # the script's full path
+    other = tmp_path / "other env"  # another installation's rtrain-tui on PATH is not this one
+    other.mkdir()
+    (other / "rtrain-tui").write_text("#!/opt/elsewhere/bin/python3\n")
+    (other / "rtrain-tui").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other}:/usr/bin:/bin")
+    monkeypatch.setattr(sys, "argv", ["/src/rtrain_tui/__main__.py"])
+    assert _program() == f"{shlex.quote(sys.executable)} -m rtrain_tui"
 
 
 def test_closing_the_demo_host_leaves_no_stray_child_warning(

@@ -38,8 +38,9 @@ def test_start_follow_streams_to_completion_and_records_the_run(cli: Cli, tmp_pa
     lines = r.out.splitlines()
     run_id = lines[0].removeprefix("started ").removesuffix(" on gpu")
     assert lines[0] == f"started {run_id} on gpu" and run_id.startswith("run-")
-    assert lines[1] == f"  tail: rtrain-tui tail gpu {run_id} --workdir {workdir}"
-    assert lines[2] == f"  stop: rtrain-tui stop gpu {run_id} --workdir {workdir}"
+    # (the program as invoked: see test_cli_rough_edges for the whole hint)
+    assert lines[1].startswith("  tail: ") and lines[1].endswith(f" tail gpu {run_id} --workdir {workdir}")
+    assert lines[2].startswith("  stop: ") and lines[2].endswith(f" stop gpu {run_id} --workdir {workdir}")
     assert f"argv=['llm', '{data.name}', '--config', 'config.yaml']" in lines[3]
     assert "env RTRAIN_TEST_ENV=two words $HOME" in r.out
     assert "{'loss': 0.5000, 'step': 4, 'epoch': 1.00}" in r.out
@@ -141,7 +142,7 @@ def test_default_workdir_is_created_private_under_remote_home(cli: Cli, tmp_path
     config = write_config(tmp_path / "c.yaml", steps=1)
     r = cli("start", "cpu", "-c", str(config), "--gpus", "0", "--run-id", "homerun")
     assert r.rc == 0, r.err
-    assert r.out.splitlines()[1] == "  tail: rtrain-tui tail cpu homerun"
+    assert r.out.splitlines()[1].endswith(" tail cpu homerun")  # no --workdir: the default
     wd = cli.hosts.remote_homes["cpu"] / ".praisonai-train"
     assert (wd / "homerun" / "status").read_text().strip() == "0"
     assert oct(wd.stat().st_mode & 0o777) == "0o700"
