@@ -33,7 +33,7 @@ def test_start_follow_streams_to_completion_and_records_the_run(cli: Cli, tmp_pa
     data = tmp_path / "train data;$(touch PWNED) `id`.jsonl"
     data.write_text('{"text": "hello"}\n')
     r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
-            "--env", "RTRAIN_TEST_ENV=two words $HOME")
+            "--env", "STANDIN_TEST_ENV=two words $HOME")
     assert r.rc == 0, r.err
     lines = r.out.splitlines()
     run_id = lines[0].removeprefix("started ").removesuffix(" on gpu")
@@ -42,7 +42,7 @@ def test_start_follow_streams_to_completion_and_records_the_run(cli: Cli, tmp_pa
     assert lines[1].startswith("  tail: ") and lines[1].endswith(f" tail gpu {run_id} --workdir {workdir}")
     assert lines[2].startswith("  stop: ") and lines[2].endswith(f" stop gpu {run_id} --workdir {workdir}")
     assert f"argv=['llm', '{data.name}', '--config', 'config.yaml']" in lines[3]
-    assert "env RTRAIN_TEST_ENV=two words $HOME" in r.out
+    assert "env STANDIN_TEST_ENV=two words $HOME" in r.out
     assert "{'loss': 0.5000, 'step': 4, 'epoch': 1.00}" in r.out
     assert lines[-1] == f"{run_id} on gpu: completed"
     run_dir = Path(workdir) / run_id
@@ -107,6 +107,10 @@ def test_bad_workdir_env_and_missing_files_are_refused(cli: Cli, tmp_path: Path)
     assert r.err.strip() == ("rtrain-tui: refused: workdir '~/x; rm -rf /' may only contain letters, "
                              "digits and ._-/~ -- it is expanded by the remote shell.")
     assert "KEY=VALUE" in cli("start", "refused", "-c", str(config), "--env", "A;id=1").err
+    r = cli("start", "refused", "-c", str(config), "--env", "IFS=:")
+    assert r.rc == 1 and r.err == ("rtrain-tui: --env IFS is not usable: the run's wrapper on "
+                                   "the host relies on it (RTRAIN_*, RT_*, IFS and proc are "
+                                   "rtrain-tui's own); use another name.\n")
     assert "config file 'nope.yaml' does not exist" in cli("start", "refused", "-c", "nope.yaml").err
     r = cli("start", "refused", "-c", str(config), "-d", str(tmp_path / "none.jsonl"))
     assert r.rc == 1 and "dataset file" in r.err

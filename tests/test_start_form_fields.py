@@ -24,3 +24,8 @@ def test_other_fields_name_themselves() -> None:
     assert field_error("gpu", "gpus", values(gpus="two")) == "GPUs: must be a whole number, not 'two'."
     assert field_error("gpu", "config", values()).startswith("Config: choose a config file")
     assert field_error("gpu", "env", values(env="A='x")).startswith("Env: no closing quotation")
+
+
+def test_env_field_refuses_a_name_the_wrapper_relies_on() -> None:
+    assert field_error("gpu", "env", values(env="RTRAIN_RUN=abc")).startswith(
+        "Env: RTRAIN_RUN is not usable: the run's wrapper on the host relies on it")

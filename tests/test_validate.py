@@ -62,6 +62,21 @@ def test_env_pairs_need_identifier_keys() -> None:
             validate.parse_env([bad])
 
 
+@pytest.mark.parametrize("key", ["RTRAIN_RUN", "RTRAIN_OTHER", "RT_GRACE", "RT_PROC", "RT_SHELL",
+                                 "IFS", "proc"])
+def test_env_refuses_the_names_the_wrapper_relies_on_in_one_line_without_the_value(key: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        validate.parse_env([f"{key}=s3cret"])
+    assert str(err.value) == (f"--env {key} is not usable: the run's wrapper on the host relies "
+                              "on it (RTRAIN_*, RT_*, IFS and proc are rtrain-tui's own); use "
+                              "another name.")
+
+
+def test_env_names_that_only_resemble_the_wrappers_are_kept() -> None:
+    pairs = ["MY_RTRAIN_RUN=1", "RTRAIN=1", "RTX=1", "ifs=1", "PROC=1", "process=1"]
+    assert validate.parse_env(pairs) == {p.partition("=")[0]: "1" for p in pairs}
+
+
 def test_trainer_template_refuses_unknown_fields() -> None:
     assert validate.check_trainer_template("torchrun --nproc_per_node {gpus} t.py {config}")
     with pytest.raises(ValidationError, match="unknown: cfg"):

@@ -29,6 +29,13 @@ RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # character set is what makes that safe.
 WORKDIR_RE = re.compile(r"~?[A-Za-z0-9._/-]*")
 ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Names the run's wrapper (remote_sh.wrapper, slurm.batch_script) still reads after it
+# exports the user's --env: RTRAIN_RUN is the marker that finds a run's escaped workers
+# at stop time, RT_GRACE/RT_PROC/RT_SHELL steer its liveness helpers, IFS splits the pid
+# lists they build and `proc` is their /proc. Set by the user, stop could miss processes
+# or the wrapper could die before writing `status`.
+_WRAPPER_PREFIXES = ("RTRAIN_", "RT_")
+_WRAPPER_NAMES = frozenset({"IFS", "proc"})
 # A leading `~/` is left for the remote shell to expand (see template.python_word).
 PYTHON_RE = re.compile(r"(?:~/)?[A-Za-z0-9._/+-][A-Za-z0-9._/+~-]*")
 # A name asyncssh may resolve: labels of letters, digits, `-`, `_`; or an IPv6 literal.
@@ -145,6 +152,11 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
             raise ValidationError(
                 f"--env {pair!r} is not usable: write KEY=VALUE with KEY made of letters, "
                 "digits and underscores, not starting with a digit."
+            )
+        if key.startswith(_WRAPPER_PREFIXES) or key in _WRAPPER_NAMES:
+            raise ValidationError(
+                f"--env {key} is not usable: the run's wrapper on the host relies on it "
+                "(RTRAIN_*, RT_*, IFS and proc are rtrain-tui's own); use another name."
             )
         if "\0" in value:
             raise ValidationError(

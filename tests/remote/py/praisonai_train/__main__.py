@@ -60,7 +60,7 @@ def main():
         for line in HOSTILE:
             sys.stdout.write("hostile: " + line + "\n")
         sys.stdout.flush()
-    print(f"env RTRAIN_TEST_ENV={os.environ.get('RTRAIN_TEST_ENV', '')}", flush=True)
+    print(f"env STANDIN_TEST_ENV={os.environ.get('STANDIN_TEST_ENV', '')}", flush=True)
     print(f"env CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')} "
           f"CUDA_DEVICE_ORDER={os.environ.get('CUDA_DEVICE_ORDER', '<unset>')}", flush=True)
     if cfg.get("ignore_term") == "true":
