@@ -132,6 +132,36 @@ def test_j_k_home_end_move_the_log(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
+def test_end_resumes_following_however_it_was_paused(tmp_path: Path) -> None:
+    """`end` follows again, as the README and help say, also when the view is already at
+    the end (paused with F) and after a search (which pauses to show its match)."""
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = await _pane_with_lines(app, pilot)
+            log = pane.log_widget
+            log.focus()
+            await pilot.press("F")  # paused where it is: at the end
+            await pilot.pause()
+            assert not pane.follow
+            await pilot.press("end")
+            await pilot.pause()
+            assert pane.follow and "follow on (F)" in screen_text(app)
+            await pilot.press("slash", *"loss 10", "enter")
+            await pilot.pause()
+            assert not pane.follow and pane.match_line is not None
+            log.focus()
+            await pilot.press("end")
+            await pilot.pause()
+            assert pane.follow and log.scroll_y == log.max_scroll_y
+            pane.add_lines(["one more"])
+            pane._flush()
+            await pilot.pause()
+            assert pane.new_lines == 0 and log.scroll_y == log.max_scroll_y
+
+    asyncio.run(go())
+
+
 def test_one_line_is_not_one_lines(tmp_path: Path) -> None:
     async def go() -> None:
         app = make_scene_app(tmp_path)

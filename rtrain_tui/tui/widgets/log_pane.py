@@ -190,6 +190,10 @@ class LogPane(Vertical):
         self.new_lines = 0
         self._render_status()
 
+    def on_search_log_end_pressed(self, event: SearchLog.EndPressed) -> None:
+        event.stop()
+        self.action_jump_end()  # `end` follows again, like G, however following was paused
+
     def action_scroll_lines(self, delta: int) -> None:
         log = self.log_widget
         log.scroll_to(y=log.scroll_y + delta, animate=False, immediate=True)

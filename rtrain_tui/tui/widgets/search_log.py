@@ -13,6 +13,7 @@ from collections.abc import Callable
 from rich.highlighter import Highlighter
 from rich.style import Style
 from rich.text import Text
+from textual.message import Message
 from textual.strip import Strip
 from textual.widgets import Log
 
@@ -38,6 +39,9 @@ class NeedleHighlighter(Highlighter):
 class SearchLog(Log):
     """A Log with `show_search(needle, line)`; `line` indexes `lines` (None: no current)."""
 
+    class EndPressed(Message):
+        """`end` was pressed: the reader wants the end, and to follow from there."""
+
     def __init__(self, **kwargs: object) -> None:
         super().__init__(highlight=True, **kwargs)  # type: ignore[arg-type]
         self.needle_highlighter = NeedleHighlighter()
@@ -53,6 +57,12 @@ class SearchLog(Log):
         self.current_line = line
         self.notify_style_update()  # drops the rendered-line cache: the needle changed
         self.refresh()
+
+    def action_scroll_end(self) -> None:
+        # Said before scrolling: a view already at the end does not scroll, and a log
+        # shorter than its view refuses to (SkipAction), yet both mean "follow again".
+        self.post_message(self.EndPressed())
+        super().action_scroll_end()
 
     def on_resize(self) -> None:
         if self.keep_at_end():
