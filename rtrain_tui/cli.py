@@ -625,9 +625,13 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
         code = await _discover(engine, args.discover)
         if code:
             return code
+    report = engine.index.load_report()
+    for problem in report.problems:  # every mode: `--json` keeps stdout for the runs alone
+        _err(f"warning: {problem}")
     if args.refresh:
-        await engine.refresh()
-    runs = engine.index.load()
+        await engine.refresh(report.records)
+        report = engine.index.load_report()
+    runs = report.records
     if args.json:
         print(json.dumps([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
@@ -636,6 +640,10 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
              "backend": r.backend or "direct", "slurm_job_id": r.slurm_job_id or None}
             for r in runs
         ], indent=2))
+        return 0
+    if not runs and report.problems:
+        _err(f"no usable runs: the index holds {len(report.problems)} that were skipped (above); "
+             f"fix or remove them in {engine.index.path}.")
         return 0
     if not runs:
         print("no runs yet; start one with: rtrain-tui start HOST -c CONFIG -d DATASET "

@@ -265,3 +265,33 @@ def test_later_commands_find_the_workdir_start_recorded(cli: Cli, tmp_path: Path
     # a run the index does not know is looked for in the default workdir
     r = cli("status", "gpu", "never-started")
     assert r.rc == 1 and r.err.startswith("rtrain-tui: no run never-started on gpu")
+
+
+def test_runs_names_each_skipped_record_on_stderr_and_refreshes_the_rest(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """A token that is text but not a token (it names a lock file) crashed every refresh;
+    `runs` named no skipped record, and said "no runs yet" when all were skipped."""
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "good").rc == 0
+    bad = ('\n[[runs]]\nhost = "gpu"\nrun_id = "dots"\nworkdir = "~/w"\nstate = "starting"\n'
+           'token = "../../../tmp/x"\n'
+           '\n[[runs]]\nhost = "gpu"\nrun_id = "num"\nworkdir = "~/w"\ntoken = 5\n'
+           '\n[[runs]]\nhost = "gpu"\nrun_id = "bird"\nworkdir = "~/w"\nbackend = "pigeon"\n')
+    with cli.index.open("a") as f:
+        f.write(bad)
+    for args in (("runs", "--refresh"), ("runs", "--refresh", "--json"), ("runs", "--json"), ("runs",)):
+        r = cli(*args)
+        assert r.rc == 0, (args, r.err)
+        warned = r.err.splitlines()
+        assert len(warned) == 3, (args, r.err)
+        for line, (n, name, what) in zip(warned, [(2, "dots", "token"), (3, "num", "token"),
+                                                  (4, "bird", "backend")]):
+            assert f"run #{n} ('gpu'/'{name}')" in line and what in line, line
+        if "--json" in args:
+            assert [(x["run_id"], x["state"]) for x in json.loads(r.out)] == [("good", "completed")]
+        else:
+            assert "good" in r.out and "completed" in r.out
+    cli.index.write_text(bad)
+    r = cli("runs")
+    assert r.rc == 0 and "no runs yet" not in r.out + r.err
+    assert "no usable runs" in r.err and len(r.err.splitlines()) == 4

@@ -37,11 +37,12 @@ from typing import Any
 
 import tomli_w
 
-from rtrain_tui.core import validate
+from rtrain_tui.core import remote_sh, validate
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, ValidationError
 
 RunKey = tuple[str, str, str]  # (host, workdir, run_id)
 StateUpdate = tuple[str, bool, str]  # (state, stale, updated_at)
+BACKENDS = ("direct", "slurm")  # slurm.BACKENDS; kept here too, as slurm.py sits above the index
 LOCK_TIMEOUT = 10.0  # seconds a write waits for the lock: 20 starts at once on a busy 2-core box need ~5
 
 
@@ -81,7 +82,8 @@ class RunRecord:
     gpus: int = 1
     token: str = ""  # the run's marker on the host (train.token), set by start
     gpu_ids: str = ""  # the CUDA_VISIBLE_DEVICES start chose (`0,3`); "" when it chose none
-    backend: str = ""  # how it was launched: "" (direct: a box) or "slurm"
+    backend: str = ""  # how it was launched: "direct" (a box) or "slurm"; "" (older
+    # versions wrote it for box runs) means direct
     slurm_job_id: str = ""  # Slurm runs: the job id sbatch gave
 
     @property
@@ -411,6 +413,13 @@ def _record_problems(table: dict[str, Any]) -> list[str]:
             check(table[name])
         except ValidationError:
             bad.append(f"{name} {table[name]!r} is not usable")
+    if table.get("token"):
+        try:
+            remote_sh.check_token(table["token"])  # it names a lock file and reaches scripts
+        except ValueError:
+            bad.append(f"token {table['token'][:40]!r} is not usable (lowercase hex expected)")
+    if table.get("backend", "") not in ("", *BACKENDS):
+        bad.append(f"backend {table['backend'][:40]!r} is not one of {', '.join(BACKENDS)}")
     return bad
 
 
