@@ -127,6 +127,29 @@ def test_stale_part_files_are_cleaned_by_the_next_start(cli: Cli, tmp_path: Path
     assert not old.exists() and fresh.exists()
 
 
+def test_the_stale_upload_cleanup_spares_a_users_part_files_in_run_directories(
+    cli: Cli, tmp_path: Path, workdir: str,
+) -> None:
+    earlier = Path(workdir) / "earlier"
+    (earlier / "sub").mkdir(parents=True)
+    (Path(workdir) / ".datasets").mkdir()
+    users = [earlier / "ckpt.part", earlier / "sub" / "shard.part", earlier / ".up-x.part",
+             Path(workdir) / "notes.part"]
+    ours = [earlier / "config.yaml.part", earlier / "run.sh.part",
+            Path(workdir) / ".datasets" / ".up-0123456789abcdef.part"]
+    two_days_ago = time.time() - 2 * 86400
+    for path in users + ours:
+        path.write_bytes(b"z" * 100)
+        os.utime(path, (two_days_ago, two_days_ago))
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = dataset(tmp_path / "d.jsonl", 1000)
+    r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+            "--run-id", "next", "--no-follow")
+    assert r.rc == 0, r.err
+    assert [p for p in users if not p.exists()] == []
+    assert [p for p in ours if p.exists()] == []
+
+
 def test_a_killed_upload_leaves_no_part_and_the_dataset_is_not_trusted(
     cli: Cli, tmp_path: Path, workdir: str,
 ) -> None:

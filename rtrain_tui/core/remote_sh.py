@@ -739,13 +739,16 @@ def upload_prepare(cache_dir: str, size: int) -> str:
     Prints `free_kb=N` and one `same=<name>` per stored dataset of exactly `size` bytes
     (only those can be this dataset, so only then is it worth hashing locally first).
     Temporary files older than a day are left by killed uploads: nothing trusts them,
-    and they must not fill the disk.
+    and they must not fill the disk. Only our own are removed, by their exact names: the
+    store's `.up-*.part` (TRANSFER_PY's recv) and a run dir's `config.yaml.part` and
+    `run.sh.part` (SFTP uploads); a trainer's or user's `*.part` in a run dir is theirs.
     """
     d = shlex.quote(cache_dir)
     return f"""d={d}
 mkdir -p -m 700 "$d" || exit 1
-find "$d" "$d/.." -maxdepth 2 -type f \\( -path "$d/*.part" -o -name config.yaml.part \\
-  -o -name run.sh.part \\) -mmin +1440 -exec rm -f {{}} + 2>/dev/null
+find "$d" -maxdepth 1 -type f -name '.up-*.part' -mmin +1440 -exec rm -f {{}} + 2>/dev/null
+find "$d/.." -mindepth 2 -maxdepth 2 -type f \\( -name config.yaml.part -o -name run.sh.part \\) \\
+  -mmin +1440 -exec rm -f {{}} + 2>/dev/null
 echo "free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {{print $4}}')"
 find "$d" -maxdepth 1 -type f ! -name '*.part' -size {int(size)}c 2>/dev/null | sed 's|.*/|same=|'
 """
