@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 
-_LOSS = re.compile(r"""['"]?(?:train_)?loss['"]?\s*[:=]\s*([0-9.eE+-]+)""")
+# A whole number only (`--`, `.`, `1.2.3` are not one): float() must never fail on a
+# match, or one odd line raises on every refresh and freezes a host's rows.
+_LOSS = re.compile(r"""['"]?(?:train_)?loss['"]?\s*[:=]\s*['"]?"""
+                   r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)")
 _STEP = re.compile(r"""['"]?(?:global_)?step['"]?\s*[:=]\s*(\d+)""")
 _BAR = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
 

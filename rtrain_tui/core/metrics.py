@@ -62,7 +62,7 @@ _KV = re.compile(
     r"(?<![\w.])(step|global_step|loss|train_loss|eval_loss|val_loss|lr|learning_rate|grad_norm)"
     r"\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 # HF Trainer: `Total optimization steps = 3,000`; Unsloth's banner: `Total steps = 60`.
-_TOTAL = re.compile(r"Total (?:optimization )?steps\s*=\s*([\d,]+)")
+_TOTAL = re.compile(r"Total (?:optimization )?steps\s*=\s*(\d[\d,]*)")
 # Descriptions a training bar may carry (Lightning: `Epoch 3:`); others are data bars.
 _TRAIN_DESC = re.compile(r"^(?:train(?:ing)?|epoch\b.*|steps?)$", re.IGNORECASE)
 _STEP_UNITS = ("it/s", "s/it")
@@ -188,7 +188,9 @@ class MetricsParser:
             elif "Total" in line and (m := _TOTAL.search(line)):
                 if bars:
                     bars = self._newest_bar(bars)
-                self._header_total = int(m.group(1).replace(",", ""))
+                total = int(m.group(1).replace(",", ""))
+                if 0 < total <= MAX_STEP:  # `= 0` or 30 digits: not a run's length
+                    self._header_total = total
         if bars:
             self._newest_bar(bars)
         self._peek_pending()

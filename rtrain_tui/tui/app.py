@@ -374,6 +374,11 @@ class RTrainApp(HeldToasts):
                 out[r.key] = cell
             except (RemoteError, OSError):
                 continue
+            except Exception as exc:  # noqa: BLE001
+                # The parsers never raise on log text (tests/test_props_log_parsers.py);
+                # should one still, it costs this run's cell, never the host's refresh
+                # (the states of every other run on it), and it says so.
+                out[r.key] = f"progress unreadable: {type(exc).__name__}"
         return out
 
     async def _find_reason(self, record: RunRecord) -> None:

@@ -4,7 +4,8 @@ It checks the argv shape the real trainer demands, then behaves as config.yaml s
 (flat `key: value` lines): `steps`, `step_seconds`, `exit_code`, `ignore_term` (keep
 running after SIGTERM), `children` (spawn that many sleeping children in its group),
 `progress_bar` (write \\r-style progress), `bad_utf8` (write an invalid byte),
-`hostile_escapes` (write terminal escapes a hostile trainer could print: see HOSTILE).
+`hostile_escapes` (write terminal escapes a hostile trainer could print: see HOSTILE),
+`say` (print that text as one line before the steps).
 It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
 """
 
@@ -63,6 +64,8 @@ def main():
     print(f"env STANDIN_TEST_ENV={os.environ.get('STANDIN_TEST_ENV', '')}", flush=True)
     print(f"env CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')} "
           f"CUDA_DEVICE_ORDER={os.environ.get('CUDA_DEVICE_ORDER', '<unset>')}", flush=True)
+    if "say" in cfg:
+        print(cfg["say"], flush=True)
     if cfg.get("ignore_term") == "true":
         signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(int(cfg.get("children", 0)))]
