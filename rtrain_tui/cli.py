@@ -363,6 +363,11 @@ def _host_problem(args: argparse.Namespace, ssh_config: Path) -> str:
     return ""
 
 
+def _demo_needs_flag(args: argparse.Namespace) -> bool:
+    """The built-in demo host is not served (no --demo) and no ssh config host is `demo`."""
+    return not args.demo and "demo" not in list_hosts(args.ssh_config or default_ssh_config())
+
+
 def _recorded_workdir(index: RunIndex, args: argparse.Namespace) -> str:
     """`tail/status/fetch/stop HOST RUN` find the run where `start` put it."""
     run_id = getattr(args, "run_id", None)
@@ -593,7 +598,7 @@ async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _discover(engine: Engine, host: str) -> int:
+async def _discover(engine: Engine, host: str, args: argparse.Namespace) -> int:
     """Add the runs found on one host or all; 1 when there is no host to look at.
 
     A named host that cannot be reached is an error (raised); with every host, one that
@@ -604,6 +609,9 @@ async def _discover(engine: Engine, host: str) -> int:
         if not hosts:
             _err("no hosts in the run index yet; name one: rtrain-tui runs --discover HOST")
             return 1
+        if "demo" in hosts and _demo_needs_flag(args):
+            hosts.remove("demo")  # as with --refresh: not served, so not looked at
+            _err("the demo host was not looked at: add --demo (rtrain-tui --demo runs --discover).")
     else:
         hosts = [host]  # the engine checks the name before it connects
     for name in hosts:
@@ -622,14 +630,23 @@ async def _discover(engine: Engine, host: str) -> int:
 
 async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
     if args.discover is not None:
-        code = await _discover(engine, args.discover)
+        code = await _discover(engine, args.discover, args)
         if code:
             return code
     report = engine.index.load_report()
     for problem in report.problems:  # every mode: `--json` keeps stdout for the runs alone
         _err(f"warning: {problem}")
     if args.refresh:
-        await engine.refresh(report.records)
+        records = report.records
+        if _demo_needs_flag(args):
+            # Without --demo the demo host is not served: probing it would go to DNS and
+            # mark every demo run stale. Say what to add instead.
+            records = [r for r in records if r.host != "demo"]
+            left = len(report.records) - len(records)
+            if left:
+                _err(f"{left} run{'' if left == 1 else 's'} on the demo host not refreshed: "
+                     "add --demo (rtrain-tui --demo runs --refresh).")
+        await engine.refresh(records)
         report = engine.index.load_report()
     runs = report.records
     if args.json:

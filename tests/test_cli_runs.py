@@ -295,3 +295,26 @@ def test_runs_names_each_skipped_record_on_stderr_and_refreshes_the_rest(
     r = cli("runs")
     assert r.rc == 0 and "no runs yet" not in r.out + r.err
     assert "no usable runs" in r.err and len(r.err.splitlines()) == 4
+
+
+def test_runs_refresh_without_demo_says_to_add_it_and_leaves_demo_runs_alone(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """Without --demo, `demo` went to DNS and every demo run turned stale."""
+    from rtrain_tui.core.index import RunIndex, RunRecord
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "box").rc == 0
+    RunIndex(cli.index).add(RunRecord(host="demo", run_id="demo-run", workdir="~/.praisonai-train",
+                                      state="running"))
+    r = cli("runs", "--refresh", "--json")
+    assert r.rc == 0, r.err
+    assert r.err.strip() == ("rtrain-tui: 1 run on the demo host not refreshed: add --demo "
+                             "(rtrain-tui --demo runs --refresh).")
+    states = {x["run_id"]: (x["state"], x["stale"]) for x in json.loads(r.out)}
+    assert states == {"box": ("completed", False), "demo-run": ("running", False)}
+    r = cli("runs", "--discover")
+    assert r.rc == 0 and "add --demo" in r.err and "cannot reach" not in r.err, r.err
+    # With --demo it is served and refreshed (this run is not on it: unknown, not stale).
+    r = cli("--demo", "runs", "--refresh", "--json")
+    assert r.rc == 0 and r.err == "", r.err
+    states = {x["run_id"]: (x["state"], x["stale"]) for x in json.loads(r.out)}
+    assert states == {"box": ("completed", False), "demo-run": ("unknown", False)}
