@@ -101,6 +101,17 @@ def test_status_json_names_a_missing_module_and_the_pip_command(cli: Cli, tmp_pa
     assert got["reason"] == "missing Python module peft: pip install peft on gpu"
 
 
+def test_python_dash_m_of_a_module_the_host_lacks_names_the_pip_command(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """The trainer's own module missing on the host (issue 15 item 28)."""
+    config = write_config(tmp_path / "nomod.yaml")
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "nomod",
+            "--trainer", "{python} -m no_such_trainer llm --config {config}")
+    assert r.rc == 1
+    got = json.loads(cli("status", "gpu", "nomod", "--workdir", workdir, "--json").out)
+    assert got["reason"] == "missing Python module no_such_trainer: pip install no_such_trainer on gpu"
+
+
 def test_a_completed_run_has_no_reason(cli: Cli, tmp_path: Path, workdir: str) -> None:
     start_hf(cli, tmp_path, workdir, "fine", steps=2)
     got = json.loads(cli("status", "gpu", "fine", "--workdir", workdir, "--json").out)

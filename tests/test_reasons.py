@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from rtrain_tui.core.reasons import why_it_ended
@@ -76,6 +79,16 @@ def test_missing_module_names_it_and_the_pip_command() -> None:
         "missing Python module yaml: pip install pyyaml on gpu"
     assert reason(["ModuleNotFoundError: No module named 'flash_attn.flash_attn_interface'"]).endswith(
         "pip install flash-attn on gpu")
+
+
+def test_python_dash_m_of_a_missing_module_names_the_pip_command() -> None:
+    """What the real interpreter prints for `python -m MODULE` (issue 15 item 28)."""
+    said = subprocess.run([sys.executable, "-m", "no_such_trainer_mod", "llm"],
+                          capture_output=True, text=True).stderr.splitlines()
+    assert said[-1].endswith(": No module named no_such_trainer_mod")
+    assert reason(said) == "missing Python module no_such_trainer_mod: pip install no_such_trainer_mod on gpu"
+    said = subprocess.run([sys.executable, "-m", "yaml_nope.sub"], capture_output=True, text=True).stderr
+    assert reason(said.splitlines()) == "missing Python module yaml_nope: pip install yaml_nope on gpu"
 
 
 def test_dataset_config_and_model_not_found() -> None:

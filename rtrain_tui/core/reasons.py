@@ -27,6 +27,9 @@ _NCCL_TIMEOUT = re.compile(r"collective operation timeout: WorkNCCL\(.*?OpType=(
 _NCCL_ERROR = re.compile(r"NCCL (?:error|Error)(?: in: \S+,)?\s*([^(\n]*)")
 _NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]")
 _MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+# `python -m MODULE` itself: `/usr/bin/python3: No module named praisonai_train` (runpy
+# prints it without an exception name, and without quotes).
+_RUN_MODULE = re.compile(r"^\S+: No module named ([\w.]+)\s*$", re.MULTILINE)
 _IMPORT_NAME = re.compile(r"ImportError: cannot import name '(\w+)' from '([\w.]+)'")
 # `FileNotFoundError: [Errno 2] No such file or directory: 'data/train.jsonl'`
 _NO_FILE = re.compile(r"FileNotFoundError: (?:\[Errno 2\] No such file or directory: '([^']+)'|(.+))")
@@ -73,7 +76,7 @@ def _from_log(lines: list[str], host: str) -> str:
         return f"NCCL error: {detail}" if detail else "NCCL error"
     if _NO_SPACE.search(text):
         return f"no space left on device on {host}" if host else "no space left on device"
-    if m := _MODULE.search(text):
+    if m := _MODULE.search(text) or _RUN_MODULE.search(text):
         where = f" on {host}" if host else " on the host"
         return f"missing Python module {m.group(1)}: pip install {_pip_name(m.group(1))}{where}"
     if m := _IMPORT_NAME.search(text):
