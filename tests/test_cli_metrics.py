@@ -7,6 +7,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from rtrain_tui.core.metrics import MetricsParser
 from tests.conftest import Cli, write_config
 
@@ -110,6 +112,19 @@ def test_python_dash_m_of_a_module_the_host_lacks_names_the_pip_command(
     assert r.rc == 1
     got = json.loads(cli("status", "gpu", "nomod", "--workdir", workdir, "--json").out)
     assert got["reason"] == "missing Python module no_such_trainer: pip install no_such_trainer on gpu"
+
+
+@pytest.mark.parametrize("crash,why", [
+    ("torchrun_index", "[rank1]: IndexError: list index out of range"),  # issue 15 item 31
+    ("torchrun_sigkill", "[rank1]: killed by SIGKILL, most likely the kernel's OOM killer"),
+    ("glued_traceback", "ValueError: Asking to pad but the tokenizer does not have a padding token."),  # item 33
+])
+def test_status_json_gives_the_real_reason_under_torchrun_and_before_the_first_line(
+        cli: Cli, tmp_path: Path, workdir: str, crash: str, why: str) -> None:
+    config = write_config(tmp_path / f"{crash}.yaml", crash=crash)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", crash).rc == 1
+    got = json.loads(cli("status", "gpu", crash, "--workdir", workdir, "--json").out)
+    assert got["reason"].startswith(why)
 
 
 def test_a_completed_run_has_no_reason(cli: Cli, tmp_path: Path, workdir: str) -> None:

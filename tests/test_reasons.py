@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +129,39 @@ def test_host_text_in_a_reason_is_made_inert() -> None:
     got = reason([TB, "ValueError: bad \x1b]0;PWNED\x07 title \x1b[2J"])
     assert "\x1b" not in got and "\x07" not in got
     assert len(reason([TB, "ValueError: " + "x" * 5000])) <= 200
+
+
+def _stand_in_crashes() -> dict[str, tuple[int, list[str]]]:
+    """The stand-in trainer's real-world failure texts (tests/remote/py/praisonai_train)."""
+    path = Path(__file__).parent / "remote" / "py" / "praisonai_train" / "hf_style.py"
+    spec = importlib.util.spec_from_file_location("hf_style_crashes", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CRASHES
+
+
+def _log_lines(text_lines: list[str]) -> list[str]:
+    """As the log reader splits them: `\\r` ends a line too."""
+    return "\n".join(text_lines).replace("\r", "\n").split("\n")
+
+
+def test_torchrun_failure_names_the_failing_ranks_exception() -> None:
+    """Issue 15 item 31: never the launcher's `ChildFailedError:` line."""
+    lines = _log_lines(_stand_in_crashes()["torchrun_index"][1])
+    assert reason(lines) == "[rank1]: IndexError: list index out of range"
+    # An older torch does not prefix the workers' lines with their rank.
+    unprefixed = [re.sub(r"^\[rank\d\]: ", "", line) for line in lines]
+    assert reason(unprefixed) == "[rank1]: IndexError: list index out of range"
+
+
+def test_torchrun_worker_killed_by_sigkill_is_the_oom_killer() -> None:
+    lines = _log_lines(_stand_in_crashes()["torchrun_sigkill"][1])
+    assert reason(lines) == ("[rank1]: killed by SIGKILL, most likely the kernel's OOM killer "
+                             "(the host ran out of memory)")
+
+
+def test_a_traceback_glued_to_a_progress_bar_still_gives_its_reason() -> None:
+    """Issue 15 item 33: raised before the first log line, after tqdm's first redraw."""
+    lines = _log_lines(_stand_in_crashes()["glued_traceback"][1])
+    assert reason(lines).startswith("ValueError: Asking to pad but the tokenizer does not have a padding token.")

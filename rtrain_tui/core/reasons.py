@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import signal
 
+from rtrain_tui.core.metrics import TQDM_BAR
 from rtrain_tui.core.sanitize import safe_line
 
 MAX_REASON = 200  # characters: a table cell and a toast, not a log
@@ -37,6 +38,18 @@ _NO_FILE = re.compile(r"FileNotFoundError: (?:\[Errno 2\] No such file or direct
 _NO_DATASET = re.compile(r"DatasetNotFoundError: Dataset '([^']+)' doesn't exist")
 # transformers: `OSError: org/name is not a local folder and is not a valid model identifier ...`
 _NO_MODEL = re.compile(r"OSError: (\S+) is not a local folder and is not a valid model identifier")
+# torchrun (torch.distributed.elastic) prefixes each worker's lines with its rank, and
+# ends with a summary whose root cause names the failing rank and its exit code:
+#   Root Cause (first observed failure):
+#   [0]:
+#     rank      : 1 (local_rank: 1)
+#     exitcode  : -9 (pid: 208585)
+_RANK_PREFIX = re.compile(r"^\[(?:default)?rank(\d+)\]:\s?")
+_ROOT_CAUSE = "Root Cause (first observed failure):"
+_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+_LAUNCHER_ERROR = "ChildFailedError"  # torchrun's own wrapper exception: never the reason
+_TRACEBACK = "Traceback (most recent call last)"
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b[^:]*):?\s?(.*)$")
 
 # Import name → pip name, where they differ (the ones fine-tuning stacks hit).
@@ -91,16 +104,61 @@ def _from_log(lines: list[str], host: str) -> str:
     return ""
 
 
+def _unglued(line: str) -> str:
+    """The line without a tqdm bar in front: a traceback written to stderr before the
+    first newline lands glued to the end of the bar's last redraw."""
+    if "%|" in line and (m := TQDM_BAR.match(line)):
+        return line[m.end():]
+    return line
+
+
 def _last_traceback_line(lines: list[str]) -> str:
-    """The exception line that ends the last `Traceback (most recent call last):`."""
-    start = max((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")),
-                default=None)
+    """The exception line that ends the last `Traceback (most recent call last):`,
+    skipping torchrun's own (it only says that a worker failed)."""
+    starts = [i for i, line in enumerate(lines) if _TRACEBACK in line]
+    for start in reversed(starts):
+        for line in lines[start + 1:]:
+            line = _unglued(line)
+            if line[:1] not in (" ", "\t", "") and _EXCEPTION_LINE.match(line):
+                if _LAUNCHER_ERROR not in line.split(":")[0]:
+                    return line.strip()
+                break
+    return ""
+
+
+def _torchrun_reason(lines: list[str]) -> str:
+    """The failing rank's own reason from torchrun's summary, or ''.
+
+    A negative exit code is a signal (`-9`: SIGKILL, most likely the OOM killer); else
+    the last exception of that rank's traceback, read from its `[rankN]:` lines (or, from
+    an older torch that does not prefix them, the last traceback that is not the
+    launcher's)."""
+    start = max((i for i, line in enumerate(lines) if _ROOT_CAUSE in line), default=None)
     if start is None:
         return ""
-    for line in lines[start + 1:]:
-        if line[:1] not in (" ", "\t", "") and _EXCEPTION_LINE.match(line):
-            return line.strip()
-    return ""
+    rank = code = None
+    for line in lines[start + 1:start + 12]:
+        if rank is None and (m := _SUMMARY_RANK.match(line)):
+            rank = m.group(1)
+        elif code is None and (m := _SUMMARY_EXIT.match(line)):
+            code = int(m.group(1))
+    if rank is None or code is None:
+        return ""
+    if code < 0:
+        return f"[rank{rank}]: " + _killed_by(-code)
+    own = [_RANK_PREFIX.sub("", line) for line in lines
+           if (m := _RANK_PREFIX.match(line)) and m.group(1) == rank]
+    exception = _last_traceback_line(own) or _last_traceback_line(
+        [line for line in lines if not _RANK_PREFIX.match(line)])
+    return f"[rank{rank}]: {exception}" if exception else ""
+
+
+def _killed_by(number: int) -> str:
+    """What a signal from outside says: SIGKILL is most often the kernel's OOM killer."""
+    if number == signal.SIGKILL:
+        return ("killed by SIGKILL, most likely the kernel's OOM killer (the host ran "
+                "out of memory)")
+    return f"terminated by {_signal_name(number)} from outside rtrain-tui"
 
 
 def why_it_ended(state: str, exit_code: int | None, stop_requested: bool,
@@ -115,12 +173,9 @@ def why_it_ended(state: str, exit_code: int | None, stop_requested: bool,
     lines = [safe_line(line) for line in log_tail]  # host text: no escapes in a reason
     reason = _from_log(lines, host)
     if not reason and exit_code is not None and exit_code > 128 and not stop_requested:
-        number = exit_code - 128
-        if number == signal.SIGKILL:
-            reason = ("killed by SIGKILL, most likely the kernel's OOM killer (the host ran "
-                      "out of memory)")
-        else:
-            reason = f"terminated by {_signal_name(number)} from outside rtrain-tui"
+        reason = _killed_by(exit_code - 128)
+    if not reason:
+        reason = _torchrun_reason(lines)
     if not reason:
         reason = _last_traceback_line(lines)
     if not reason and state == "lost":

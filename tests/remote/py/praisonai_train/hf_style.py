@@ -7,11 +7,57 @@ dict every `eval_steps`, a "Writing model shards" bar and the final `train_runti
 
 `crash: NAME` ends the run the way a real one dies, with the real wording (copied from
 PyTorch, NCCL and Python) and exit code: cuda_oom, module, nccl_timeout, no_space,
-dataset_missing, traceback.
+dataset_missing, traceback, glued_traceback, torchrun_index, torchrun_sigkill.
 """
 
 import sys
 import time
+
+
+
+def _torchrun_end(exitcode, traceback):
+    """What torchrun prints after worker rank 1 (pid 140261) ended with `exitcode`: its
+    log lines, its own traceback, and torch.distributed.elastic's error summary."""
+    site = "/opt/venv/lib/python3.11/site-packages/torch/distributed"
+    return [
+        "W1201 21:03:15.102000 140201 torch/distributed/elastic/multiprocessing/api.py:858] "
+        "Sending process 140260 closing signal SIGTERM",
+        "E1201 21:03:15.267000 140201 torch/distributed/elastic/multiprocessing/api.py:833] "
+        f"failed (exitcode: {exitcode}) local_rank: 1 (pid: 140261) of binary: /opt/venv/bin/python3",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        "             ^^^^^^",
+        f'  File "{site}/elastic/multiprocessing/errors/__init__.py", line 348, in wrapper',
+        "    return f(*args, **kwargs)",
+        "           ^^^^^^^^^^^^^^^^^^",
+        f'  File "{site}/run.py", line 901, in main',
+        "    run(args)",
+        f'  File "{site}/run.py", line 892, in run',
+        "    elastic_launch(",
+        f'  File "{site}/launcher/api.py", line 133, in __call__',
+        "    return launch_agent(self._config, self._entrypoint, list(args))",
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        f'  File "{site}/launcher/api.py", line 264, in launch_agent',
+        "    raise ChildFailedError(",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026-12-01_21:03:15",
+        "  host      : gpu-box",
+        "  rank      : 1 (local_rank: 1)",
+        f"  exitcode  : {exitcode} (pid: 140261)",
+        "  error_file: <N/A>",
+        f"  traceback : {traceback}",
+        "============================================================",
+    ]
+
 
 CRASHES = {
     "cuda_oom": (1, [
@@ -34,6 +80,45 @@ CRASHES = {
         '  File "/opt/venv/lib/python3.11/site-packages/praisonai_train/llm.py", line 12, in <module>',
         "    from peft import LoraConfig",
         "ModuleNotFoundError: No module named 'peft'",
+    ]),
+    # Raised at the first batch, before any log line: the traceback goes to stderr right
+    # after tqdm's first redraw, so it starts on the bar's line.
+    "glued_traceback": (1, [
+        "\r  0%|          | 0/1000 [00:00<?, ?it/s]Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2241, in train',
+        "    return inner_training_loop(",
+        '  File "/opt/venv/lib/python3.11/site-packages/transformers/data/data_collator.py", line 271, in __call__',
+        "    batch = pad_without_fast_tokenizer_warning(",
+        "ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a "
+        "token to use as `pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)` or add a new "
+        "pad token via `tokenizer.add_special_tokens({'pad_token': '[PAD]'})`.",
+    ]),
+    # torchrun, 2 workers (torch 2.4): rank 1 raises; its lines carry `[rank1]:`, then the
+    # launcher's own traceback and torch.distributed.elastic's error summary.
+    "torchrun_index": (1, [
+        "W1201 21:03:11.517000 140201 torch/distributed/run.py:779] ",
+        "W1201 21:03:11.517000 140201 torch/distributed/run.py:779] *****************************************",
+        "W1201 21:03:11.517000 140201 torch/distributed/run.py:779] Setting OMP_NUM_THREADS environment "
+        "variable for each process to be 1 in default, to avoid your system being overloaded, please "
+        "further tune the variable for optimal performance in your application as needed. ",
+        "W1201 21:03:11.517000 140201 torch/distributed/run.py:779] *****************************************",
+        "{'loss': 2.31, 'grad_norm': 1.2, 'learning_rate': 4e-05, 'epoch': 0.1}",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/home/u/train.py", line 41, in <module>',
+        "[rank1]:     trainer.train()",
+        '[rank1]:   File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2241, in train',
+        "[rank1]:     return inner_training_loop(",
+        "[rank1]:            ^^^^^^^^^^^^^^^^^^^^",
+        '[rank1]:   File "/home/u/train.py", line 22, in collate',
+        "[rank1]:     return batch[7]",
+        "[rank1]:            ~~~~~^^^",
+        "[rank1]: IndexError: list index out of range",
+        *_torchrun_end(1, "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"),
+    ]),
+    # torchrun, rank 1 killed by the kernel's OOM killer: no traceback of its own.
+    "torchrun_sigkill": (1, [
+        "{'loss': 2.31, 'grad_norm': 1.2, 'learning_rate': 4e-05, 'epoch': 0.1}",
+        *_torchrun_end(-9, "Signal 9 (SIGKILL) received by PID 140261"),
     ]),
 }
 
