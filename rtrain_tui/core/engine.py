@@ -160,7 +160,7 @@ class Engine:
         # Why each run waits or ended, as the last refresh heard it (Slurm's reason): the
         # index keeps only the status word, the TUI shows this beside it.
         self.reasons: dict[tuple[str, str, str], str] = {}
-        # Each known run's backend as its index record says ("" = the host's setting):
+        # Each known run's backend as its index record says ("" = direct):
         # filled by refresh and start, so a probe need not re-read the index.
         self._kinds: dict[tuple[str, str, str], str] = {}
 
@@ -179,14 +179,20 @@ class Engine:
         return self.hosts.for_host(host).backend
 
     async def _backends(self, host: str, runs: Sequence[tuple[str, str]]) -> list[str]:
-        """Each run's backend: as its index record says, else as its host is configured."""
+        """Each run's backend, as its index record says: fixed when it started, never
+        following later changes to the host's config (marking a box as a login node
+        must not turn its running runs into `lost` Slurm jobs). An empty one (older
+        versions wrote that for box runs) is `direct`. Only a run the index does not
+        know (`status` of a run started elsewhere) is taken to be what its host is now.
+        """
         if any((host, w, r) not in self._kinds for w, r in runs):
             try:
                 self._kinds.update({rec.key: rec.backend for rec in await asyncio.to_thread(self.index.load)})
             except RemoteError:
                 pass
-        default = self.backend_of_host(host)
-        return [self._kinds.get((host, w, r)) or default for w, r in runs]
+        kinds = [self._kinds.get((host, w, r)) for w, r in runs]
+        default = self.backend_of_host(host) if None in kinds else "direct"
+        return [default if kind is None else kind or "direct" for kind in kinds]
 
     def host(self, alias: str) -> HostConnection:
         try:
@@ -229,7 +235,13 @@ class Engine:
             if options.gpus_per_node is None:
                 options = replace(options, gpus_per_node=gpus)
             return slurm.parse_preflight(host, out, python, options)
-        return probes.parse_preflight(host, out, python, gpus, ship_bytes)
+        report = probes.parse_preflight(host, out, python, gpus, ship_bytes)
+        if conn.direct is not None and report.slurm_login:
+            # The demo host runs its commands on this machine: the `sbatch` it sees is this
+            # machine's, never a login node to hand its runs to. Not offered as one.
+            report = replace(report, slurm_login=False,
+                             checks=tuple(c for c in report.checks if c.name != "slurm"))
+        return report
 
     # -- start -----------------------------------------------------------------
     async def start(
@@ -270,7 +282,7 @@ class Engine:
                     host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
                     state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
                     config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
-                    token=token, gpu_ids=gpu_ids, backend="" if backend == "direct" else backend,
+                    token=token, gpu_ids=gpu_ids, backend=backend,
                 )
                 self._kinds[record.key] = record.backend
                 launching = False
@@ -526,9 +538,12 @@ class Engine:
             return []
         probed = await self.probe_many(host, [(wd, f.run_id) for wd, f in new], range(len(new)))
         now = index_now()
+        # Probed (above) as the host is configured now, as any run the index lacks; from
+        # here on that backend is the run's own, whatever config.toml says later.
+        backend = self.backend_of_host(host)
         candidates = [
             RunRecord(host, f.run_id, wd, state=p.state, started_at=_epoch_iso(f.started),
-                      updated_at=now, origin="found",
+                      updated_at=now, origin="found", backend=backend,
                       ended_at=_epoch_iso(p.ended_at) if probes.is_final(p.state) else "")
             for (wd, f), p in zip(new, probed) if p.exists
         ]

@@ -510,6 +510,10 @@ class RTrainApp(HeldToasts):
     def action_mark_slurm(self) -> None:
         host = self.host_list.selected_alias
         report = self.reports.get(host, (None, ""))[0] if host else None
+        if self.demo and host == "demo":
+            self.notify("The demo host runs on this machine: it is never a Slurm login node.",
+                        severity="warning")
+            return
         if host is None or report is None or not report.slurm_login:
             self.notify("Check a host first (p): only one with sbatch can be marked as Slurm.",
                         severity="warning")

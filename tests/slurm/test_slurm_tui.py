@@ -46,7 +46,7 @@ def test_queued_and_running_slurm_runs_show_next_to_a_box_run(
     # The app knows nothing of config.toml here: each run's backend is in the index.
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no_config"))
     assert {r.run_id: r.backend for r in index.load()} == {"hog": "slurm", "waiter": "slurm",
-                                                           "boxrun": ""}
+                                                           "boxrun": "direct"}
 
     async def go() -> None:
         app = make_app(slurm.ssh_config, index, poll_runs=False, out_dir=tmp_path / "out")
