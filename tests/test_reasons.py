@@ -165,3 +165,19 @@ def test_a_traceback_glued_to_a_progress_bar_still_gives_its_reason() -> None:
     """Issue 15 item 33: raised before the first log line, after tqdm's first redraw."""
     lines = _log_lines(_stand_in_crashes()["glued_traceback"][1])
     assert reason(lines).startswith("ValueError: Asking to pad but the tokenizer does not have a padding token.")
+
+
+def test_torch_save_on_a_full_disk_is_no_space_left() -> None:
+    """Issue 15 item 32: the zip writer's enforce failure alone, as torch.save raises it."""
+    assert reason([TB, '  File "/opt/venv/lib/python3.11/site-packages/torch/serialization.py", line 652, in save',
+                   "    with _open_zipfile_writer(f) as opened_zipfile:",
+                   "RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 1600 vs 1494"]) \
+        == "no space left on device on gpu"
+
+
+def test_an_exit_code_the_disk_could_not_hold_is_failed_for_want_of_space() -> None:
+    """The probe measured the run dir's free space because status.tmp was left empty."""
+    cut = ["{'loss': 2.3141, 'grad_norm': 1.25, 'learn"]
+    assert why_it_ended("failed", None, False, cut, "gpu", disk_free_kb=0) == "no space left on device on gpu"
+    assert why_it_ended("failed", None, False, cut, "gpu", disk_free_kb=50 << 20).startswith(
+        "its exit code could not be written")

@@ -18,6 +18,9 @@ COMPLETED = "completed"
 STOPPED = "stopped"
 LOST = "lost"
 UNKNOWN = "unknown"
+# Ended with an exit code that could not be recorded (its `status.tmp` left empty, as a
+# full disk leaves it): it failed, with the code unknown, and was not lost.
+FAILED = "failed"
 UNREACHABLE = "unreachable"
 FINAL_STATES = (COMPLETED, STOPPED, LOST)
 
@@ -283,6 +286,8 @@ class RunProbe:
     stopped: bool = False  # a stop of ours saw every process of the run gone
     launched: bool = False
     ended_at: int | None = None  # epoch seconds on the host's clock, when asked for and known
+    status_unwritten: bool = False  # the wrapper ended but could not write the exit code
+    disk_free_kb: int | None = None  # free space of the run dir, probed when status_unwritten
     # Set by a scheduler backend (slurm.py): the job is waiting, why, and what Slurm says.
     queued: bool = False
     reason: str = ""  # why it waits or why it ended (TIMEOUT, OUT_OF_MEMORY…): beside the word
@@ -313,6 +318,8 @@ class RunProbe:
             return RUNNING
         if self.stop_requested:
             return STOPPED
+        if self.status_unwritten:
+            return FAILED
         if not self.launched:
             return UNKNOWN  # created but never launched: nothing can be told
         return LOST
@@ -346,6 +353,8 @@ def parse_run_states(output: str, count: int) -> list[RunProbe]:
             stopped=facts.get("stopped") == "1",
             launched=facts.get("launched") == "1",
             ended_at=_int_or_none(facts.get("ended", "")),
+            status_unwritten=facts.get("unwritten") == "1",
+            disk_free_kb=_int_or_none(facts.get("free_kb", "")),
         )
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]
 

@@ -26,7 +26,11 @@ _NCCL_TIMEOUT = re.compile(r"collective operation timeout: WorkNCCL\(.*?OpType=(
                            r"(?:.*?Timeout\(ms\)=(\d+))?")
 # `torch.distributed.DistBackendError: NCCL error in: ...ProcessGroupNCCL.cpp:1970, unhandled system error (...)`
 _NCCL_ERROR = re.compile(r"NCCL (?:error|Error)(?: in: \S+,)?\s*([^(\n]*)")
-_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]")
+# torch.save on a full disk: `RuntimeError: [enforce fail at inline_container.cc:595] .
+# unexpected pos 1600 vs 1494` (PyTorch's zip writer sees its short write as a bad offset).
+_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]|"
+                       r"enforce fail at inline_container\.cc:\d+\] \. unexpected pos")
+FULL_KB = 1024  # less free space than this in the run dir: the disk is full
 _MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 # `python -m MODULE` itself: `/usr/bin/python3: No module named praisonai_train` (runpy
 # prints it without an exception name, and without quotes).
@@ -162,22 +166,29 @@ def _killed_by(number: int) -> str:
 
 
 def why_it_ended(state: str, exit_code: int | None, stop_requested: bool,
-                 log_tail: list[str], host: str = "") -> str:
+                 log_tail: list[str], host: str = "", disk_free_kb: int | None = None) -> str:
     """A short reason for a run that failed or was lost; '' for any other run.
 
     `exit_code` is what the wrapper recorded (`128+N` for signal N); `stop_requested`
     says a stop of ours was issued, so a SIGTERM/SIGKILL was ours, not someone else's.
+    `disk_free_kb`, when the probe measured it (the exit code could not be written), is
+    the run dir's free space: a full disk is the reason even when the log, cut short by
+    that same full disk, says nothing.
     """
     if not (state.startswith("failed") or state == "lost"):
         return ""
     lines = [safe_line(line) for line in log_tail]  # host text: no escapes in a reason
     reason = _from_log(lines, host)
+    if not reason and disk_free_kb is not None and disk_free_kb < FULL_KB:
+        reason = f"no space left on device on {host}" if host else "no space left on device"
     if not reason and exit_code is not None and exit_code > 128 and not stop_requested:
         reason = _killed_by(exit_code - 128)
     if not reason:
         reason = _torchrun_reason(lines)
     if not reason:
         reason = _last_traceback_line(lines)
+    if not reason and state == "failed":
+        reason = "its exit code could not be written (an empty status.tmp is left in its directory)"
     if not reason and state == "lost":
         reason = ("its processes vanished without an exit code: the OOM killer, a reboot, "
                   "or a kill of the wrapper")

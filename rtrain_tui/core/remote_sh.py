@@ -326,13 +326,22 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
   if [ -z "$code" ] && [ $stopped = 0 ]; then
     if is_live "$pid" "$ident" "$rd" || run_marked "$token"; then alive=1; fi
   fi
+  # The wrapper died at its last line: `echo $rc > status.tmp` made the file but a full
+  # disk refused the code. Its code may still be there; else say how much space is left.
+  unwritten=0; free=
+  if [ $alive = 0 ] && [ -z "$code" ] && [ $stopped = 0 ] && [ -e "$rd/status.tmp" ]; then
+    read_file "$rd/status.tmp"; code=$rf
+    if [ -z "$code" ]; then
+      unwritten=1; free=$(df -Pk "$rd" 2>/dev/null | awk 'NR == 2 { print $4 }')
+    fi
+  fi
   ended=
   if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && ended=$(date -r "$ef" +%s 2>/dev/null)
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tended=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$ended"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tended=%s\tunwritten=%s\tfree_kb=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$ended" "$unwritten" "$free"
 }""")
     for i, (workdir, run_id) in enumerate(runs):
         lines.append(f"probe {i} {run_dir_word(workdir, run_id)} {1 if i in need_end else 0}")

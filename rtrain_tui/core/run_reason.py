@@ -32,4 +32,5 @@ async def reason_for(engine: Any, host: str, workdir: str, run_id: str,
         tail = await read_tail(engine, host, workdir, run_id, nbytes=TAIL_BYTES)
     except RemoteError:
         tail = []
-    return why_it_ended(probe.state, probe.exit_code, probe.stop_requested, tail, host)
+    return why_it_ended(probe.state, probe.exit_code, probe.stop_requested, tail, host,
+                        disk_free_kb=probe.disk_free_kb)

@@ -5,7 +5,8 @@ It checks the argv shape the real trainer demands, then behaves as config.yaml s
 running after SIGTERM), `children` (spawn that many sleeping children in its group),
 `progress_bar` (write \\r-style progress), `bad_utf8` (write an invalid byte),
 `hostile_escapes` (write terminal escapes a hostile trainer could print: see HOSTILE),
-`say` (print that text as one line before the steps).
+`say` (print that text as one line before the steps), `fill_disk` (save a checkpoint
+until the disk is full, then log a line the full disk cuts short, and exit 1).
 It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
 """
 
@@ -33,6 +34,23 @@ HOSTILE = [
 def fail(msg):
     print(f"praisonai_train: {msg}", file=sys.stderr)
     sys.exit(2)
+
+
+def fill_disk():
+    """A checkpoint save that fills the run's disk; the log's next line is cut by it."""
+    try:
+        with open("checkpoint-1.bin", "wb") as f:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+    except OSError:
+        pass
+    try:
+        sys.stdout.write("{'loss': 2.3141, 'grad_norm': 1.25, 'learning_rate': 2e-05} " * 500)
+        sys.stdout.flush()
+    except OSError:
+        pass
+    os._exit(1)  # as a trainer that dies on the failed save; nothing more reaches the log
 
 
 def main():
@@ -66,6 +84,8 @@ def main():
           f"CUDA_DEVICE_ORDER={os.environ.get('CUDA_DEVICE_ORDER', '<unset>')}", flush=True)
     if "say" in cfg:
         print(cfg["say"], flush=True)
+    if cfg.get("fill_disk") == "true":
+        fill_disk()
     if cfg.get("ignore_term") == "true":
         signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(int(cfg.get("children", 0)))]

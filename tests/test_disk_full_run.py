@@ -1,0 +1,30 @@
+"""A run that fills its workdir's disk reads `failed`, with the full disk as its reason
+(issue 15 item 32), against the real sshd on a 1 MiB tmpfs workdir.
+
+With the disk full, the wrapper's last line (`echo $rc > status.tmp && mv ...`) makes an
+empty `status.tmp` and cannot write the code, and the log is cut mid-line. That run
+ended: it must never read `lost` (its processes did not vanish without trace).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import Cli, write_config
+from tests.test_transfer_upload import small_disk  # noqa: F401  (the 1 MiB tmpfs workdir)
+
+
+def test_a_run_that_filled_the_disk_reads_failed_with_no_space_left(
+        cli: Cli, tmp_path: Path, small_disk: Path) -> None:  # noqa: F811
+    config = write_config(tmp_path / "full.yaml", fill_disk=True)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", str(small_disk), "--run-id", "full")
+    run_dir = small_disk / "full"
+    # What a full disk leaves: no status, an empty status.tmp, a log cut mid-line.
+    assert not (run_dir / "status").exists(), r.err
+    assert (run_dir / "status.tmp").stat().st_size == 0
+    assert not (run_dir / "train.log").read_bytes().endswith(b"\n")
+    status = cli("status", "gpu", "full", "--workdir", str(small_disk))
+    assert status.out == "failed\n", status.err
+    got = json.loads(cli("status", "gpu", "full", "--workdir", str(small_disk), "--json").out)
+    assert (got["state"], got["reason"]) == ("failed", "no space left on device on gpu")
