@@ -534,20 +534,21 @@ async def cmd_tail(engine: Engine, args: argparse.Namespace) -> int:
 async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     probe = await engine.require_run(args.host, args.workdir, args.run_id)
     engine.remember_state(args.host, args.workdir, args.run_id, probe.state)
+    # The same reason the runs table and the end-of-run toast show (one function).
+    reason = await reason_for(engine, args.host, args.workdir, args.run_id, probe)
     if args.json:
         print(json.dumps({
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
             "exists": probe.exists, "stop_requested": probe.stop_requested,
-            # Slurm's own word for why a job ended (TIMEOUT…) first, else the log's.
-            "reason": probe.reason or await reason_for(engine, args.host, args.workdir,
-                                                       args.run_id, probe),
+            "reason": reason, "queue_position": probe.queue_place,
             "slurm_job_id": probe.job_id or None, "slurm_state": probe.slurm_state or None,
         }, indent=2))
-    elif probe.reason:
-        print(f"{probe.state} ({probe.reason})")
-    else:
-        print(probe.state)
+        return 0
+    # Exactly one status word on stdout: scripts parse it. Why goes beside it, on stderr.
+    print(probe.state, flush=True)
+    if reason:
+        _err(f"{args.run_id} on {args.host}: {reason}")
     return 0
 
 

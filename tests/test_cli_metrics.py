@@ -90,10 +90,13 @@ def test_status_json_says_why_a_run_died_and_status_stays_one_word(cli: Cli, tmp
     config = write_config(tmp_path / "oom.yaml", crash="cuda_oom")
     r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "oom")
     assert r.rc == 1
-    assert cli("status", "gpu", "oom", "--workdir", workdir).out == "failed (exit 1)\n"
+    plain = cli("status", "gpu", "oom", "--workdir", workdir)
+    assert plain.out == "failed (exit 1)\n"
     got = json.loads(cli("status", "gpu", "oom", "--workdir", workdir, "--json").out)
     assert got["state"] == "failed (exit 1)"
     assert got["reason"].startswith("CUDA out of memory: tried to allocate 2.00 GiB on GPU 0")
+    # The same reason beside the word, on stderr: a person sees it, a script's word stays.
+    assert plain.err == f"rtrain-tui: oom on gpu: {got['reason']}\n"
 
 
 def test_status_json_names_a_missing_module_and_the_pip_command(cli: Cli, tmp_path: Path, workdir: str) -> None:

@@ -293,6 +293,7 @@ class RunProbe:
     reason: str = ""  # why it waits or why it ended (TIMEOUT, OUT_OF_MEMORY…): beside the word
     job_id: str = ""
     slurm_state: str = ""
+    queue_place: int | None = None  # a waiting job's place in its partition's queue (1 = next)
 
     @property
     def state(self) -> str:

@@ -1,7 +1,14 @@
-"""The reason beside an ended run's status word: its probe plus the tail of its log.
+"""The reason beside a run's status word: the one function every face asks.
+
+The runs table, the end-of-run toast, `status` (on stderr) and `status --json` all take
+a run's reason from `reason_for`, so a job that hit its time limit says TIMEOUT
+everywhere. The scheduler's word wins (why a job waits, or how Slurm ended it: TIMEOUT,
+OUT_OF_MEMORY, NODE_FAIL…): it names the cause, where the log only shows the SIGTERM that
+followed. Otherwise an ended run's reason comes from its exit code and its log's tail.
 
 Costs one SFTP read of the log's last `TAIL_BYTES` (a traceback fits), and only for runs
-that failed or were lost; a log that cannot be read leaves what the exit code says.
+that failed or were lost without a scheduler's word; a log that cannot be read leaves
+what the exit code says.
 """
 
 from __future__ import annotations
@@ -23,11 +30,15 @@ def needs_reason(state: str) -> bool:
 
 async def reason_for(engine: Any, host: str, workdir: str, run_id: str,
                      probe: RunProbe | None = None) -> str:
-    """Why the run ended badly ('' when it did not); probes it when no probe is given."""
+    """Why the run waits or ended badly ('' for any other run); probes it when no probe is given."""
     if probe is None:
         probe = await engine.probe(host, workdir, run_id)
+    if probe.state == probes.QUEUED:
+        return probe.reason
     if not needs_reason(probe.state):
         return ""
+    if probe.reason:
+        return probe.reason
     try:
         tail = await read_tail(engine, host, workdir, run_id, nbytes=TAIL_BYTES)
     except RemoteError:

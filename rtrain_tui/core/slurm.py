@@ -398,7 +398,7 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
     if state in _PENDING:
         place = (places or {}).get(job_id)
         why = f"{info.reason}, {_ordinal(place)} in the queue" if place else info.reason
-        return replace(base, queued=True, reason=why, slurm_state=state)
+        return replace(base, queued=True, reason=why, slurm_state=state, queue_place=place)
     if state in _ACTIVE:
         return replace(base, alive=True, slurm_state=state)
     if state == "CANCELLED" and not base.stop_requested:

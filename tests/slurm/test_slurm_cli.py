@@ -82,8 +82,11 @@ def test_queued_for_resources_then_running_then_completed(scli: SlurmCli, tmp_pa
     assert (queued["state"], queued["reason"]) == ("queued", "Resources, 1st in the queue")
     second = wait_for(scli, "small2", workdir, lambda s: s["reason"] != "", timeout=10)
     assert second["state"] == "queued" and second["reason"].endswith(", 2nd in the queue")
-    assert scli("status", LOGIN, "small", "--workdir", workdir).out.strip() == \
-        "queued (Resources, 1st in the queue)"
+    assert queued["queue_position"] == 1 and second["queue_position"] == 2
+    # One status word on stdout, as scripts expect; Slurm's reason and place on stderr.
+    plain = scli("status", LOGIN, "small", "--workdir", workdir)
+    assert (plain.rc, plain.out) == (0, "queued\n")
+    assert plain.err == f"rtrain-tui: small on {LOGIN}: Resources, 1st in the queue\n"
     assert scli("stop", LOGIN, "big", "--workdir", workdir, "--grace", "2").rc == 0
     wait_for(scli, "small", workdir, lambda s: s["state"] == "running", timeout=30)
     done = wait_for(scli, "small", workdir, lambda s: s["state"] != "running")
@@ -107,6 +110,8 @@ def test_failing_trainer_reads_failed_exit_3(scli: SlurmCli, tmp_path: Path, wor
     assert r.out.splitlines()[-1] == f"bad on {LOGIN}: failed (exit 3)"
     got = status(scli, "bad", workdir)
     assert (got["state"], got["exit_code"], got["slurm_state"]) == ("failed (exit 3)", 3, "FAILED")
+    assert got["queue_position"] is None
+    assert scli("status", LOGIN, "bad", "--workdir", workdir).out == "failed (exit 3)\n"
 
 
 def test_stop_of_a_trainer_ignoring_sigterm_leaves_nothing(scli: SlurmCli, tmp_path: Path, workdir: str,

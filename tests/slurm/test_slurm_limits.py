@@ -7,16 +7,23 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, remote_sh
 from rtrain_tui.core import slurm as slurm_backend
 from rtrain_tui.core.hostconfig import HostConfig, HostSettings
+from rtrain_tui.tui.app import make_app
 from tests.conftest import write_config
 from tests.slurm.conftest import LOGIN, SlurmCli
 from tests.slurm_cluster import SlurmCluster
 from tests.sshd import SshHosts
+from tests.test_tui import SIZE
 
 
-def test_time_limit_reads_failed_with_reason_timeout(scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
+def test_time_limit_says_timeout_in_the_table_the_toast_and_status(
+        scli: SlurmCli, slurm: SlurmCluster, hosts: SshHosts, tmp_path: Path, workdir: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One reason everywhere: the runs table, the end-of-run toast, `status` and its JSON."""
     # Slurm's smallest limit is one minute, and it checks limits every ~30 s: this test
     # takes 60-100 s, the price of a real TIMEOUT.
     config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.5)
@@ -24,17 +31,31 @@ def test_time_limit_reads_failed_with_reason_timeout(scli: SlurmCli, tmp_path: P
              "--time", "1", "--no-follow")
     assert r.rc == 0, r.err
     assert "#SBATCH --time=1" in (Path(workdir) / "slow" / "run.sbatch").read_text()
-    deadline = time.monotonic() + 150
-    while True:
-        got = json.loads(scli("status", LOGIN, "slow", "--workdir", workdir, "--json").out)
-        if got["state"] not in ("queued", "running"):
-            break
-        assert time.monotonic() < deadline, got
-        time.sleep(2)
-    assert got["state"].startswith("failed (exit ") and got["reason"] == "TIMEOUT", got
-    assert got["slurm_state"] == "TIMEOUT"
-    text = scli("status", LOGIN, "slow", "--workdir", workdir).out.strip()
-    assert text == f"{got['state']} (TIMEOUT)"
+    monkeypatch.setenv("HOME", str(hosts.home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no_config"))  # the index says slurm
+    assert slurm.ssh_config is not None
+
+    async def watch() -> tuple[str, str, list[str]]:
+        app = make_app(slurm.ssh_config, RunIndex(scli.index), poll_runs=False,
+                       out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            view = lambda: next(iter(app.runs_table.views.values()))  # noqa: E731
+            deadline = time.monotonic() + 150
+            # Refreshed as the poll would: once running, then until Slurm ends the job.
+            while not app.runs_table.views or view().record.state in ("queued", "running", "starting") \
+                    or not view().progress.startswith("✗"):
+                assert time.monotonic() < deadline, "the job never timed out"
+                app.refresh_runs()
+                await pilot.pause(1.0)
+            return view().record.state, view().progress, [n.message for n in app._notifications]
+
+    state, cell, toasts = asyncio.run(watch())
+    assert state.startswith("failed (exit ") and cell == "✗ TIMEOUT", (state, cell)
+    assert f"slow on {LOGIN}: {state}\nTIMEOUT" in toasts, toasts
+    got = json.loads(scli("status", LOGIN, "slow", "--workdir", workdir, "--json").out)
+    assert (got["state"], got["reason"], got["slurm_state"]) == (state, "TIMEOUT", "TIMEOUT")
+    plain = scli("status", LOGIN, "slow", "--workdir", workdir)
+    assert (plain.out, plain.err) == (f"{state}\n", f"rtrain-tui: slow on {LOGIN}: TIMEOUT\n")
 
 
 def test_a_resent_submit_makes_one_job(hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path,
