@@ -27,7 +27,6 @@ import inspect
 import math
 import os
 import secrets
-import shlex
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -262,21 +261,19 @@ class _Shell:
         """
         # At the shell's top level, not in a framed script's subshell, so it stays set.
         self._process.stdin.write(b"RT_SHELL=$$; export RT_SHELL\n")
-        out = await self.run("command -v timeout >/dev/null 2>&1 && echo rt_timeout=1")
+        # The very form `run` uses under timeout(1), tried once: on a host without
+        # timeout(1) scripts run in a plain subshell instead.
+        out = await self.run(_under_timeout("echo rt_timeout=1", 10, "__rtrain_probe__"))
         self.host_timeout = "rt_timeout=1" in out.splitlines()
 
     async def run(self, script: str, limit: float | None = None) -> str:
         self._count += 1
         marker = f"__rtrain_{self._nonce}_{self._count}__".encode()
         if limit is not None and self.host_timeout:
-            # timeout(1) leads a process group of its own and KILLs all of it: the
-            # script and anything it started (a wedged nvidia-smi) die on the host.
-            body = f"timeout -s KILL {math.ceil(limit)} sh -c {shlex.quote(script)}"
+            command = _under_timeout(script, limit, marker.decode())
         else:
-            body = f"(\n{script}\n)"
-        self._process.stdin.write(
-            f"{body} </dev/null 2>&1\nprintf '\\n%s\\n' '{marker.decode()}'\n".encode()
-        )
+            command = f"(\n{script}\n) </dev/null 2>&1\n"
+        self._process.stdin.write(f"{command}printf '\\n%s\\n' '{marker.decode()}'\n".encode())
         end = b"\n" + marker + b"\n"
         while end not in self._buffer:
             chunk = await self._process.stdout.read(65536)
@@ -288,6 +285,25 @@ class _Shell:
 
     def close(self) -> None:
         self._process.close()
+
+
+def _under_timeout(script: str, limit: float, delimiter: str) -> str:
+    """A command line that runs `script` in a child `sh` under timeout(1).
+
+    timeout(1) leads a process group of its own and KILLs all of it: the script and
+    anything it started (a wedged nvidia-smi) die on the host. The script travels as a
+    here-document on fd 3, never as an argument: Linux refuses any one argument over
+    128 KiB (MAX_ARG_STRLEN), and the probe of 2,000 runs in a long workdir is larger.
+    The child reads it whole and closes fd 3 before running it, so nothing it starts
+    (a detached run, the background GPU sampler) holds the here-document's pipe, and
+    its stdin stays `</dev/null`. The delimiter holds the shell's random nonce; a script
+    holding it would end early, so it is refused.
+    """
+    if f"\n{delimiter}\n" in f"\n{script}\n":
+        raise ValueError("a script holds its own here-document delimiter")
+    return (f"timeout -s KILL {math.ceil(limit)} sh -c 'rt_s=$(cat <&3) && exec 3<&- && "
+            f"eval \"$rt_s\"' 3<<'{delimiter}' </dev/null 2>&1\n"
+            f"{script.rstrip(chr(10))}\n{delimiter}\n")
 
 
 @dataclass(frozen=True)

@@ -471,7 +471,7 @@ class Engine:
             out = await self.host(host).run(
                 listing + remote_sh.run_states([runs[i] for i in direct], ends, gpus=gpus))
             listed, listing = out, ""  # the listing rides with the first script only
-            for i, probe in zip(direct, probes.parse_run_states(out, len(direct))):
+            for i, probe in zip(direct, probes.parse_run_states(out, len(direct), host)):
                 results[i] = probe
             if gpus:
                 sample = gpu_choice.parse_gpu_sample(out)
@@ -481,7 +481,7 @@ class Engine:
         if on_slurm:
             out = await self.host(host).run(listing + slurm.run_states([runs[i] for i in on_slurm]))
             listed = listed or out
-            for i, probe in zip(on_slurm, slurm.parse_run_states(out, len(on_slurm))):
+            for i, probe in zip(on_slurm, slurm.parse_run_states(out, len(on_slurm), host)):
                 results[i] = probe
         added: list[RunRecord] = []
         if find:
@@ -580,7 +580,7 @@ class Engine:
         # a sample from before another run took a GPU.
         runs = [(r.workdir, r.run_id) for r in records]
         out = await self.host(host).run(remote_sh.run_states(runs) + remote_sh.gpu_sample())
-        found = probes.parse_run_states(out, len(runs))
+        found = probes.parse_run_states(out, len(runs), host)
         sample = self._remember_gpus(host, gpu_choice.parse_gpu_sample(out), records, found)
         if not reserve:
             return sample

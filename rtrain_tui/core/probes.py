@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.sanitize import safe_line
 
 # The status vocabulary of DESIGN.md. `failed (exit N)` is built by `failed_word`.
@@ -336,8 +337,23 @@ def _int_or_none(value: str) -> int | None:
         return None
 
 
-def parse_run_states(output: str, count: int) -> list[RunProbe]:
-    """Parse `run_states` output; a run the script said nothing about is `unknown`."""
+def check_answered(answered: int, count: int, output: str, host: str) -> None:
+    """Raise RemoteError when a probe of `count` runs answered about none of them.
+
+    Such an answer is the probe failing (the script did not run: a shell error, a host
+    that refused it), not every run missing: the runs go stale, never `unknown`.
+    """
+    if count and not answered:
+        said = next((safe_line(line) for line in output.splitlines() if line.strip()), "")
+        raise RemoteError(
+            f"{host}: the probe of {count} run(s) got no answer about any of them"
+            f"{': ' + said[:200] if said else ''}; the runs keep their last known state."
+        )
+
+
+def parse_run_states(output: str, count: int, host: str = "the host") -> list[RunProbe]:
+    """Parse `run_states` output; a run the script said nothing about is `unknown`,
+    and an answer about none of them raises RemoteError (see `check_answered`)."""
     found: dict[int, RunProbe] = {}
     for line in output.splitlines():
         index, *fields = line.split("\t")
@@ -357,6 +373,7 @@ def parse_run_states(output: str, count: int) -> list[RunProbe]:
             status_unwritten=facts.get("unwritten") == "1",
             disk_free_kb=_int_or_none(facts.get("free_kb", "")),
         )
+    check_answered(len(found), count, output, host)
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]
 
 

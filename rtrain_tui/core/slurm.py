@@ -335,7 +335,7 @@ def _exit_pair(text: str) -> tuple[int | None, int | None]:
     return _int(code), _int(sig)
 
 
-def parse_run_states(output: str, count: int) -> list[probes.RunProbe]:
+def parse_run_states(output: str, count: int, host: str = "the host") -> list[probes.RunProbe]:
     """The status word of each run, from its files first and Slurm's view second.
 
     - `status` written (the batch script recorded the trainer's exit): that code, with
@@ -356,6 +356,7 @@ def parse_run_states(output: str, count: int) -> list[probes.RunProbe]:
             continue
         facts = dict(f.partition("=")[::2] for f in fields)
         found[i] = _probe_of(facts, jobs, places)
+    probes.check_answered(len(found), count, output, host)
     return [found.get(i, probes.RunProbe(exists=False)) for i in range(count)]
 
 
