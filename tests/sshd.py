@@ -95,19 +95,26 @@ class SshHosts:
         env.pop("NO_COLOR", None)
         return env
 
-    def extra_host(self, name: str, sftp: str = "", extra_env: dict[str, str] | None = None) -> str:
+    def extra_host(self, name: str, sftp: str = "", extra_env: dict[str, str] | None = None,
+                   home: Path | None = None, gpus: Path | None = None,
+                   hostname: str | None = None) -> str:
         """Start one more sshd (no SFTP subsystem unless `sftp` names one); its ssh config.
 
         `extra_env` is added to the session environment (`SetEnv`), e.g. a Slurm login
-        node's SLURM_CONF; values must not contain spaces or quotes.
+        node's SLURM_CONF; values must not contain spaces or quotes. `home` is the remote
+        HOME (two hosts can share one, as on NFS); `gpus` puts the stand-in nvidia-smi on
+        the PATH, reading that CSV; `hostname` gives the host a name of its own (its own
+        UTS namespace: needs root, as the suite does).
         """
         sshd = find_sshd()
         assert sshd is not None
         port = free_port()
-        home = self.root / f"remote_home_{name}"
+        home = home or self.root / f"remote_home_{name}"
         home.mkdir(exist_ok=True)
-        proc = _start_sshd(sshd, self.root, name, port, f"{self.root / 'py_bin'}:/usr/bin:/bin",
-                           home, self.gpu_file, sftp=sftp, extra_env=extra_env)
+        path = f"{self.root / 'py_bin'}:/usr/bin:/bin"
+        proc = _start_sshd(sshd, self.root, name, port, f"{REMOTE / 'bin'}:{path}" if gpus else path,
+                           home, gpus or self.gpu_file, sftp=sftp, extra_env=extra_env,
+                           hostname=hostname)
         self.procs.append(proc)
         _wait_port(port, proc)
         return (f"Host {name}\n  HostName 127.0.0.1\n  User {getpass.getuser()}\n"
@@ -132,7 +139,8 @@ def _keygen(path: Path) -> None:
 def _start_sshd(sshd: str, root: Path, name: str, port: int, path_env: str,
                 remote_home: Path, gpu_file: Path,
                 sftp: str = "Subsystem sftp internal-sftp\n",
-                extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+                extra_env: dict[str, str] | None = None,
+                hostname: str | None = None) -> subprocess.Popen[bytes]:
     host_key = root / f"host_key_{name}"
     _keygen(host_key)
     config = root / f"sshd_{name}.conf"
@@ -151,7 +159,10 @@ def _start_sshd(sshd: str, root: Path, name: str, port: int, path_env: str,
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True, mode=0o755)
     log = open(root / f"sshd_{name}.log", "wb")
-    return subprocess.Popen([sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+    argv = [sshd, "-D", "-e", "-f", str(config)]
+    if hostname is not None:
+        argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname, *argv]
+    return subprocess.Popen(argv, stdout=log, stderr=log)
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:

@@ -192,6 +192,11 @@ def test_no_recent_background_sample_is_pending_and_never_kept(stamps: str) -> N
     assert h.latest is None
 
 
+# The background sample's file on this machine: named by its host name and boot id.
+SAMPLE = (f"gpu-sample-{Path('/proc/sys/kernel/hostname').read_text().strip()}-"
+          f"{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}")
+
+
 def _fake_smi(tmp_path: Path) -> dict[str, str]:
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.parent.mkdir()
@@ -205,7 +210,7 @@ def test_probe_reports_the_last_background_sample_and_starts_the_next(tmp_path: 
     script = remote_sh.run_states([], gpus=True)
     first = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env).stdout
     assert parse_gpu_sample(first).pending
-    lock = tmp_path / ".cache" / "rtrain-tui" / "gpu-sample.lock"
+    lock = tmp_path / ".cache" / "rtrain-tui" / f"{SAMPLE}.lock"
     deadline = time.monotonic() + 10
     while lock.exists():
         assert time.monotonic() < deadline
@@ -222,16 +227,16 @@ def test_a_dead_samplers_lock_is_broken_after_30_s_and_a_live_one_is_respected(t
     cache.mkdir(parents=True)
     uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
     script = remote_sh.run_states([], gpus=True)
-    (cache / "gpu-sample.lock").write_text(f"{uptime}\n")  # a sampler under way
+    (cache / f"{SAMPLE}.lock").write_text(f"{uptime}\n")  # a sampler under way
     subprocess.run(["sh", "-c", script], capture_output=True, env=env)
     time.sleep(0.5)
-    assert not (cache / "gpu-sample").exists(), "a second sampler started beside a live one"
+    assert not (cache / SAMPLE).exists(), "a second sampler started beside a live one"
     for dead in (uptime - 31, uptime + 1000):  # its sampler died; it was before a reboot
-        (cache / "gpu-sample").unlink(missing_ok=True)
-        (cache / "gpu-sample.lock").write_text(f"{dead}\n")
+        (cache / SAMPLE).unlink(missing_ok=True)
+        (cache / f"{SAMPLE}.lock").write_text(f"{dead}\n")
         subprocess.run(["sh", "-c", script], capture_output=True, env=env)
         deadline = time.monotonic() + 10
-        while not (cache / "gpu-sample").exists() or (cache / "gpu-sample.lock").exists():
+        while not (cache / SAMPLE).exists() or (cache / f"{SAMPLE}.lock").exists():
             assert time.monotonic() < deadline
             time.sleep(0.05)
 

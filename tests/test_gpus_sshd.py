@@ -183,3 +183,35 @@ def test_cuda_visible_devices_from_env_is_left_alone(cli: Cli, tmp_path: Path, w
             "--env", "CUDA_VISIBLE_DEVICES=1,0")
     assert r.rc == 0, r.err
     assert "env CUDA_VISIBLE_DEVICES=1,0 CUDA_DEVICE_ORDER=<unset>" in train_log(workdir, "env", "CUDA_")
+
+
+def test_hosts_sharing_one_home_never_show_each_others_gpus(hosts: SshHosts, tmp_path: Path) -> None:
+    """Two machines (names of their own) with one NFS home: each one's background GPU
+    sample is its own, so the second never reports the first one's GPUs."""
+    home = tmp_path / "nfs-home"
+    a_gpus, b_gpus = tmp_path / "a.csv", tmp_path / "b.csv"
+    a_gpus.write_text("0, NVIDIA A100, 10, 81920, 0\n")
+    b_gpus.write_text("0, NVIDIA H100, 20, 81559, 0\n1, NVIDIA H100, 30, 81559, 0\n")
+    cfg = tmp_path / "config"
+    cfg.write_text(hosts.ssh_config.read_text()
+                   + hosts.extra_host("node-a", home=home, gpus=a_gpus, hostname="node-a")
+                   + hosts.extra_host("node-b", home=home, gpus=b_gpus, hostname="node-b"))
+    engine = Engine(ConnectionPool(cfg), RunIndex(tmp_path / "runs.toml"))
+
+    async def reported(host: str):  # type: ignore[no-untyped-def]
+        """The refresh probe's GPU report, once a background sample is there to report."""
+        deadline = time.monotonic() + 20
+        while (sample := await engine.poll_gpus(host)) is None or sample.pending:
+            assert time.monotonic() < deadline, sample
+            await asyncio.sleep(0.1)
+        return sample
+
+    async def go():  # type: ignore[no-untyped-def]
+        try:
+            return await reported("node-a"), await reported("node-b")
+        finally:
+            await engine.close()
+
+    a, b = asyncio.run(go())
+    assert [(g.index, g.memory_used_mib) for g in a.gpus] == [(0, 10)]
+    assert [(g.index, g.memory_used_mib) for g in b.gpus] == [(0, 20), (1, 30)]

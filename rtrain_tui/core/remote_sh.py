@@ -416,16 +416,23 @@ def gpu_sample() -> str:
 # (`gpu_now=`), so the client dates it without trusting either clock. A lock holding the
 # uptime it was taken at keeps one sampler at a time; one older than 30 s is a dead
 # sampler's and is broken. Hosts without /proc/uptime, or where ~/.cache cannot be
-# written, are sampled in the probe itself (slower, but never blind).
+# written, are sampled in the probe itself (slower, but never blind). The sample file is
+# named by the host's name and boot id: hosts that share one home (NFS) must never read
+# each other's GPUs, nor one host a sample from before its reboot. A host whose name or
+# boot id cannot be read (or holds odd characters) is sampled in the probe too.
 _GPU_SAMPLE_ASYNC = r"""
+gs_id=; gs_b=
+read -r gs_id 2>/dev/null < /proc/sys/kernel/hostname; read -r gs_b 2>/dev/null < /proc/sys/kernel/random/boot_id
+gs_id=$gs_id-$gs_b
+case $gs_id in -*|*-|*[!A-Za-z0-9._-]*) gs_id=;; esac
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   echo "gpu_smi=missing"
-elif [ ! -r /proc/uptime ] || [ -z "$HOME" ] || ! { gs_d=$HOME/.cache/rtrain-tui
+elif [ -z "$gs_id" ] || [ ! -r /proc/uptime ] || [ -z "$HOME" ] || ! { gs_d=$HOME/.cache/rtrain-tui
     [ -d "$gs_d" ] || mkdir -p -m 700 "$gs_d" 2>/dev/null; }; then
 """ + _GPU_SAMPLE + r"""
 else
   read -r gs_now gs_x < /proc/uptime; gs_now=${gs_now%.*}
-  gs_f=$gs_d/gpu-sample
+  gs_f=$gs_d/gpu-sample-$gs_id
   echo "gpu_now=$gs_now"
   if [ -r "$gs_f" ]; then while IFS= read -r gs_l; do printf '%s\n' "$gs_l"; done < "$gs_f"; fi
   if [ -r "$gs_f.lock" ]; then
