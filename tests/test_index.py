@@ -365,3 +365,14 @@ def test_twenty_concurrent_writers_lose_no_entry(tmp_path: Path) -> None:
     assert [p.exitcode for p in procs] == [0] * 20
     ids = {r.run_id for r in RunIndex(path).load()}
     assert ids == {f"p{n}-{i}" for n in range(20) for i in range(5)}
+
+
+def test_forget_drops_only_the_start_that_still_has_its_token_and_is_starting(tmp_path: Path) -> None:
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add(RunRecord("h", "gone", "~/w", state="starting", token="a" * 32))
+    index.add(RunRecord("h", "retaken", "~/w", state="starting", token="b" * 32))  # a new start's
+    index.add(RunRecord("h", "launched", "~/w", state="running", token="c" * 32))
+    forget = {("h", "~/w", "gone"): "a" * 32, ("h", "~/w", "retaken"): "d" * 32,
+              ("h", "~/w", "launched"): "c" * 32}
+    index.set_states({}, forget=forget)
+    assert [(r.run_id, r.state) for r in index.load()] == [("retaken", "starting"), ("launched", "running")]

@@ -611,8 +611,13 @@ class Engine:
             by_host.setdefault(rec.host, []).append(rec)
 
         ended: dict[tuple[str, str, str], str] = {}
+        forget: dict[tuple[str, str, str], str] = {}  # unlaunched starts the host removed
 
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
+            # Which `starting` entries had no start in progress before the probe was sent:
+            # only a probe taken after its start was over can tell that it never launched.
+            over = {r.key for r in recs if r.state == probes.STARTING
+                    and not _start_in_progress(self.index, r.token)}
             try:
                 self._kinds.update({r.key: r.backend for r in recs})  # probe_many reads them
                 runs = [(r.workdir, r.run_id) for r in recs]
@@ -637,10 +642,15 @@ class Engine:
                     self.reasons[r.key] = p.reason
                 else:
                     self.reasons.pop(r.key, None)
-                if r.state == probes.STARTING:
-                    states[r.key] = await self._settle_start(r, p)
-                else:
+                if r.state != probes.STARTING:
                     states[r.key] = p.state
+                elif r.key not in over:
+                    states[r.key] = probes.STARTING  # this probe may predate the launch
+                else:
+                    states[r.key] = await self._settle_start(r, p)
+                    if states[r.key] == _FORGOTTEN:
+                        forget[r.key] = r.token
+                        states[r.key] = probes.UNKNOWN
             return states
 
         results: dict[tuple[str, str, str], str] = {}
@@ -650,8 +660,8 @@ class Engine:
         await asyncio.to_thread(
             self.index.set_states,
             {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()
-             if s != probes.STARTING},
-            observed_at=observed_at, ended=ended,
+             if s != probes.STARTING and k not in forget},
+            observed_at=observed_at, ended=ended, forget=forget,
         )
         return results
 
@@ -672,23 +682,27 @@ class Engine:
         return await self._add_found(host, workdirs, await self.host(host).run(script))
 
     async def _settle_start(self, record: RunRecord, probe: RunProbe) -> str:
-        """The true state of a `starting` entry, once no start of it is in progress.
+        """The true state of a `starting` entry whose start was over before `probe` was
+        taken (a probe from before could predate the launch).
 
         Launched: whatever the host says. Never launched: its start died (a killed
-        client) or was cut off, so its run dir is removed and its entry forgotten.
+        client) or was cut off, so its run dir is removed; `_FORGOTTEN` (the entry is to
+        go) only once the host said it removed it, or that there is none. Else it stays
+        `starting`, and the next refresh looks again.
         """
         if _start_in_progress(self.index, record.token):
             return probes.STARTING
         if probe.launched:
             return probe.state
-        if probe.exists and record.token:
-            try:
-                await self.host(record.host).run(
-                    remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token))
-            except RemoteError:
-                return probes.STARTING  # try again next refresh
-        await asyncio.to_thread(self.index.remove, record.key)
-        return probes.UNKNOWN
+        if not record.token:  # written before starts had tokens: nothing to match on the host
+            return probes.STARTING if probe.exists else _FORGOTTEN
+        try:
+            out = await self.host(record.host).run(
+                remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token))
+        except RemoteError:
+            return probes.STARTING  # try again next refresh
+        removed = dict(probes.parse_key_values(out)).get("removed")
+        return _FORGOTTEN if removed in ("1", "gone") else probes.STARTING
 
     # -- workdir ---------------------------------------------------------------
     async def run_dir(self, host: str, workdir: str, run_id: str) -> str:
@@ -849,6 +863,10 @@ class Engine:
     def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
         # A run the index does not know changes nothing, and set_states then writes nothing.
         self.index.set_states({(host, workdir, run_id): (state, False, index_now())})
+
+
+# What `_settle_start` answers for an entry to drop; never a state word, never stored.
+_FORGOTTEN = "forgotten"
 
 
 def _epoch_iso(epoch: int | None) -> str:

@@ -43,6 +43,7 @@ from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, Validation
 RunKey = tuple[str, str, str]  # (host, workdir, run_id)
 StateUpdate = tuple[str, bool, str]  # (state, stale, updated_at)
 BACKENDS = ("direct", "slurm")  # slurm.BACKENDS; kept here too, as slurm.py sits above the index
+STARTING = "starting"  # probes.STARTING: an entry whose start may not have launched yet
 LOCK_TIMEOUT = 10.0  # seconds a write waits for the lock: 20 starts at once on a busy 2-core box need ~5
 
 
@@ -200,19 +201,25 @@ class RunIndex:
         return found
 
     def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None,
-                   ended: Mapping[RunKey, str] | None = None) -> None:
+                   ended: Mapping[RunKey, str] | None = None,
+                   forget: Mapping[RunKey, str] | None = None) -> None:
         """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state.
 
         `observed_at` is when the probe that produced `states` started: a run whose state
         changed after that (say, a stop's verdict) is left alone, because the probe could
         not have seen the change. An unchanged state keeps its `updated_at`. `ended`
-        gives runs their end time once; one already recorded is never moved.
+        gives runs their end time once; one already recorded is never moved. `forget`
+        (`{key: token}`) drops entries still `starting` with that token (starts that
+        never launched): a new start that took the same run id since has another token.
+        All in one write.
         """
         seen = parse_time(observed_at) if observed_at else None
 
         def merge(runs: list[RunRecord]) -> list[RunRecord]:
             out = []
             for r in runs:
+                if forget and forget.get(r.key) == r.token and r.state == STARTING:
+                    continue
                 if r.key in states and not _changed_since(r, seen):
                     state, stale, when = states[r.key]
                     if stale:
