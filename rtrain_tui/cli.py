@@ -479,6 +479,12 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
     print(f"started {started.run_id} on {args.host}{job}")
     print(f"  tail: {_hint(args, 'tail', started.run_id)}")
     print(f"  stop: {_hint(args, 'stop', started.run_id)}", flush=True)
+    if started.unrecorded:
+        # Exit 0 all the same: the trainer runs, and a script that retried on an error
+        # would start a second one.
+        _err(f"warning: {started.run_id} is running on {args.host}, but the run index could "
+             f"not record it ({started.unrecorded}); the next `{_program()} runs --refresh` "
+             "(or the app's refresh) records it.")
     if not args.follow:
         return 0
     return await _follow(engine, args.host, args.workdir, started.run_id, raw=args.raw)

@@ -4,7 +4,7 @@ Never imports textual (a test proves it); the CLI and the TUI are both thin over
 """
 
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
-from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
+from rtrain_tui.core.engine import Engine, StartedRun, StartRequest, StartTrace
 from rtrain_tui.core.errors import (
     HostKeyChangedError, IndexCorruptError, RemoteError, UnreachableError, ValidationError,
 )
@@ -15,6 +15,6 @@ from rtrain_tui.core.probes import PreflightReport, RunProbe
 __all__ = [
     "ConnectionPool", "Engine", "HostConnection", "HostKeyChangedError", "IndexCorruptError",
     "LogFollower", "LogLines", "PreflightReport", "RemoteError", "RunIndex", "RunProbe",
-    "RunRecord", "StartRequest", "StartedRun", "StreamState", "UnreachableError",
+    "RunRecord", "StartRequest", "StartTrace", "StartedRun", "StreamState", "UnreachableError",
     "ValidationError",
 ]

@@ -30,7 +30,7 @@ from rtrain_tui.core import hostconfig, probes, remote_sh, slurm, validate
 from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
-from rtrain_tui.core.errors import NoSuchRunError, RemoteError, UnreachableError
+from rtrain_tui.core.errors import IndexBusyError, NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.index import utc_now as index_now
 from rtrain_tui.core.probes import PreflightReport, RunProbe
@@ -124,6 +124,26 @@ class StartedRun:
     # Slurm runs: what the cluster said on sbatch's stderr (a job_submit.lua notice),
     # one line, control sequences removed; '' when it said nothing.
     submit_message: str = ""
+    # Why the index could not take the launched run (its lock busy 10 s…); '' when it did.
+    # The run is running all the same, and its `starting` entry lets the next refresh
+    # record it (`runs --discover` finds it in any case).
+    unrecorded: str = ""
+
+
+# How far a start got on the host (StartTrace.stage), for a caller whose start was
+# cancelled or failed: nothing made; a run dir made (removed, or left for the next
+# refresh to remove); the launch sent (it may have happened); launched.
+NOTHING, CREATED, REMOVED, LEFT, LAUNCHING, LAUNCHED = (
+    "nothing", "created", "removed", "left", "launching", "launched")
+
+
+@dataclass
+class StartTrace:
+    """What a start has done on the host so far; the engine fills it in as it goes."""
+
+    run_id: str = ""
+    run_dir: str = ""
+    stage: str = NOTHING
 
 
 def trainer_command(template: str, python: str, dataset: str | None, gpus: int) -> str:
@@ -247,7 +267,14 @@ class Engine:
     async def start(
         self, request: StartRequest, progress: Progress | None = None,
         on_step: StepCallback | None = None, on_created: CreatedCallback | None = None,
+        trace: StartTrace | None = None,
     ) -> StartedRun:
+        """Preflight, make the run dir, upload, launch; see the module docstring.
+
+        `trace` (optional) is kept up to date with what the start has done on the host,
+        so a caller whose start was cancelled can say what is left there.
+        """
+        trace = trace if trace is not None else StartTrace()
         req = request.validated()
         settings = self.hosts.for_host(req.host)
         backend = req.backend or settings.backend
@@ -277,13 +304,16 @@ class Engine:
             conn = self.host(req.host)
             token = secrets.token_hex(16)
             with self._starting(token):
-                run_id, run_dir = await self._make_run_dir(conn, req, token)
-                record = RunRecord(
-                    host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
-                    state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
-                    config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
-                    token=token, gpu_ids=gpu_ids, backend=backend,
-                )
+                def starting(run_id: str) -> RunRecord:
+                    return RunRecord(
+                        host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
+                        state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
+                        config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
+                        token=token, gpu_ids=gpu_ids, backend=backend,
+                    )
+
+                run_id, run_dir = await self._make_run_dir(conn, req, token, starting, trace)
+                record = starting(run_id)
                 self._kinds[record.key] = record.backend
                 launching = False
                 try:
@@ -305,40 +335,42 @@ class Engine:
                         await _write_remote_text(sftp, f"{run_dir}/run.sbatch", slurm.batch_script(
                             run_id, token, command, req.env, options, req.gpus))
                         step("submitting to Slurm")
-                        launching = True
+                        launching, trace.stage = True, LAUNCHING
                         out = dict(probes.parse_key_values(await conn.run(slurm.submit(run_dir, token))))
                     else:
                         command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
                         await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, env))
                         step("launching")
-                        launching = True
+                        launching, trace.stage = True, LAUNCHING
                         out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir, token))))
                 except BaseException:
                     if not launching:
-                        await self._abandon(conn, record)
+                        await self._abandon(conn, record, trace)
                     # Else the launch may or may not have happened: the entry stays
                     # `starting` and the next refresh reads the truth from the host.
                     raise
                 if "error" in out:
-                    await self._abandon(conn, record)
+                    await self._abandon(conn, record, trace)
                     raise RemoteError(f"{req.host}: the run did not launch ({out['error']}).")
+                trace.stage = LAUNCHED
                 if options is not None:
                     job = out.get("job", "")
                     if not job.replace("_", "").isdigit():
                         raise RemoteError(f"{req.host}: sbatch gave no job id for {run_id}; "
                                           f"`rtrain-tui status {req.host} {run_id}` will tell more.")
                     record = replace(record, state=probes.QUEUED, updated_at=index_now(), slurm_job_id=job)
-                    await asyncio.to_thread(self.index.add, record)
                     return StartedRun(req.host, run_id, run_dir, 0, record, job_id=job,
-                                      submit_message=safe_line(out.get("message", ""))[:300])
+                                      submit_message=safe_line(out.get("message", ""))[:300],
+                                      unrecorded=await self._record_launched(record))
                 if not out.get("pid", "").isdigit():
                     raise RemoteError(
                         f"{req.host}: {run_id} was launched but wrote no pid within 5 s; "
                         f"`rtrain-tui status {req.host} {run_id}` will tell what it is doing."
                     )
                 record = replace(record, state=probes.RUNNING, updated_at=index_now())
-                await asyncio.to_thread(self.index.add, record)
-            return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record)
+                unrecorded = await self._record_launched(record)
+            return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record,
+                              unrecorded=unrecorded)
 
     @asynccontextmanager
     async def _choosing_gpus(self, req: StartRequest,
@@ -383,27 +415,69 @@ class Engine:
             finally:
                 path.unlink(missing_ok=True)
 
-    async def _abandon(self, conn: HostConnection, record: RunRecord) -> None:
+    async def _abandon(self, conn: HostConnection, record: RunRecord, trace: StartTrace,
+                       recorded: bool = True) -> None:
         """Undo a start that never launched: its run dir on the host, its index entry.
 
-        Runs even while the start is being cancelled, bounded so it never hangs.
+        Runs even while the start is being cancelled, bounded so it never hangs. A run
+        dir that cannot be removed now keeps (or, when the start had not `recorded` it
+        yet, gets) its `starting` entry, and the next refresh removes it: a directory
+        holding only `train.token` that no entry names would refuse its run id for good.
         """
         try:
-            await bounded(asyncio.shield(conn.run(
+            out = await bounded(asyncio.shield(conn.run(
                 remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token),
                 timeout=CLEANUP_TIMEOUT)), CLEANUP_TIMEOUT)
         except (RemoteError, asyncio.TimeoutError, asyncio.CancelledError):
-            return  # the entry stays `starting`; a later refresh cleans up
-        await asyncio.to_thread(self.index.remove, record.key)
+            out = ""
+        removed = dict(probes.parse_key_values(out)).get("removed")
+        try:
+            if removed in ("1", "gone"):
+                trace.stage = REMOVED
+                await asyncio.to_thread(self.index.remove, record.key)
+            else:  # not removed (unreachable, or no longer ours to remove): refresh decides
+                trace.stage = LEFT
+                if not recorded:
+                    await asyncio.to_thread(self.index.add_new, [record])
+        except RemoteError:
+            pass  # a busy index: an entry left `starting` is settled by a refresh
 
-    async def _make_run_dir(self, conn: HostConnection, req: StartRequest, token: str) -> tuple[str, str]:
-        """Create the run dir atomically; an auto id is made unique, a chosen one refused."""
+    async def _record_launched(self, record: RunRecord) -> str:
+        """Record a launched run's state; '' or why the index would not take it.
+
+        A failure here must not read as "nothing happened": the trainer runs. Its
+        `starting` entry is already in the index, so the next refresh records it.
+        """
+        try:
+            await asyncio.to_thread(self.index.add, record)
+        except IndexBusyError:
+            # Not the error's own "try again": starting again would launch a second trainer.
+            return (f"{self.index.path} stayed locked by another process for "
+                    f"{self.index.lock_timeout:g} s")
+        except RemoteError as exc:
+            return str(exc)
+        return ""
+
+    async def _make_run_dir(self, conn: HostConnection, req: StartRequest, token: str,
+                            starting: Callable[[str], RunRecord],
+                            trace: StartTrace) -> tuple[str, str]:
+        """Create the run dir atomically; an auto id is made unique, a chosen one refused.
+
+        Cut off (a cancel, a timeout, a dropped link) while the host may have made the
+        directory, the start removes it again, or leaves it to the next refresh.
+        """
         base = req.run_id or f"run-{int(time.time())}"
         for n in range(1, 100):
             run_id = base if n == 1 else f"{base}-{n}"
-            out = await conn.run(remote_sh.make_run_dir(req.workdir, run_id, token))
+            try:
+                out = await conn.run(remote_sh.make_run_dir(req.workdir, run_id, token))
+            except BaseException:
+                trace.run_id = run_id
+                await self._abandon(conn, starting(run_id), trace, recorded=False)
+                raise
             facts = dict(probes.parse_key_values(out))
             if "dir" in facts:
+                trace.run_id, trace.run_dir, trace.stage = run_id, facts["dir"], CREATED
                 return run_id, facts["dir"]
             if out.strip() != "exists":
                 raise RemoteError(f"{req.host}: cannot create the run directory: {out.strip()[:200]}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import asyncio
+import fcntl
 import json
 import os
 import signal
@@ -11,6 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest, StartTrace, remote_sh
 from tests.conftest import Cli, write_config
 
 FaultRowMaker = Callable[[str, str], object]  # the `fault_row` fixture (tests/faults/conftest.py)
@@ -131,3 +136,69 @@ def test_twenty_concurrent_starts_all_land_in_the_index(cli: Cli, tmp_path: Path
         assert p.returncode == 0, err
     assert sorted(r["run_id"] for r in runs(cli)) == [f"c{i:02d}" for i in range(20)]
     assert len(list(Path(workdir).glob("c*/train.pid"))) == 20
+
+
+def test_a_start_cancelled_while_its_run_dir_is_made_leaves_the_id_usable(
+        cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut off after the host made the directory and wrote train.token, before the answer
+    came back: nothing named the directory, so it stayed, and `--run-id held` was refused
+    ("already exists") for good. The host here answers 1 s late, and the cancel lands
+    once the token is on disk."""
+    fault_row("(2) cancel while the run dir is made", "answer 1 s late + cancel")
+    real = remote_sh.make_run_dir
+    monkeypatch.setattr(remote_sh, "make_run_dir", lambda *a: real(*a) + "sleep 1\n")
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    index = RunIndex(cli.index)
+    request = StartRequest("gpu", config, run_id="held", workdir=workdir, gpus=0)
+    token = Path(workdir) / "held" / "train.token"
+
+    async def go() -> tuple[str, str]:
+        engine = Engine(ConnectionPool(cli.hosts.ssh_config), index)
+        trace = StartTrace()
+        try:
+            task = asyncio.create_task(engine.start(request, trace=trace))
+            deadline = time.monotonic() + 20
+            while not token.exists():
+                assert not task.done() and time.monotonic() < deadline, "no run dir made"
+                await asyncio.sleep(0.005)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return trace.run_id, trace.stage
+        finally:
+            await engine.close()
+
+    assert asyncio.run(go()) == ("held", "removed")
+    assert not (Path(workdir) / "held").exists() and index.load() == []
+    monkeypatch.setattr(remote_sh, "make_run_dir", real)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "held",
+            "--gpus", "0", "--no-follow")
+    assert r.rc == 0, r.err
+
+
+def test_a_launched_run_the_index_cannot_take_is_said_running_and_recorded_later(
+        cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
+    """The index lock is held by another process from just after the `starting` entry was
+    written: the launch goes on, and the state write after it waits out its 10 s. The
+    start used to end there with "nothing was written. Try again" (exit 1) while the
+    trainer ran; now it says where the run is, exits 0, and a refresh records it."""
+    fault_row("(8) index locked after the launch", "flock held 10 s+")
+    config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.05)
+    proc = cli.popen("start", "gpu", "-c", str(config), "-d", str(big_dataset(tmp_path, 8)),
+                     "--workdir", workdir, "--run-id", "busy", "--gpus", "0", "--no-follow")
+    lock = os.open(f"{cli.index}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        assert wait_created(proc) == "busy"  # the `starting` entry is in the index now
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out, err = proc.communicate(timeout=60)
+        assert (Path(workdir) / "busy" / "train.pid").exists()
+    finally:
+        os.close(lock)
+    assert proc.returncode == 0, err
+    assert out.splitlines()[0] == "started busy on gpu"
+    assert "warning: busy is running on gpu, but the run index could not record it" in err
+    assert "runs --refresh" in err and "Try again" not in err and "Traceback" not in err
+    assert [(r["run_id"], r["state"]) for r in runs(cli)] == [("busy", "starting")]
+    assert cli("runs", "--refresh").rc == 0
+    assert [(r["run_id"], r["state"]) for r in runs(cli)] == [("busy", "running")]

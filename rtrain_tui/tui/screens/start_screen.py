@@ -356,6 +356,11 @@ class StartScreen(ModalScreen[StartedRun | None]):
             self.app.notify(f"The start was cancelled too late: {started.run_id} had already "
                             "launched and is in the runs table (x stops it).",
                             title="New run", severity="warning", timeout=30)
+        if started.unrecorded:
+            # The trainer runs: never let a busy index read as "nothing happened".
+            self.app.notify(f"{started.run_id} is running on {started.host}, but the run index "
+                            f"could not record it ({started.unrecorded}); the next refresh does.",
+                            title="New run", severity="warning", timeout=30)
         self._close(started)
 
 
