@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from rtrain_tui.core.errors import RemoteError
@@ -41,6 +41,7 @@ class CompareScreen(ModalScreen[None]):
                          id="compare-title")
             yield PlotextPlot(id="compare-plot")
             yield Static(id="compare-table")
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         if self.engine is not None:

@@ -18,7 +18,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, ProgressBar, Static, Tree
+from textual.widgets import Button, Footer, Input, Label, ProgressBar, Static, Tree
+from textual.widgets.tree import TreeNode
 
 from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
@@ -63,6 +64,7 @@ class FetchScreen(ModalScreen[Path | None]):
         self.remember_dir = remember_dir or (lambda _path: None)
         self.loaded = False
         self.fetch_when_loaded = False
+        self.preselected: TreeNode[RemoteEntry | None] | None = None  # lora_model/, else the first
         self.warnings: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -78,8 +80,9 @@ class FetchScreen(ModalScreen[Path | None]):
             yield Static("", id="errors")
             yield ProgressBar(id="progress", show_eta=False)
             with Horizontal(id="buttons"):
-                yield Button("Fetch", variant="primary", id="fetch")
-                yield Button("Cancel", id="cancel")
+                yield Button("Fetch (ctrl+s)", variant="primary", id="fetch")
+                yield Button("Cancel (esc)", id="cancel")
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#progress", ProgressBar).display = False
@@ -118,7 +121,11 @@ class FetchScreen(ModalScreen[Path | None]):
                 parent.add_leaf(Text.assemble(name, (f"  {human_size(e.size)}", "dim")), data=e)
         # Keys pressed while loading moved the cursor over nothing: the preselection wins.
         first = nodes.get("lora_model") or (tree.root.children[0] if tree.root.children else None)
-        tree.move_cursor(first or tree.root)
+        # A node just added has no line until the tree is laid out (moving the cursor to
+        # it now puts the cursor on the root): it moves once the tree is drawn, and till
+        # then the preselected node is what a fetch takes.
+        self.preselected = first
+        self.call_after_refresh(self._place_cursor)
         self.loaded = True
         if self.fetch_when_loaded:
             self.fetch_when_loaded = False
@@ -128,9 +135,14 @@ class FetchScreen(ModalScreen[Path | None]):
             else:
                 self.start_fetch(first.data)
 
+    def _place_cursor(self) -> None:
+        tree = self.query_one("#tree", Tree)
+        tree.move_cursor(self.preselected or tree.root)
+        self.preselected = None  # from now on the cursor says what is chosen
+
     @property
     def chosen(self) -> RemoteEntry | None:
-        node = self.query_one("#tree", Tree).cursor_node
+        node = self.preselected or self.query_one("#tree", Tree).cursor_node
         return node.data if node is not None else None
 
     @on(Button.Pressed, "#cancel")

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 KEYS = [
     ("p", "preflight the selected host (enter on a host does too)"),
@@ -47,6 +47,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(table)
             yield Static("Runs are detached on their hosts: quitting never stops them.",
                          id="explain")
+        yield Footer(show_command_palette=False)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

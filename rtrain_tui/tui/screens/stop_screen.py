@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, Footer, Static
 
 from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
@@ -38,6 +38,7 @@ class StopScreen(ModalScreen[tuple[bool, str] | None]):
             with Horizontal(id="buttons"):
                 yield Button("Stop (y)", variant="error", id="confirm")
                 yield Button("Cancel (esc)", id="cancel")
+        yield Footer(show_command_palette=False)
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
