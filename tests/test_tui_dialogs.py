@@ -79,3 +79,30 @@ def test_every_dialog_shows_its_own_keys_and_its_buttons_at_80x24(
                 assert label in shown, (label, shown)
 
     asyncio.run(go())
+
+
+@pytest.mark.parametrize("backend, says", [
+    ("", ["Every process of the run", "marker", "SIGTERM", "10 s", "SIGKILL", "gone"]),
+    ("slurm", ["Every process of its Slurm job", "SIGTERM", "10 s", "scancel", "gone"]),
+])
+def test_the_stop_dialog_says_what_stop_does(tmp_path: Path, backend: str, says: list[str]) -> None:
+    """Stop signals every process of the run, found on the host by the marker it was
+    started with (workers that left the process group too), then checks they are gone;
+    a Slurm run's job is signalled and cancelled. Never "the whole process group"."""
+    from dataclasses import replace
+
+    from rtrain_tui.tui.screens.stop_screen import StopScreen
+    from tests.scenes import RUNS
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = StopScreen(None, replace(RUNS[0], backend=backend))
+            await app.push_screen(screen)
+            await pilot.pause()
+            text = str(screen.query_one("#explain").render())
+            for words in says:
+                assert words in text, (words, text)
+            assert "process group" not in text
+
+    asyncio.run(go())

@@ -77,7 +77,7 @@ class RTrainApp(HeldToasts):
         Binding("n", "new_run", "New run", id="new_run", tooltip="Start a training run"),
         Binding("enter", "open_log", "Log", id="open_log", tooltip="Open the run's live log"),
         Binding("f", "fetch", "Fetch", id="fetch", tooltip="Fetch adapter, checkpoints, log"),
-        Binding("x", "stop", "Stop", id="stop", tooltip="Stop the run's whole process group"),
+        Binding("x", "stop", "Stop", id="stop", tooltip="Stop every process of the run: SIGTERM, grace, SIGKILL, verified"),
         Binding("r", "refresh", "Refresh", id="refresh", tooltip="Refresh run states now"),
         Binding("b", "toggle_hosts", "Hosts", id="toggle_hosts",
                 tooltip="Show or hide the host sidebar (folded away on a narrow terminal)"),

@@ -14,7 +14,7 @@ KEYS = [
     ("n", "new run (start form)"),
     ("enter", "open the selected run's live log"),
     ("f", "fetch from the selected run (adapter, checkpoints, log)"),
-    ("x", "stop the selected run (whole process group, verified)"),
+    ("x", "stop the selected run (every process of it, found by its marker; verified)"),
     ("r", "refresh every run's state now"),
     ("/", "filter runs; in a log pane: search it (enter: next match)"),
     ("h", "show only the selected host's runs (again: all)"),

@@ -15,6 +15,20 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
 
 
+def explain(record: RunRecord, grace: float) -> str:
+    """What the engine's stop ladder will do to this run, in its words (engine.stop)."""
+    if record.backend == "slurm":
+        return (f"Every process of its Slurm job gets SIGTERM; after {grace:g} s scancel "
+                "ends what is left, and stop waits until Slurm reports the job gone "
+                "(a queued job is cancelled at once). The trainer can save a checkpoint "
+                "in between.")
+    # Found by the marker the wrapper put in their environment, not by process group:
+    # torchrun's workers leave the group, and a recycled pid carries no marker.
+    return (f"Every process of the run (found on the host by the marker it was started "
+            f"with) gets SIGTERM; whatever is left after {grace:g} s gets SIGKILL, and stop "
+            "checks that all are gone. The trainer can save a checkpoint in between.")
+
+
 class StopScreen(ModalScreen[tuple[bool, str] | None]):
     """Dismisses with (ok, the engine's verdict), or None when cancelled."""
 
@@ -31,9 +45,7 @@ class StopScreen(ModalScreen[tuple[bool, str] | None]):
         r = self.record
         with Vertical(id="dialog"):
             yield Static(Text(f"Stop {r.run_id} on {r.host}?", style="bold"), id="title")
-            yield Static(
-                f"Its whole process group gets SIGTERM; whatever is left after {self.grace:g} s "
-                "gets SIGKILL. The trainer can save a checkpoint in between.", id="explain")
+            yield Static(explain(r, self.grace), id="explain")
             yield Static("", id="ladder")
             with Horizontal(id="buttons"):
                 yield Button("Stop (y)", variant="error", id="confirm")
