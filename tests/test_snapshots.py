@@ -56,7 +56,8 @@ class TestCurves:
     def test_compare_overlay(self, snap_compare, tmp_path: Path) -> None:
         """Three marked runs (● before their ids in the table) overlaid in the compare
         dialog: three loss curves in three colours with a legend, and under them one row
-        per run: step (3000/3000 finished, 1840/3000 with ETA 48m58s, 410/3000), loss, eval loss."""
+        per run: step (3000/3000 finished, 1840/3000 with ETA 48m58s, 410/3000), loss, eval loss;
+        footer `esc Close`."""
         assert _compare(snap_compare, "compare", tmp_path)
 
 
@@ -68,15 +69,18 @@ class TestModals:
         assert _compare(snap_compare, "start_form_error", tmp_path)
 
     def test_fetch_browser(self, snap_compare, tmp_path: Path) -> None:
-        """The run directory as a tree with sizes; folders collapsed; destination ~/adapters."""
+        """The run directory as a tree with sizes; folders collapsed, the cursor on
+        `lora_model/`; destination ~/adapters; `Fetch (ctrl+s)` and `Cancel (esc)`
+        buttons, and the footer `esc Cancel  ^s Fetch`."""
         assert _compare(snap_compare, "fetch_browser", tmp_path)
 
     def test_stop_confirmation(self, snap_compare, tmp_path: Path) -> None:
-        """`Stop llama3-sft-r16 on h100-lab?`, what will happen (SIGTERM, 10 s, SIGKILL)."""
+        """`Stop llama3-sft-r16 on h100-lab?`, what will happen (every process of the run,
+        found by its marker: SIGTERM, 10 s, SIGKILL, checked gone); footer `esc Cancel  y Stop it`."""
         assert _compare(snap_compare, "stop_confirm", tmp_path)
 
     def test_help_screen(self, snap_compare, tmp_path: Path) -> None:
-        """Every key with what it does, and that quitting never stops runs."""
+        """Every key with what it does, and that quitting never stops runs; footer `esc Close`."""
         assert _compare(snap_compare, "help", tmp_path)
 
 
