@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from rtrain_tui.core.logstream import LineSplitter
 from rtrain_tui.core.progress_fold import ProgressFolder
 from rtrain_tui.demo.server import SAMPLES
+from rtrain_tui.log_view import CLEAR_LINE, LogWriter
 
 
 def bar(n: int, total: int, desc: str = "", unit: str = "it/s") -> str:
@@ -93,5 +95,52 @@ def test_no_printed_line_is_lost_or_reordered(lines: list[str]) -> None:
     folder = ProgressFolder()
     mid = len(lines) // 2
     history = folder.fold(lines[:mid]) + folder.fold(lines[mid:]) + folder.finish()
-    printed = [l for l in lines if "%|" not in l and l]
-    assert [h for h in history if "%|" not in h and h] == printed
+    # (a line of spaces only may be a bar's erase: dropped, and shown as nothing anyway)
+    printed = [l for l in lines if "%|" not in l and l.strip(" ")]
+    assert [h for h in history if "%|" not in h and h.strip(" ")] == printed
+
+
+# What a transformers Trainer writes into train.log (PYTHONUNBUFFERED=1): tqdm's bar on
+# stderr and each log dict through `tqdm.write`, which first erases the bar with
+# `\r<spaces>\r` and redraws it after the line (bytes as tqdm 4.70 writes them).
+TQDM_WRITE_LOG = (
+    b"\r  0%|          | 0/10 [00:00<?, ?it/s]\r                                      \r"
+    b"{'loss': 2.5, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.2}\n"
+    b"\r 20%|\xe2\x96\x88\xe2\x96\x88        | 2/10 [00:00<00:00, 30840.47it/s]"
+    b"\r                                                 \r"
+    b"{'loss': 2.4, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.4}\n"
+    b"\r 40%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88      | 4/10 [00:00<00:00, 28102.54it/s]"
+    b"\r                                                 \r"
+    b"{'loss': 2.3, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.6}\n"
+    b"\r100%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88"
+    b"\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88| 10/10 [00:00<00:00, 31447.45it/s]"
+    b"\r                                                 \r"
+    b"{'train_runtime': 0.01, 'train_loss': 2.4, 'epoch': 1.0}\n"
+    b"\r100%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88"
+    b"\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88| 10/10 [00:00<00:00, 31447.45it/s]\n")
+
+
+def test_tqdm_write_dicts_fold_with_no_blank_line_between_them() -> None:
+    """Issue 15 item 36: the bar's erase before each dict was a blank line in the pane and in tail."""
+    splitter = LineSplitter()
+    lines = splitter.feed(TQDM_WRITE_LOG) + splitter.flush()
+    folder = ProgressFolder()
+    history = folder.fold(lines) + folder.finish()
+    assert [h for h in history if not h.strip()] == []
+    assert [h[:9] for h in history] == ["{'loss': "] * 3 + ["100%|████"] + ["{'train_r"]
+
+
+def test_tail_on_a_terminal_prints_no_blank_line_between_tqdm_write_dicts() -> None:
+    out = _Terminal()
+    writer = LogWriter(out)
+    splitter = LineSplitter()
+    writer.write(splitter.feed(TQDM_WRITE_LOG) + splitter.flush())
+    writer.close()
+    shown = out.getvalue().replace(CLEAR_LINE, "").split("\n")
+    assert [line for line in shown[:-1] if not line.strip()] == []
+    assert sum("'loss'" in line for line in shown) == 3
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True

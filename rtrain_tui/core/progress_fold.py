@@ -18,6 +18,9 @@ Rules, kept simple enough to predict:
   stdout, right after the bar on stderr) is a line of its own in the history;
 - an empty line right before a bar is dropped: it is the `\n\r` of a redraw that
   follows a printed line, which a terminal shows as no line at all;
+- a line of spaces right after a bar is dropped: it is tqdm erasing its bar
+  (`\r<spaces>\r`) before `tqdm.write` prints a line (transformers prints every log
+  dict so), which a terminal shows as no line at all;
 - every other line goes to the history unchanged.
 """
 
@@ -34,11 +37,15 @@ class ProgressFolder:
         self._which: tuple[str, str] | None = None  # the live bar's description and total
         self._blank = False  # an empty line held back: it may be the \n\r before a bar
         self._finished: tuple[str, str, str] | None = None  # the last bar that reached its total
+        self._after_bar = False  # the previous line was a bar: a line of spaces now erases it
 
     def fold(self, lines: list[str]) -> list[str]:
         history: list[str] = []
         for line in lines:
             m = TQDM_BAR.match(line) if "%|" in line else None
+            after_bar, self._after_bar = self._after_bar, m is not None
+            if after_bar and m is None and line and not line.strip(" "):
+                continue  # tqdm's erase of the bar it just drew
             if self._blank:
                 self._blank = False
                 if m is None:
