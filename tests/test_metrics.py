@@ -97,6 +97,20 @@ def test_dicts_flushed_in_a_burst_behind_the_bar_keep_their_spacing() -> None:
     assert steps == sorted(steps) and len(set(steps)) == len(steps)
 
 
+def test_a_counted_step_is_never_past_the_bars_total() -> None:
+    """Issue 15 item 19: a buffered stdout flushed 200 dicts after the bar reached its end."""
+    bars = "".join(f"\r{n // 10:3d}%|█         | {n}/1000 [00:{n // 100:02d}<00:10, 99.00it/s]"
+                   for n in range(0, 1001, 50))
+    dicts = "".join(f"{{'loss': {3 - i / 100}, 'epoch': {i / 200}}}\n" for i in range(200))
+    p = parse_text("  Total optimization steps = 1,000\n" + bars + "\n" + dicts)
+    steps = [s for s, _ in p.losses]
+    assert max(steps) == 1000 and steps == sorted(steps)
+    assert (p.summary().step, p.summary().total) == (1000, 1000)
+    # without the header too: the bar's own total bounds the count
+    p = parse_text(bars + "\n" + dicts)
+    assert max(s for s, _ in p.losses) == 1000 and p.summary().step == 1000
+
+
 def test_bare_cr_redraws_split_across_feeds() -> None:
     p = MetricsParser()
     chunks = [b"\r  1%|          | 3/300 [00:03<04:57, ",

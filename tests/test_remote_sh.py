@@ -156,6 +156,20 @@ def test_env_values_reach_the_wrapper_unexpanded(tmp_path: Path) -> None:
     assert not (tmp_path / "pwned").exists()
 
 
+def test_the_trainer_runs_unbuffered_unless_its_environment_says(tmp_path: Path) -> None:
+    """Issue 15 item 19: PYTHONUNBUFFERED=1, unless `--env` or the host's environment set it."""
+    probe = "echo \"[${PYTHONUNBUFFERED-unset}]\""
+    (tmp_path / "run.sh").write_text(remote_sh.wrapper(probe, {}))
+    subprocess.run(["/bin/sh", "./run.sh"], cwd=tmp_path, env={"PATH": os.environ["PATH"]}, timeout=30)
+    assert (tmp_path / "train.log").read_text() == "[1]\n"
+    subprocess.run(["/bin/sh", "./run.sh"], cwd=tmp_path, timeout=30,
+                   env={"PATH": os.environ["PATH"], "PYTHONUNBUFFERED": ""})
+    assert (tmp_path / "train.log").read_text() == "[]\n"  # the host's own choice stands
+    (tmp_path / "run.sh").write_text(remote_sh.wrapper(probe, {"PYTHONUNBUFFERED": "0"}))
+    subprocess.run(["/bin/sh", "./run.sh"], cwd=tmp_path, env={"PATH": os.environ["PATH"]}, timeout=30)
+    assert (tmp_path / "train.log").read_text() == "[0]\n"
+
+
 def _start_time(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
 

@@ -193,6 +193,17 @@ def test_one_node_fields_are_plain_values() -> None:
         "x 1 0 127.0.0.1 29500"
 
 
+def test_batch_script_runs_the_trainer_unbuffered_unless_asked_otherwise(tmp_path: Path) -> None:
+    """Issue 15 item 19, for Slurm jobs too: their output is a file as well."""
+    for env, want in (({}, "[1]\n"), ({"PYTHONUNBUFFERED": "0"}, "[0]\n")):
+        script = batch_script("r1", TOKEN, "echo \"[${PYTHONUNBUFFERED-unset}]\" > out.txt", env,
+                              SlurmOptions(), 0)
+        (tmp_path / "run.sbatch").write_text(script)
+        subprocess.run(["/bin/sh", "run.sbatch"], cwd=tmp_path, env={"PATH": os.environ["PATH"]},
+                       capture_output=True, timeout=20)
+        assert (tmp_path / "out.txt").read_text() == want
+
+
 def test_batch_script_records_the_trainers_exit_code_and_forwards_sigterm(tmp_path: Path) -> None:
     # `a; b` stays one background job: the first part never runs in the batch shell.
     script = batch_script("r1", TOKEN, "trap 'exit 9' TERM; sh -c 'exit 3'", {}, SlurmOptions(), 0)

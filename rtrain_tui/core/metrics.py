@@ -310,6 +310,11 @@ class MetricsParser:
                 self._bar_used = True
             else:
                 step = self._last_step + self._interval
+                total = self._header_total or self._bar_total
+                if total is not None and step > total:
+                    # Counting never runs past the bar's end: a buffered stdout can flush
+                    # hundreds of dicts after the bar finished (a real run read 35338/1000).
+                    step = max(total, self._last_step)
         if step > self._last_step and self.log_losses:
             self._interval = step - self._last_step
         self._last_step = max(self._last_step, step)

@@ -244,6 +244,13 @@ end_rest() {
 """
 
 
+# Python buffers stdout that goes to a file: a real Trainer's loss lines reached train.log
+# in 8 KiB bursts, long after the bar had moved on, so every point landed at a wrong step.
+# Set unless the trainer's environment already says (the user's `--env` comes after it).
+UNBUFFERED = """[ -n "${PYTHONUNBUFFERED+set}" ] || { PYTHONUNBUFFERED=1; export PYTHONUNBUFFERED; }
+"""
+
+
 def wrapper(trainer_cmd: str, env: dict[str, str]) -> str:
     """The `run.sh` that runs detached in the run dir.
 
@@ -262,7 +269,7 @@ if proc_fields $$ && [ -n "$start" ]; then
 fi
 echo $$ > train.pid.tmp && mv train.pid.tmp train.pid
 trap 'rt_signalled=1' TERM INT HUP
-{exports}{trainer_cmd} > train.log 2>&1 < /dev/null
+{UNBUFFERED}{exports}{trainer_cmd} > train.log 2>&1 < /dev/null
 rc=$?
 end_rest
 echo $rc > status.tmp && mv status.tmp status

@@ -166,7 +166,7 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
 # first node of the job, in the run directory; its output is train.log.
 RTRAIN_RUN={tok}; export RTRAIN_RUN
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
-{exports}trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
+{remote_sh.UNBUFFERED}{exports}trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
 {launch}child=$!
 wait $child; rc=$?
 # A trapped signal interrupts `wait` (rc > 128) while the trainer still runs: wait again.
