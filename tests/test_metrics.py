@@ -191,7 +191,23 @@ def test_key_value_lines_and_lightning_bar_postfix() -> None:
     assert p.losses[:2] == [(10, 2.3456), (20, 2.1)]
     assert p.learning_rates == [(10, 0.0001), (20, 9e-05)]
     assert p.losses[2][1] == 2.31
-    assert p.summary().total == 1000
+    # One epoch's bar, and how many epochs is not said: no total, no ETA (issue 15 item 20).
+    assert (p.summary().step, p.summary().total, p.summary().eta_seconds) == (450, None, None)
+
+
+def test_a_lightning_epoch_bar_is_one_epoch_of_the_run() -> None:
+    """Issue 15 item 20: in epoch 1 of 3 the run is not done, nor is its ETA 0 s."""
+    end_of_first = "Epoch 0/2: 100%|██████████| 100/100 [00:10<00:00, 10.00it/s, v_num=0, train_loss=2.100]\n"
+    p = parse_text(end_of_first)
+    s = p.summary()
+    assert (s.step, s.total, s.eta_seconds) == (100, 300, 20.0)
+    p.feed("Epoch 1/2:  45%|████▌     | 45/100 [00:04<00:05, 10.00it/s, v_num=0, train_loss=1.900]\n".encode())
+    s = p.summary()
+    assert (s.step, s.total) == (145, 300) and s.fraction == pytest.approx(145 / 300)
+    assert s.eta_seconds == 5 + 10.0  # this epoch's 5 s, then one more epoch of 100 steps
+    assert p.losses[-1] == (145, 1.9)
+    last = parse_text("Epoch 2/2: 100%|██████████| 100/100 [00:10<00:00, 10.00it/s, v_num=0]\n").summary()
+    assert (last.step, last.total, last.eta_seconds) == (300, 300, 0.0)
 
 
 def test_val_loss_key_value_is_eval() -> None:

@@ -66,6 +66,8 @@ _TOTAL = re.compile(r"Total (?:optimization )?steps\s*=\s*(\d[\d,]*)")
 # Descriptions a training bar may carry (Lightning: `Epoch 3:`); others are data bars.
 _TRAIN_DESC = re.compile(r"^(?:train(?:ing)?|epoch\b.*|steps?)$", re.IGNORECASE)
 _STEP_UNITS = ("it/s", "s/it")
+# Lightning's bar counts one epoch: `Epoch 1:` (old) or `Epoch 1/2:` (0-based, of 3).
+_EPOCH_DESC = re.compile(r"^epoch\s+(\d+)(?:\s*/\s*(\d+))?", re.IGNORECASE)
 
 
 
@@ -125,6 +127,8 @@ class MetricsParser:
         self._bar_step: int | None = None  # the training bar's latest count
         self._bar_total: int | None = None
         self._bar_used = True  # the bar's count already gave a dict its step
+        self._epochs_left: int | None = 0  # whole epochs after the bar's (None: unknown)
+        self._epoch_len = 0  # steps in one epoch, when the bar counts an epoch
         self._left: str | None = None  # the bar's time left, `48:58`
         self._rate_text = ""  # the bar's rate and its unit, `2.53` `s/it`
         self._unit = ""
@@ -241,16 +245,26 @@ class MetricsParser:
         if unit and unit not in _STEP_UNITS:
             return False  # examples/s, B/s: a data bar
         n, total = int(n_text), int(total_text)
-        if total > MAX_STEP:
+        epochs_left: int | None = 0
+        whole: int | None = total  # the run's steps, as far as the bar tells
+        if desc and (e := _EPOCH_DESC.match(desc)):
+            # One epoch's bar (Lightning) is not the whole run: count from the run's
+            # start, and the run's total only when the bar says how many epochs.
+            epoch, last = int(e.group(1)), e.group(2)
+            n += epoch * total
+            epochs_left = int(last) - epoch if last is not None and int(last) >= epoch else None
+            whole = total * (int(last) + 1) if epochs_left is not None else None
+        if (whole or n) > MAX_STEP:
             return False  # no run has that many steps; the cache could not store it
         if self._header_total is not None:
-            if total != self._header_total:
+            if whole != self._header_total:
                 return False  # an eval or prediction bar
-        elif self._bar_total is not None and total < self._bar_total:
+        elif self._bar_total is not None and (whole or 0) < self._bar_total:
             return False  # without the header, the longest bar is the training one
         if n != self._bar_step:
             self._bar_used = False
-        self._bar_step, self._bar_total = n, total
+        self._bar_step, self._bar_total = n, whole
+        self._epochs_left, self._epoch_len = epochs_left, total
         # Kept as text: turned into numbers only when asked (most redraws never are).
         self._left, self._rate_text, self._unit = left, rate, unit
         if postfix and post and "loss" in post:
@@ -332,12 +346,16 @@ class MetricsParser:
         final = self._final or j.final
         finished = bool(final)
         eta = _seconds(self._left) if self._left else None
-        if finished:
-            step = total if total is not None else step
-            eta = 0.0
         rate = _num(self._rate_text) if self._rate_text else None
         if rate is not None:
             rate = (1.0 / rate if self._unit == "s/it" else rate) if rate > 0 else None
+        if eta is not None and self._epochs_left != 0:
+            # The bar's time left is its epoch's: add the epochs after it at its rate.
+            eta = (eta + self._epochs_left * self._epoch_len / rate
+                   if self._epochs_left is not None and rate else None)
+        if finished:
+            step = total if total is not None else step
+            eta = 0.0
         if finished and "train_steps_per_second" in final:
             rate = final["train_steps_per_second"]
         return Summary(
@@ -363,6 +381,7 @@ class MetricsParser:
             "header_total": self._header_total, "bar_step": self._bar_step,
             "bar_total": self._bar_total, "bar_used": self._bar_used, "left": self._left,
             "rate": self._rate_text, "unit": self._unit, "last_step": self._last_step, "interval": self._interval,
+            "epochs_left": self._epochs_left, "epoch_len": self._epoch_len,
             "final": self._final, "jsonl": self.jsonl.to_state(),
         }
 
@@ -388,6 +407,9 @@ class MetricsParser:
         p._rate_text, p._unit = str(state["rate"]), str(state["unit"])
         p._last_step = int(state["last_step"])  # type: ignore[arg-type]
         p._interval = int(state["interval"])  # type: ignore[arg-type]
+        # A cache from before epoch bars were told apart has neither: the next bar sets them.
+        p._epochs_left = _opt_int(state.get("epochs_left", 0))
+        p._epoch_len = int(state.get("epoch_len", 0))  # type: ignore[call-overload]
         final = state["final"]
         if not isinstance(final, dict):
             raise ValueError("final: not a table")
