@@ -560,9 +560,11 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
 
 async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
     parser = await sync_metrics(engine, args.host, args.workdir, args.run_id)
+    # Its state decides whether the ETA and steps/s are live (metrics_format.for_state).
+    state = (await engine.probe(args.host, args.workdir, args.run_id)).state
     if args.json:
-        print(json.dumps({"host": args.host, "run_id": args.run_id,
-                          **metrics_format.to_json(parser)}, indent=2))
+        print(json.dumps({"host": args.host, "run_id": args.run_id, "state": state,
+                          **metrics_format.to_json(parser, state)}, indent=2))
         return 0
     rows = metrics_format.rows(parser)
     if args.csv:
@@ -571,7 +573,8 @@ async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
         writer.writerows([[step, *("" if v is None else repr(v) for v in values)]
                           for step, *values in rows])
         return 0
-    print(metrics_format.summary_line(parser.summary()) or f"no metrics in the log of {args.run_id} yet")
+    print(metrics_format.summary_line(metrics_format.for_state(parser.summary(), state))
+          or f"no metrics in the log of {args.run_id} yet")
     if rows:
         table = [("STEP", "LOSS", "EVAL_LOSS", "LR", "GRAD_NORM")] + [
             (str(step), *(metrics_format.number(v) for v in values)) for step, *values in rows]

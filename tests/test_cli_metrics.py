@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,23 @@ def test_a_completed_run_has_no_reason(cli: Cli, tmp_path: Path, workdir: str) -
     start_hf(cli, tmp_path, workdir, "fine", steps=2)
     got = json.loads(cli("status", "gpu", "fine", "--workdir", workdir, "--json").out)
     assert (got["state"], got["reason"]) == ("completed", "")
+
+
+def test_a_stopped_run_shows_no_live_eta_or_rate(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """Issue 15 item 21: `metrics` (plain and --json) of a run stopped mid-way."""
+    config = write_config(tmp_path / "halt.yaml", hf_style=True, steps=2000, step_seconds=0.05)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "halt",
+               "--no-follow").rc == 0
+    deadline = time.monotonic() + 30
+    while True:  # until the bar has given an ETA and a rate
+        live = json.loads(cli("metrics", "gpu", "halt", "--workdir", workdir, "--json").out)
+        if live["summary"]["eta_seconds"] is not None and live["summary"]["step"]:
+            break
+        assert time.monotonic() < deadline, live
+    assert live["state"] == "running" and live["summary"]["steps_per_second"] == 4.0
+    assert cli("stop", "gpu", "halt", "--workdir", workdir).rc == 0
+    got = json.loads(cli("metrics", "gpu", "halt", "--workdir", workdir, "--json").out)
+    assert got["state"] == "stopped" and got["summary"]["step"] >= live["summary"]["step"]
+    assert (got["summary"]["eta_seconds"], got["summary"]["steps_per_second"]) == (None, None)
+    plain = cli("metrics", "gpu", "halt", "--workdir", workdir).out.splitlines()[0]
+    assert plain.startswith("step ") and "ETA" not in plain and "steps/s" not in plain

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from rtrain_tui.core.metrics import Downsampler, MetricsParser, downsample, format_eta, parse_text
+from rtrain_tui.core.metrics_format import for_state, summary_line
 
 # transformers 4.x Trainer, stdout and stderr merged into train.log (not a TTY): the
 # header, tqdm redraws on `\r`, dicts printed by ProgressCallback.on_log.
@@ -312,3 +313,16 @@ def test_a_downsampler_starts_over_when_its_series_is_replaced_by_one_as_long() 
     assert sampler.points(10) == [(10, 1.0), (20, 0.5), (30, 0.25)]
     sampler.update([(10, 1.0), (20, 0.5), (30, 0.25), (40, 0.2)])  # it grew: kept, extended
     assert sampler.points(10)[-1] == (40, pytest.approx(0.2))
+
+
+@pytest.mark.parametrize("state", ["stopped", "failed (exit 1)", "lost", "queued", "unknown"])
+def test_only_a_running_run_has_a_live_eta_and_rate(state: str) -> None:
+    """Issue 15 item 21: the one function every view words a summary through."""
+    live = parse_text(HF4_LOG).summary()
+    assert for_state(live, "running") == live and live.eta_seconds and live.steps_per_second
+    ended = for_state(live, state)
+    assert (ended.eta_seconds, ended.steps_per_second) == (None, None)
+    assert (ended.step, ended.total, ended.loss) == (live.step, live.total, live.loss)
+    assert "ETA" not in summary_line(ended) and "steps/s" not in summary_line(ended)
+    done = parse_text(HF4_LOG + FINAL_LINE).summary()
+    assert for_state(done, state) == done  # the trainer's own final figures are a record

@@ -6,7 +6,10 @@ all word progress the same way through these.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rtrain_tui.core.metrics import MetricsParser, Summary, format_eta
+from rtrain_tui.core.probes import RUNNING
 
 COLUMNS = ("step", "loss", "eval_loss", "learning_rate", "grad_norm")
 Row = tuple[int, float | None, float | None, float | None, float | None]
@@ -20,6 +23,20 @@ def rows(parser: MetricsParser) -> list[Row]:
         for step, value in series:
             table.setdefault(step, [None] * 4)[column] = value
     return [(step, *values) for step, values in sorted(table.items())]  # type: ignore[misc]
+
+
+def for_state(s: Summary, state: str) -> Summary:
+    """What a run in `state` may show of its metrics: every view (the `metrics` command,
+    curves, compare) words a summary through this first.
+
+    Only a running run has a live ETA and steps/s; a stopped, failed, lost or queued one
+    keeps its step and losses, never a countdown to an end that will not come or a rate
+    it no longer runs at (the runs table already did so). A trainer's own final summary
+    (`train_runtime`: finished, its mean rate) is a record, not live, and stays.
+    """
+    if state == RUNNING or s.finished:
+        return s
+    return replace(s, eta_seconds=None, steps_per_second=None)
 
 
 def number(value: float | None) -> str:
@@ -69,8 +86,9 @@ def progress_cell(s: Summary, running: bool, bar_width: int = 6) -> str:
     return text
 
 
-def to_json(parser: MetricsParser) -> dict[str, object]:
-    s = parser.summary()
+def to_json(parser: MetricsParser, state: str = RUNNING) -> dict[str, object]:
+    """The summary (as a run in `state` may show it, see `for_state`) and every series."""
+    s = for_state(parser.summary(), state)
     return {
         "summary": {
             "step": s.step, "total": s.total, "fraction": s.fraction, "loss": s.loss,
