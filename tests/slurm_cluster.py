@@ -9,6 +9,8 @@ Facts this follows were measured on these machines (see the project's SLURM-NOTE
   TERM→KILL step is short, `MinJobAge=300` so ended jobs stay visible to squeue.
 - every daemon and client finds the cluster by `SLURM_CONF`; the login node's sshd
   gets it with `SetEnv`.
+- `cred_expire=20` (default 120 s): a requeued job waits that long before it may start
+  again, and the requeue test waits for its second attempt.
 - `JobSubmitPlugins=lua` with a `job_submit.lua` beside slurm.conf (where slurmctld looks
   for it) that tells every submitter a line on stderr, as many real clusters do.
 Teardown cancels the jobs first, then ends the daemons by the pids started here, then
@@ -162,7 +164,7 @@ SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={free_port()}
 SlurmdPort={slurmd_port}
 AuthType=auth/munge
-AuthInfo=socket={root}/munge/munge.socket
+AuthInfo=socket={root}/munge/munge.socket,cred_expire=20
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root

@@ -62,6 +62,24 @@ def test_status_words_from_files_and_slurm(run: str, slurm_line: str, word: str,
     assert (probe.state, probe.reason) == (word, reason)
 
 
+@pytest.mark.parametrize("attempt, slurm_line, word", [
+    # `scontrol requeue`: attempt 0 wrote 143 when the requeue's SIGTERM ended it
+    ("0", "J\t7|PENDING|BeginTime|0|1|", "queued"),
+    ("0", "J\t7|REQUEUED|None|0|1|", "running"),
+    ("0", "J\t7|RUNNING|None|0|1|", "running"),
+    ("", "J\t7|RUNNING|None|0|1|", "running"),  # no attempt recorded: the first one's
+    ("0", "C\tJobId=7 JobState=PENDING Reason=BeginTime Restarts=1 ExitCode=0:15", "queued"),
+    ("1", "J\t7|RUNNING|None|0|1|", "failed (exit 143)"),  # this attempt's own end
+    ("0", "J\t7|TIMEOUT|TimeLimit|0|0|", "failed (exit 143)"),
+    ("0", "A\t7|FAILED|0:15", "failed (exit 143)"),  # sacct does not say: the file stands
+])
+def test_an_exit_code_counts_only_for_the_attempt_that_wrote_it(attempt: str, slurm_line: str,
+                                                                word: str) -> None:
+    run = f"0\texists=1\tjob=7\tcode=143\tattempt={attempt}\tstop=0\tstopped=0\tlaunched=1"
+    [probe] = parse_run_states(f"{run}\n{slurm_line}\n", 1)
+    assert probe.state == word
+
+
 def test_queued_is_a_word_of_its_own_and_not_final() -> None:
     assert probes.QUEUED == "queued" and not probes.is_final(probes.QUEUED)
 
@@ -170,7 +188,8 @@ def test_two_node_script_gives_each_node_its_rank_and_the_first_node_as_rendezvo
     script = batch_script("r1", TOKEN, cmd, {"HF_HOME": "/x y"}, opts, 4)
     (tmp_path / "run.sbatch").write_text(script)
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
-           "SLURM_JOB_ID": "42", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "node-[a-b]"}
+           "SLURM_JOB_ID": "42", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "node-[a-b]",
+           "SLURM_RESTART_COUNT": "2"}
     p = subprocess.run(["/bin/sh", "run.sbatch"], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=20)
     assert p.returncode == 0, p.stderr
@@ -178,6 +197,7 @@ def test_two_node_script_gives_each_node_its_rank_and_the_first_node_as_rendezvo
         "node=0 of=2 at=node-a:29500 gpus=4 data set.jsonl",
         "node=1 of=2 at=node-a:29500 gpus=4 data set.jsonl"]
     assert (tmp_path / "status").read_text() == "0\n"
+    assert (tmp_path / "status_attempt").read_text() == "2\n"  # the third attempt wrote it
     assert (tmp_path / "slurm_job_id").read_text() == "42\n"
 
 

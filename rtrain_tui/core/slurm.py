@@ -172,6 +172,10 @@ wait $child; rc=$?
 # A trapped signal interrupts `wait` (rc > 128) while the trainer still runs: wait again.
 while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done
 echo $rc > status.tmp && mv status.tmp status
+# Which attempt wrote `status` (Slurm runs this script again for a requeued job): an exit
+# code counts only while the job is still on that attempt. Written second, so a probe
+# between the two never pairs an old code with the new attempt.
+echo "${{SLURM_RESTART_COUNT:-0}}" > status_attempt.tmp && mv status_attempt.tmp status_attempt
 exit $rc
 """
 
@@ -232,8 +236,9 @@ _SEP = "|"
 def run_states(runs: Sequence[tuple[str, str]]) -> str:
     """One script for all the Slurm runs of a host: their files, then one Slurm query.
 
-    Prints per run `I\\texists=..\\tjob=..\\tcode=..\\tstop=..\\tstopped=..\\tlaunched=..`,
-    then per job `J\\tID|STATE|REASON|RAW_EXIT` lines from squeue (raw wait status),
+    Prints per run `I\\texists=..\\tjob=..\\tcode=..\\tattempt=..\\tstop=..\\tstopped=..\\tlaunched=..`
+    (`attempt`: the job's restart count when `status` was written), then per job
+    `J\\tID|STATE|REASON|RAW_EXIT|RESTARTS` lines from squeue (raw wait status),
     `C\\t` lines from `scontrol -o show job` for jobs squeue did not list, and `A\\t` lines
     from sacct (`ID|STATE|EXIT:SIG`) when accounting is enabled.
     """
@@ -245,16 +250,17 @@ probe() {
   read_file "$rd/slurm_job_id"; job=$rf
   case $job in ''|*[!0-9_]*) job=;; *) ids="$ids${ids:+,}$job";; esac
   read_file "$rd/status"; code=$rf
+  read_file "$rd/status_attempt"; attempt=$rf
   stop=0; [ -s "$rd/stop_requested" ] && stop=1
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
-  printf '%s\texists=1\tjob=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\n' \
-    "$1" "$job" "$code" "$stop" "$stopped" "$launched"
+  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\n' \
+    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched"
 }"""]
     for i, (workdir, run_id) in enumerate(runs):
         lines.append(f"probe {i} {remote_sh.run_dir_word(workdir, run_id)}")
     lines.append(r"""[ -n "$ids" ] || exit 0
-sq=$(squeue -h -t all -j "$ids" -O 'JobID:|,State:|,Reason:|,exit_code:|' 2>/dev/null)
+sq=$(squeue -h -t all -j "$ids" -O 'JobID:|,State:|,Reason:|,exit_code:|,RestartCnt:|' 2>/dev/null)
 printf '%s\n' "$sq" | sed -n 's/^\([0-9]\)/J	\1/p'
 case $sq in *'|PENDING|'*)
   # Our waiting jobs' places in their partition's queue, in Slurm's priority order
@@ -280,12 +286,14 @@ fi
 
 @dataclass(frozen=True)
 class JobInfo:
-    """What Slurm says about one job. `exit_code`/`signal`: the batch script's end."""
+    """What Slurm says about one job. `exit_code`/`signal`: the batch script's end;
+    `restarts`: how often it was requeued (None where the source does not say: sacct)."""
 
     state: str
     reason: str = ""
     exit_code: int | None = None
     signal: int | None = None
+    restarts: int | None = None
 
 
 def parse_jobs(output: str) -> dict[str, JobInfo]:
@@ -300,7 +308,8 @@ def parse_jobs(output: str) -> dict[str, JobInfo]:
             raw = _int(parts[3])
             info = JobInfo(parts[1].strip(), _clean_reason(parts[2]),
                            None if raw is None else (raw >> 8) & 0xFF,
-                           None if raw is None else raw & 0x7F)
+                           None if raw is None else raw & 0x7F,
+                           _int(parts[4]) if len(parts) > 4 else None)
             jobs.setdefault(parts[0].strip(), info)
         elif kind == "C":
             facts = dict(w.partition("=")[::2] for w in rest.split(" ") if "=" in w)
@@ -308,7 +317,8 @@ def parse_jobs(output: str) -> dict[str, JobInfo]:
             if job.isdigit():
                 code, sig = _exit_pair(facts.get("ExitCode", ""))
                 jobs.setdefault(job, JobInfo(facts.get("JobState", ""),
-                                             _clean_reason(facts.get("Reason", "")), code, sig))
+                                             _clean_reason(facts.get("Reason", "")), code, sig,
+                                             _int(facts.get("Restarts", ""))))
         elif kind == "A":
             parts = rest.split(_SEP)
             if len(parts) >= 3 and parts[0].isdigit():
@@ -392,6 +402,12 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
     info = jobs.get(job_id)
     if info is None:
         return base  # gone from Slurm: the recorded code, our stop, or `lost`
+    # A requeued job (preempted, `scontrol requeue`, a node failure) runs run.sbatch again:
+    # the `status` its earlier attempt wrote (143: the requeue's SIGTERM) is not this run's
+    # end. A status with no attempt recorded is the first attempt's.
+    attempt = _int(facts.get("attempt", "")) or 0
+    if base.exit_code is not None and info.restarts is not None and attempt != info.restarts:
+        base = replace(base, exit_code=None)
     state = info.state
     reason = state if state in FAILURE_STATES and state != "FAILED" else ""
     if base.exit_code is not None or base.stopped:
