@@ -64,6 +64,11 @@ class FakeSftp:
         self.host.files.append(f)
         return f
 
+    async def open_regular(self, path: str) -> FakeFile:
+        """As BoundedSFTP's: a stat, then the open."""
+        await self.stat(path)
+        return await self.open(path, "rb")
+
     async def stat(self, path: str) -> _Attrs:
         await self.host.gate()
         self.host.stats += 1
@@ -103,7 +108,7 @@ class FakeHost:
         return _probe(self.state)
 
     # connection
-    async def sftp(self) -> FakeSftp:
+    async def sftp(self, lane: str = "") -> FakeSftp:
         await self.gate()
         return FakeSftp(self)
 

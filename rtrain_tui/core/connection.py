@@ -7,8 +7,10 @@ and one round trip. Scripts run in a subshell `( ... )` so they can `exit` and `
 without harming the shell, with stdin from /dev/null so they can never eat the next
 script. Every script has a time bound; a shell that overruns it is discarded.
 
-Log streams and transfers use one SFTP channel per host, so following 20 runs on one
-host needs two SSH sessions, not twenty (OpenSSH's MaxSessions defaults to 10).
+Log streams share one SFTP channel per host (its "logs" lane), transfers and metrics
+reads another, so following 20 runs on one host needs three SSH sessions, not twenty
+(OpenSSH's MaxSessions defaults to 10); and a log that hangs in a pane never holds up
+the refresh's reads, since the host's sftp-server answers a channel one request at a time.
 
 Every wait is bounded. A script's timeout covers waiting for a free shell too, and where
 the host has `timeout` (coreutils, busybox) the script runs under it, so a script that
@@ -28,6 +30,7 @@ import math
 import os
 import secrets
 import socket
+import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import (
-    AuthError, HostKeyChangedError, PermanentError, RemoteError, UnknownHostError,
-    UnreachableError, ValidationError,
+    AuthError, HostKeyChangedError, NotRegularFileError, PermanentError, RemoteError,
+    UnknownHostError, UnreachableError, ValidationError,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +57,7 @@ DEFAULT_COMMAND_TIMEOUT = 30.0
 MAX_BACKOFF = 1.5
 MAX_SHELLS = 3  # scripts of one host run side by side, so one slow script blocks none
 SFTP_CALL_TIMEOUT = 20.0  # one SFTP request (open, stat, read, readdir, write, …)
+LOG_LANE = "logs"  # the SFTP channel log followers share (HostConnection.sftp)
 SFTP_STALL_TIMEOUT = 30.0  # a get/put that has moved no byte for this long is abandoned
 
 
@@ -332,7 +336,10 @@ class HostConnection:
         self._conn: asyncssh.SSHClientConnection | None = None
         self._idle_shells: list[_Shell] = []
         self._shell_slots = asyncio.Semaphore(MAX_SHELLS)
-        self._sftp: asyncssh.SFTPClient | None = None
+        # One SFTP channel per lane: "" for everything, "logs" for the log panes' followers.
+        # The host's sftp-server answers a channel's requests one at a time, so a read
+        # stuck in one lane (a hung NFS file) must not hold up the refresh's reads.
+        self._sftps: dict[str, asyncssh.SFTPClient] = {}
         self._connect_lock = asyncio.Lock()
         # Reconnect backoff: after a failed connect, callers within the window get the
         # same error at once instead of each waiting out a ConnectTimeout.
@@ -561,20 +568,23 @@ class HostConnection:
                     raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def sftp(self) -> BoundedSFTP:
+    async def sftp(self, lane: str = "") -> BoundedSFTP:
         """The host's shared SFTP channel (logs, uploads, fetches), every call bounded.
 
-        A channel that died on a live connection (the sftp-server was killed, a stuck
-        call abandoned it) is replaced here, so logs and fetches on the host heal.
+        `lane` names a channel of its own (LOG_LANE: the log panes' followers), so a
+        request stuck there never delays the others. A channel that died on a live
+        connection (the sftp-server was killed, a stuck call abandoned it) is replaced
+        here, so logs and fetches on the host heal.
         """
         import asyncssh
 
         async with self._sftp_lock:
-            if self._sftp is None or not self.connected or not _sftp_alive(self._sftp):
-                self._sftp = None
+            sftp = self._sftps.get(lane)
+            if sftp is None or not self.connected or not _sftp_alive(sftp):
+                self._sftps.pop(lane, None)
                 conn = await self.connect()
                 try:
-                    self._sftp = await bounded(conn.start_sftp_client(), SFTP_CALL_TIMEOUT)
+                    sftp = await bounded(conn.start_sftp_client(), SFTP_CALL_TIMEOUT)
                 except asyncio.TimeoutError:
                     raise RemoteError(
                         f"{self.alias}: the SFTP subsystem did not start within "
@@ -594,12 +604,12 @@ class HostConnection:
                                           f"{_describe(exc, 0)}") from None
                     self._drop()
                     raise UnreachableError(f"cannot reach {self.alias}: {_describe(exc, 0)}") from None
-            return BoundedSFTP(self, self._sftp)
+                self._sftps[lane] = sftp
+            return BoundedSFTP(self, sftp)
 
     def abandon_sftp(self, sftp: asyncssh.SFTPClient) -> None:
         """Give up a channel with a stuck call; the next `sftp()` opens a fresh one."""
-        if self._sftp is sftp:
-            self._sftp = None
+        self._sftps = {lane: s for lane, s in self._sftps.items() if s is not sftp}
         try:
             sftp.exit()
         except Exception:  # noqa: BLE001 - it is being thrown away either way
@@ -613,7 +623,7 @@ class HostConnection:
         _abort_all(self._jumps)
         self._jumps = []
         self._close_shells()
-        self._sftp = None
+        self._sftps = {}
 
     def _close_shells(self) -> None:
         for shell in self._idle_shells:
@@ -633,7 +643,7 @@ class HostConnection:
         _abort_all(self._jumps)
         self._jumps = []
         self._close_shells()
-        self._sftp = None
+        self._sftps = {}
 
 
 def _abort_all(connections: list[asyncssh.SSHClientConnection]) -> None:
@@ -740,6 +750,19 @@ class BoundedSFTP:
                 f"{self.call_timeout:g} s (a stuck file or an overloaded host); it was "
                 "abandoned and other work on the host goes on."
             ) from None
+
+    async def open_regular(self, path: str) -> BoundedFile:
+        """`path` opened for reading once a stat says it is a regular file (following
+        links); anything else raises NotRegularFileError unopened. A missing file raises
+        asyncssh's SFTPNoSuchFile, as `open` does."""
+        attrs = await self.bounded("stat", self._sftp.stat(path))
+        if attrs.permissions is not None and not stat.S_ISREG(attrs.permissions):
+            kind = "a FIFO" if stat.S_ISFIFO(attrs.permissions) else "not a regular file"
+            raise NotRegularFileError(
+                f"{self._conn.alias}: {path.rpartition('/')[2]} is {kind}, not read (opening "
+                f"it would block the host's SFTP server): {path}"
+            )
+        return await self._open(path, "rb")
 
     async def _open(self, *args: Any, **kwargs: Any) -> BoundedFile:
         return BoundedFile(self, await self.bounded("open", self._sftp.open(*args, **kwargs)))

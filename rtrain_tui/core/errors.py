@@ -37,6 +37,11 @@ class NoSuchRunError(RemoteError):
     """The host answered, and it has no directory for that run id (a typo, another workdir)."""
 
 
+class NotRegularFileError(RemoteError):
+    """A run's file that is no regular file (a FIFO, a device): never opened, since opening
+    a FIFO blocks the host's sftp-server, and every request behind it, until a writer comes."""
+
+
 class IndexCorruptError(RemoteError):
     """The local run index cannot be parsed; it is left untouched."""
 

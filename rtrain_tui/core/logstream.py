@@ -37,7 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 from rtrain_tui.core import probes
 from rtrain_tui.core.bounded import bounded
-from rtrain_tui.core.errors import PermanentError, RemoteError, UnreachableError, ValidationError
+from rtrain_tui.core.connection import LOG_LANE
+from rtrain_tui.core.errors import (
+    NotRegularFileError, PermanentError, RemoteError, UnreachableError, ValidationError,
+)
 
 if TYPE_CHECKING:
     import asyncssh  # imported on first use: see connection.py
@@ -128,7 +131,8 @@ class LineSplitter:
 
 
 def _is_permanent(exc: BaseException) -> bool:
-    return isinstance(exc, (PermanentError, ValidationError))
+    # A FIFO stays one: retrying would only stat it again every second.
+    return isinstance(exc, (PermanentError, ValidationError, NotRegularFileError))
 
 
 def _describe(exc: BaseException) -> str:
@@ -270,9 +274,9 @@ class LogFollower:
         """The open log, or None while the trainer has not created it yet."""
         import asyncssh
 
-        sftp = await conn.sftp()
+        sftp = await conn.sftp(LOG_LANE)
         try:
-            handle = await self._bounded(sftp.open(f"{run_dir}/train.log", "rb"))
+            handle = await self._bounded(sftp.open_regular(f"{run_dir}/train.log"))
         except asyncssh.SFTPNoSuchFile:
             return None
         if not self._positioned:
@@ -357,7 +361,7 @@ class LogFollower:
 
         if self._markers_seen:
             return False
-        sftp = await conn.sftp()
+        sftp = await conn.sftp(LOG_LANE)
         for name in END_MARKERS:
             try:
                 await self._bounded(sftp.stat(f"{run_dir}/{name}"))
@@ -392,7 +396,7 @@ async def read_tail(engine: Any, host: str, workdir: str, run_id: str,
     run_dir = await engine.run_dir(host, workdir, run_id)
     sftp = await engine.host(host).sftp()
     try:
-        async with sftp.open(f"{run_dir}/train.log", "rb") as f:
+        async with await sftp.open_regular(f"{run_dir}/train.log") as f:
             size = (await f.stat()).size or 0
             data = await f.read(nbytes, max(0, size - nbytes))
     except asyncssh.SFTPNoSuchFile:

@@ -48,7 +48,7 @@ async def sync_metrics(engine: Any, host: str, workdir: str, run_id: str,
     try:
         sftp = await engine.host(host).sftp()
         try:
-            f = await bounded(sftp.open(f"{run_dir}/train.log", "rb"), OP_TIMEOUT)
+            f = await bounded(sftp.open_regular(f"{run_dir}/train.log"), OP_TIMEOUT)
         except asyncssh.SFTPNoSuchFile:
             if not (await engine.probe(host, workdir, run_id)).exists:
                 raise RemoteError(f"no run {run_id} on {host}") from None
@@ -60,7 +60,7 @@ async def sync_metrics(engine: Any, host: str, workdir: str, run_id: str,
                 await f.close()
         what = "metrics.jsonl"
         try:
-            f = await bounded(sftp.open(f"{run_dir}/metrics.jsonl", "rb"), OP_TIMEOUT)
+            f = await bounded(sftp.open_regular(f"{run_dir}/metrics.jsonl"), OP_TIMEOUT)
         except asyncssh.SFTPNoSuchFile:
             f = None
             if cached.jsonl_offset or cached.parser.jsonl.records:

@@ -1,0 +1,102 @@
+"""A log that hangs when read (a FIFO `train.log`, a file on a hung NFS mount) in an
+open pane: the host's run states go on refreshing. Against the real sshd pair."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import Engine, RunIndex, StartRequest
+from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.index import RunRecord
+from rtrain_tui.tui.widgets.log_pane import LogPane
+from tests.conftest import write_config
+from tests.sshd import SshHosts
+from tests.test_tui import SIZE, tui, until
+
+
+@pytest.fixture(autouse=True)
+def _client_home(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if "hosts" in request.fixturenames:
+        monkeypatch.setenv("HOME", str(request.getfixturevalue("hosts").home))
+
+
+def _release(fifo: Path) -> None:
+    """Let whatever the host left blocked on opening the FIFO go (it sees end-of-file)."""
+    for _ in range(50):
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            return  # no reader left (ENXIO)
+
+
+def test_a_hung_log_in_an_open_pane_never_freezes_the_hosts_states(hosts: SshHosts, tmp_path: Path) -> None:
+    """A run whose train.log is a FIFO, its pane open, and a run started afterwards: the
+    refresh shows the new run `completed` when it ends (it used to wait behind the FIFO's
+    open on the host's one SFTP channel, 20 s a time, for ever); the pane says why it gave up."""
+    work = tmp_path / "work"
+    piped = work / "piped"
+    piped.mkdir(parents=True)
+    fifo = piped / "train.log"
+    os.mkfifo(fifo)  # opening it for reading blocks the host's sftp-server until a writer comes
+    (piped / "status").write_text("0\n")
+    RunIndex(tmp_path / "runs.toml").add(RunRecord("gpu", "piped", str(work), state="completed",
+                                                   started_at="2026-11-29T10:00:00+00:00"))
+    config = write_config(tmp_path / "c.yaml", steps=5, step_seconds=0.1)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True, refresh_seconds=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.runs_table.row_count == 1, "the run in the table")
+            app.runs_table.focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: app.query(LogPane), "its log pane")
+            await pilot.pause(1.0)  # the pane has tried to read the log by now
+            engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+            await engine.start(StartRequest("gpu", config, run_id="after", workdir=str(work), gpus=0))
+            await engine.close()
+            state = lambda: {v.record.run_id: v.record.state  # noqa: E731
+                             for v in app.runs_table.views.values()}.get("after")
+            await until(pilot, lambda: state() == "completed", "the new run's end", timeout=15)
+            pane = app.query_one(LogPane)
+            assert pane.stream.startswith("gave up") and "FIFO" in pane.stream
+
+    try:
+        asyncio.run(go())
+    finally:
+        _release(fifo)
+
+
+def test_a_read_stuck_in_the_log_lane_never_delays_the_refreshs_reads(hosts: SshHosts, tmp_path: Path) -> None:
+    """What a hung NFS file does to a pane (a request the host's sftp-server never
+    answers, whatever a stat said) holds up only the log panes' channel: the metrics the
+    refresh reads for another run arrive at once, on the host's other channel."""
+    from rtrain_tui.core.connection import LOG_LANE
+    from rtrain_tui.core.metrics_sync import sync_metrics
+
+    work = tmp_path / "work"
+    (work / "piped").mkdir(parents=True)
+    fifo = work / "piped" / "train.log"
+    os.mkfifo(fifo)
+    (work / "plain").mkdir()
+    (work / "plain" / "train.log").write_text("{'loss': 2.5, 'learning_rate': 1e-4, 'epoch': 0.1}\n")
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        try:
+            logs = await engine.host("gpu").sftp(LOG_LANE)
+            stuck = asyncio.ensure_future(logs.open(str(fifo), "rb"))  # as a hung file would
+            await asyncio.sleep(0)  # the request is on its way
+            parser = await asyncio.wait_for(
+                sync_metrics(engine, "gpu", str(work), "plain", cache_dir=tmp_path / "cache"), 10)
+            assert [v for _, v in parser.losses] == [2.5]
+            assert not stuck.done()
+            stuck.cancel()
+        finally:
+            _release(fifo)
+            await engine.close()
+
+    asyncio.run(go())
