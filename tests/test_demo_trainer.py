@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,3 +33,26 @@ def test_demo_log_reads_as_an_hf_run_with_a_falling_loss_and_evals(tmp_path: Pat
     assert p.learning_rates[0][1] > p.learning_rates[-1][1]  # linear decay
     s = p.summary()
     assert (s.step, s.total, s.finished) == (60, 60, True)
+
+
+def test_a_300_mb_dataset_is_streamed_in_bounded_memory(tmp_path: Path) -> None:
+    """Issue 15 item 30: the process stays under 200 MB (read whole, it grew to 17 GB)."""
+    data = tmp_path / "big.jsonl"
+    block = "".join(json.dumps({"text": f"ahoy matey, record {i} sails the seven seas: " + "arr " * 30})
+                    + "\n" for i in range(4000)).encode()
+    with data.open("wb") as f:
+        while f.tell() < 300 << 20:
+            f.write(block)
+    config = tmp_path / "config.yaml"
+    config.write_text("max_steps: 30\nstep_seconds: 0\nlogging_steps: 5\neval_steps: 10\n")
+    with (tmp_path / "train.log").open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "rtrain_tui.demo.trainer", "llm", str(data),
+                                 "--config", str(config)], stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not all children's
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, (tmp_path / "train.log").read_text()[-2000:]
+    assert usage.ru_maxrss < 200 * 1024, f"peak RSS {usage.ru_maxrss // 1024} MB"  # KiB on Linux
+    p = parse_text((tmp_path / "train.log").read_bytes().decode())
+    assert p.summary().finished and [s for s, _ in p.eval_losses] == [10, 20, 30]
+    assert f"  Num examples = {(data.stat().st_size // len(block)) * 4000:,}\n" in \
+        (tmp_path / "train.log").read_text()

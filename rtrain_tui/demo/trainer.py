@@ -10,10 +10,18 @@ SIGTERM saves a checkpoint and exits 143, as a real trainer's signal handler wou
 
 Config (flat `key: value` lines in config.yaml): max_steps, step_seconds,
 learning_rate, batch_size, save_steps, logging_steps, eval_steps, seed.
+
+The dataset is streamed, never loaded: its memory stays bounded whatever its size (a
+300 MB JSONL read whole, as a list of character pairs, grew the process to 17 GB). The
+vocabulary comes from its first `VOCAB_CHARS` characters (a character first seen later
+shares one catch-all slot), and each batch is drawn at random from a shuffle buffer of
+`BUFFER_PAIRS` pairs refilled from the file as it is read, cycling at its end, as a
+streaming data loader does.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -22,6 +30,7 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -34,20 +43,93 @@ def read_config(path: str) -> dict[str, str]:
     return cfg
 
 
-def read_texts(path: str | None) -> list[str]:
+VOCAB_CHARS = 1 << 20  # characters read for the vocabulary
+BUFFER_PAIRS = 1 << 15  # the shuffle buffer batches are drawn from
+MAX_LINE = 1 << 16  # characters of a line read at once: a file without newlines is bounded too
+HELD_OUT = 4096  # at most this many pairs for the eval loss
+FALLBACK = "the quick brown fox jumps over the lazy dog"
+
+
+def iter_texts(path: str | None) -> Iterator[str]:
+    """The dataset's texts, one at a time: JSONL with a "text" field, or plain lines."""
     if path is None:
-        return ["the quick brown fox jumps over the lazy dog"]
-    texts = []
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            record = json.loads(line)
-            texts.append(str(record.get("text", record)) if isinstance(record, dict) else str(record))
-        except json.JSONDecodeError:
-            texts.append(line)
-    return texts
+        yield FALLBACK
+        return
+    with open(path, encoding="utf-8", errors="replace") as f:
+        while line := f.readline(MAX_LINE):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                yield line
+                continue
+            yield str(record.get("text", record)) if isinstance(record, dict) else str(record)
+
+
+def iter_chars(path: str | None) -> Iterator[str]:
+    """The texts joined by newlines, a character at a time, as one corpus string was."""
+    first = True
+    for text in iter_texts(path):
+        if not first:
+            yield "\n"
+        first = False
+        yield from text
+
+
+def count_examples(path: str | None) -> int:
+    """Lines in the dataset, counted in 1 MiB blocks (the header's `Num examples`)."""
+    if path is None:
+        return 1
+    lines = 0
+    last = b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
+def vocabulary(path: str | None) -> tuple[list[str], int]:
+    """The characters of the dataset's first VOCAB_CHARS, sorted, with a catch-all slot
+    when the file goes on past them; and how many characters were read."""
+    seen: set[str] = set()
+    read = 0
+    for read, ch in enumerate(iter_chars(path), 1):
+        seen.add(ch)
+        if read >= VOCAB_CHARS:
+            seen.add("\ufffd")  # for a character first seen further on
+            break
+    return sorted(seen), read
+
+
+def pair_stream(path: str | None, index: dict[str, int]) -> Iterator[tuple[int, int]]:
+    """(character, next character) over the corpus, from its start again at its end."""
+    unknown = index.get("\ufffd", 0)
+    while True:
+        prev = None
+        for ch in iter_chars(path):
+            i = index.get(ch, unknown)
+            if prev is not None:
+                yield prev, i
+            prev = i
+        if prev is None:
+            return  # an empty dataset: nothing to cycle over
+
+
+class ShuffleBuffer:
+    """Random draws from a bounded window of a stream, each replaced by the stream's next."""
+
+    def __init__(self, stream: Iterator[tuple[int, int]], size: int, rng: random.Random) -> None:
+        self.stream, self.rng = stream, rng
+        self.buffer = list(itertools.islice(stream, size))
+
+    def draw(self) -> tuple[int, int]:
+        j = self.rng.randrange(len(self.buffer))
+        pair = self.buffer[j]
+        self.buffer[j] = next(self.stream, pair)
+        return pair
 
 
 class Bigram:
@@ -142,17 +224,18 @@ def main(argv: list[str] | None = None) -> int:
     save_steps = int(cfg.get("save_steps", 50))
     rng = random.Random(int(cfg.get("seed", 0)))
 
-    texts = read_texts(dataset)
-    corpus = "\n".join(texts)
-    vocab = sorted(set(corpus))
+    vocab, prefix_chars = vocabulary(dataset)
     model = Bigram(vocab)
-    pairs = [(model.index[a], model.index[b]) for a, b in zip(corpus, corpus[1:])]
-    # A held-out tenth for the eval loss, as a real run's eval split.
-    held_out = pairs[: max(1, len(pairs) // 10)]
+    # A held-out tenth (of what the vocabulary was read from) for the eval loss, as a
+    # real run's eval split; an epoch is about one pass over the file's characters.
+    held_out = list(itertools.islice(pair_stream(dataset, model.index),
+                                     max(1, min(HELD_OUT, (prefix_chars - 1) // 10))))
+    corpus_pairs = max(os.path.getsize(dataset) if dataset else len(FALLBACK), 1)
+    batches = ShuffleBuffer(pair_stream(dataset, model.index), BUFFER_PAIRS, rng)
     logging_steps = int(cfg.get("logging_steps", 5))
     eval_steps = int(cfg.get("eval_steps", 20))
     # What transformers' Trainer prints before training (stdout).
-    print(f"***** Running training *****\n  Num examples = {len(texts):,}\n  Num Epochs = 1\n"
+    print(f"***** Running training *****\n  Num examples = {count_examples(dataset):,}\n  Num Epochs = 1\n"
           f"  Instantaneous batch size per device = {batch}\n"
           f"  Total optimization steps = {max_steps:,}\n"
           f"  Number of trainable parameters = {len(vocab) ** 2:,}", flush=True)
@@ -175,11 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         step += 1
         # a linear decay of the learning rate, as the Trainer's default scheduler
         step_lr = lr * (1 - (step - 1) / max_steps)
-        loss, grad_norm = model.step([rng.choice(pairs) for _ in range(batch)], step_lr)
+        loss, grad_norm = model.step([batches.draw() for _ in range(batch)], step_lr)
         losses.append(loss)
         sys.stderr.write(progress_bar(step, max_steps, began))
         sys.stderr.flush()
-        epoch = round(step * batch / max(len(pairs), 1), 2)
+        epoch = round(step * batch / corpus_pairs, 2)
         if step % logging_steps == 0 or step == max_steps:
             print(trainer_dict({"loss": round(loss, 4), "grad_norm": round(grad_norm, 4),
                                 "learning_rate": round(step_lr, 6), "epoch": epoch}), flush=True)
@@ -202,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                         "train_samples_per_second": round(step * batch / runtime, 3),
                         "train_steps_per_second": round(step / runtime, 3),
                         "train_loss": round(sum(losses) / len(losses), 4),
-                        "epoch": round(step * batch / max(len(pairs), 1), 2)}), flush=True)
+                        "epoch": round(step * batch / corpus_pairs, 2)}), flush=True)
     model.save(Path("lora_model"), {"steps": step, "final_loss": round(losses[-1], 4)})
     print(f"Sample: {model.sample(vocab[0] if vocab[0] != chr(10) else 't', 60, rng)!r}", flush=True)
     print("Saved adapter to lora_model/", flush=True)
