@@ -97,14 +97,15 @@ class SshHosts:
 
     def extra_host(self, name: str, sftp: str = "", extra_env: dict[str, str] | None = None,
                    home: Path | None = None, gpus: Path | None = None,
-                   hostname: str | None = None) -> str:
+                   hostname: str | None = None, bin_dir: Path | None = None) -> str:
         """Start one more sshd (no SFTP subsystem unless `sftp` names one); its ssh config.
 
         `extra_env` is added to the session environment (`SetEnv`), e.g. a Slurm login
         node's SLURM_CONF; values must not contain spaces or quotes. `home` is the remote
         HOME (two hosts can share one, as on NFS); `gpus` puts the stand-in nvidia-smi on
         the PATH, reading that CSV; `hostname` gives the host a name of its own (its own
-        UTS namespace: needs root, as the suite does).
+        UTS namespace: needs root, as the suite does); `bin_dir` comes first on the PATH
+        (stand-ins of the test's own).
         """
         sshd = find_sshd()
         assert sshd is not None
@@ -112,6 +113,8 @@ class SshHosts:
         home = home or self.root / f"remote_home_{name}"
         home.mkdir(exist_ok=True)
         path = f"{self.root / 'py_bin'}:/usr/bin:/bin"
+        if bin_dir is not None:
+            path = f"{bin_dir}:{path}"
         proc = _start_sshd(sshd, self.root, name, port, f"{REMOTE / 'bin'}:{path}" if gpus else path,
                            home, gpus or self.gpu_file, sftp=sftp, extra_env=extra_env,
                            hostname=hostname)

@@ -196,3 +196,51 @@ def test_a_chatty_login_shell_does_not_garble_answers(hosts: SshHosts, tmp_path:
     finally:
         (home / ".bashrc").unlink()
     assert (Path(workdir) / "chatty" / "config.yaml").exists()
+
+
+def test_calls_cancelled_while_the_shell_starts_leak_no_session(hosts: SshHosts, tmp_path: Path) -> None:
+    """Ten calls cancelled while the host's shell is starting, then a normal call: it
+    works. (sshd allows 10 sessions per connection; each cancelled start used to keep
+    its session open for good, and the host then refused every script.)"""
+    gate, bin_dir = tmp_path / "gate", tmp_path / "bin"
+    gate.mkdir()
+    bin_dir.mkdir()
+    # The `sh` the login shell's `exec sh` finds (no arguments; scripts' own `sh -c` pass
+    # through): it says it is starting, then waits until the test lets it go on, so each
+    # call is cancelled while its shell is starting.
+    (bin_dir / "sh").write_text(
+        "#!/bin/sh\n"
+        f'[ $# = 0 ] && : > {gate}/waiting.$$ && while [ ! -e {gate}/go.$$ ] && [ ! -e {gate}/go ]; '
+        "do sleep 0.02; done\n"
+        'exec /bin/sh "$@"\n')
+    (bin_dir / "sh").chmod(0o755)
+    cfg = tmp_path / "config"
+    cfg.write_text(hosts.ssh_config.read_text() + hosts.extra_host("gated", bin_dir=bin_dir))
+    pool = ConnectionPool(cfg)
+    conn = pool.get("gated")
+
+    async def starting(seen: set[str]) -> str:
+        deadline = asyncio.get_running_loop().time() + 20
+        while not (new := {p.name for p in gate.glob("waiting.*")} - seen):
+            assert asyncio.get_running_loop().time() < deadline, "no shell started"
+            await asyncio.sleep(0.02)
+        [name] = new
+        return name
+
+    async def go() -> str:
+        seen: set[str] = set()
+        try:
+            for _ in range(10):
+                call = asyncio.create_task(conn.run("echo cancelled"))
+                name = await starting(seen)
+                seen.add(name)
+                call.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await call
+                (gate / name.replace("waiting", "go")).touch()  # that start goes on, for nobody
+            (gate / "go").touch()
+            return await conn.run("echo still-working")
+        finally:
+            await pool.close()
+
+    assert asyncio.run(go()).strip() == "still-working"

@@ -291,6 +291,56 @@ class _Shell:
         self._process.close()
 
 
+async def _open_shell(conn: asyncssh.SSHClientConnection) -> _Shell:
+    """A new long-lived shell on `conn`, started; its session is closed if the start fails.
+
+    Bounded on its own: a caller that gave up leaves it running (see `_take_shell`).
+    """
+    import asyncssh
+
+    # stderr only ever carries the login shell's own chatter (scripts merge theirs into
+    # stdout); unread, it could stall the channel.
+    process = await conn.create_process("exec sh", encoding=None, stderr=asyncssh.DEVNULL)
+    shell = _Shell(process)
+    try:
+        async with asyncio.timeout(DEFAULT_COMMAND_TIMEOUT):
+            await shell.start()
+    except BaseException:
+        shell.close()
+        raise
+    return shell
+
+
+class _Slot:
+    """One of a host's MAX_SHELLS places, held by a call, or by a shell still starting
+    for a call that was cancelled (until that shell is there and closed)."""
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self._slots = slots
+        self._held = True
+        self._handed = False
+
+    def hand_to(self, starting: asyncio.Future[_Shell]) -> None:
+        """Let a shell start for nobody: close it once started, then free the place."""
+        self._handed = True
+
+        def started(future: asyncio.Future[_Shell]) -> None:
+            if not future.cancelled() and future.exception() is None:
+                future.result().close()
+            self._free()
+
+        starting.add_done_callback(started)
+
+    def release(self) -> None:
+        if not self._handed:
+            self._free()
+
+    def _free(self) -> None:
+        if self._held:
+            self._held = False
+            self._slots.release()
+
+
 def _under_timeout(script: str, limit: float, delimiter: str) -> str:
     """A command line that runs `script` in a child `sh` under timeout(1).
 
@@ -511,9 +561,11 @@ class HostConnection:
         deadline = time.monotonic() + timeout
         try:
             async with asyncio.timeout(timeout):
-                async with self._shell_slots:
+                await self._shell_slots.acquire()
+                slot = _Slot(self._shell_slots)
+                try:
                     for attempt in (1, 2):
-                        shell = await self._take_shell()
+                        shell = await self._take_shell(slot)
                         try:
                             out = await shell.run(script, max(1.0, deadline - time.monotonic()))
                         except (ConnectionError, asyncssh.Error, BrokenPipeError) as exc:
@@ -533,6 +585,8 @@ class HostConnection:
                             raise
                         self._idle_shells.append(shell)
                         return out
+                finally:
+                    slot.release()  # no-op once a shell still starting holds it
         except TimeoutError:
             raise RemoteError(
                 f"{self.alias}: a remote command took longer than {timeout:g} s; "
@@ -540,7 +594,7 @@ class HostConnection:
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _take_shell(self) -> _Shell:
+    async def _take_shell(self, slot: _Slot) -> _Shell:
         import asyncssh
 
         while self._idle_shells:
@@ -550,14 +604,17 @@ class HostConnection:
             shell.close()
         for attempt in (1, 2):
             conn = await self.connect()
+            starting = asyncio.ensure_future(_open_shell(conn))
             try:
-                # stderr only ever carries the login shell's own chatter (scripts merge
-                # theirs into stdout); unread, it could stall the channel.
-                process = await conn.create_process("exec sh", encoding=None,
-                                                    stderr=asyncssh.DEVNULL)
-                shell = _Shell(process)
-                await shell.start()
-                return shell
+                return await asyncio.shield(starting)
+            except asyncio.CancelledError:
+                # Cancelled (a closed pane, a timeout) while the shell starts: its SSH
+                # session is open on the host, or will be, and nobody would close it;
+                # ten such and the host refuses every session (MaxSessions). The start
+                # goes on and its shell is closed when it is there; the slot stays
+                # taken until then, so cancellations never pile up sessions.
+                slot.hand_to(starting)
+                raise
             except (asyncssh.Error, OSError) as exc:
                 if self.connected:  # e.g. MaxSessions reached: the connection itself is fine
                     raise RemoteError(f"{self.alias}: cannot open a session: {_describe(exc, 0)}") from None
