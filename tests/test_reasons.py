@@ -153,12 +153,21 @@ def test_torchrun_failure_names_the_failing_ranks_exception() -> None:
     # An older torch does not prefix the workers' lines with their rank.
     unprefixed = [re.sub(r"^\[rank\d\]: ", "", line) for line in lines]
     assert reason(unprefixed) == "[rank1]: IndexError: list index out of range"
+    # The rank that failed first is the cause, not the peer that broke after it.
+    cut = lines.index(next(line for line in lines if "closing signal SIGTERM" in line))
+    collateral = lines[:cut] + [NCCL_ERROR.replace("torch.", "[rank0]: torch.", 1)] + lines[cut:]
+    assert reason(collateral) == "[rank1]: IndexError: list index out of range"
 
 
 def test_torchrun_worker_killed_by_sigkill_is_the_oom_killer() -> None:
     lines = _log_lines(_stand_in_crashes()["torchrun_sigkill"][1])
     assert reason(lines) == ("[rank1]: killed by SIGKILL, most likely the kernel's OOM killer "
                              "(the host ran out of memory)")
+    assert reason([NCCL_ERROR.replace("torch.", "[rank0]: torch.", 1), *lines]) == reason(lines)
+    # a known message in the failing rank's own lines is named as such
+    oom = ["[rank1]: Traceback (most recent call last):", f"[rank1]: {CUDA_OOM_TORCH2}"]
+    index = _log_lines(_stand_in_crashes()["torchrun_index"][1])
+    assert reason(oom + index).startswith("[rank1]: CUDA out of memory: tried to allocate 2.00 GiB")
 
 
 def test_a_traceback_glued_to_a_progress_bar_still_gives_its_reason() -> None:

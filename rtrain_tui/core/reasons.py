@@ -130,13 +130,15 @@ def _last_traceback_line(lines: list[str]) -> str:
     return ""
 
 
-def _torchrun_reason(lines: list[str]) -> str:
+def _torchrun_reason(lines: list[str], host: str) -> str:
     """The failing rank's own reason from torchrun's summary, or ''.
 
     A negative exit code is a signal (`-9`: SIGKILL, most likely the OOM killer); else
-    the last exception of that rank's traceback, read from its `[rankN]:` lines (or, from
-    an older torch that does not prefix them, the last traceback that is not the
-    launcher's)."""
+    what that rank's own `[rankN]:` lines say (a known message, else its last exception),
+    before the others': when one rank dies, the others often fail after it with an NCCL
+    or connection error that is not the cause. From an older torch that does not prefix
+    the lines: the whole log's message, else its last traceback that is not the
+    launcher's."""
     start = max((i for i, line in enumerate(lines) if _ROOT_CAUSE in line), default=None)
     if start is None:
         return ""
@@ -152,9 +154,9 @@ def _torchrun_reason(lines: list[str]) -> str:
         return f"[rank{rank}]: " + _killed_by(-code)
     own = [_RANK_PREFIX.sub("", line) for line in lines
            if (m := _RANK_PREFIX.match(line)) and m.group(1) == rank]
-    exception = _last_traceback_line(own) or _last_traceback_line(
-        [line for line in lines if not _RANK_PREFIX.match(line)])
-    return f"[rank{rank}]: {exception}" if exception else ""
+    found = (_from_log(own, host) or _last_traceback_line(own) or _from_log(lines, host)
+             or _last_traceback_line([line for line in lines if not _RANK_PREFIX.match(line)]))
+    return f"[rank{rank}]: {found}" if found else ""
 
 
 def _killed_by(number: int) -> str:
@@ -178,13 +180,12 @@ def why_it_ended(state: str, exit_code: int | None, stop_requested: bool,
     if not (state.startswith("failed") or state == "lost"):
         return ""
     lines = [safe_line(line) for line in log_tail]  # host text: no escapes in a reason
-    reason = _from_log(lines, host)
+    # torchrun's summary first: it names the rank that failed first, and why.
+    reason = _torchrun_reason(lines, host) or _from_log(lines, host)
     if not reason and disk_free_kb is not None and disk_free_kb < FULL_KB:
         reason = f"no space left on device on {host}" if host else "no space left on device"
     if not reason and exit_code is not None and exit_code > 128 and not stop_requested:
         reason = _killed_by(exit_code - 128)
-    if not reason:
-        reason = _torchrun_reason(lines)
     if not reason:
         reason = _last_traceback_line(lines)
     if not reason and state == "failed":
