@@ -147,3 +147,17 @@ def test_tail_on_a_terminal_folds_bar_redraws_and_piped_tail_keeps_them(
     piped = cli("tail", "gpu", "bars", "--workdir", workdir)
     assert piped.rc == 0, piped.err
     assert sum("%|" in line for line in piped.out.splitlines()) >= 81
+
+
+def test_tail_on_a_terminal_shows_no_blank_line_beside_tqdm_write_dicts(
+        cli: Cli, tmp_path: Path, workdir: str, tmux) -> None:  # type: ignore[no-untyped-def]
+    """Issue 15 item 36: tqdm's erase of its bar before each dict showed as an empty line."""
+    config = write_config(tmp_path / "tw.yaml", hf_style=True, tqdm_write=True, steps=20,
+                          step_seconds=0.01, eval_steps=100)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "tw").rc == 0
+    pane = _fresh_pane(tmux, "tw", _script(cli, tmp_path, "tw", "tail", "gpu", "tw", "--workdir", workdir))
+    _wait_for(tmux, pane, "RT-DONE-0")
+    rows = tmux("capture-pane", "-p", "-S", "-500", "-t", pane).splitlines()
+    dicts = [i for i, row in enumerate(rows) if row.startswith("{'loss'")]
+    assert len(dicts) == 10, rows
+    assert "" not in rows[dicts[0]:dicts[-1]], "\n".join(rows)  # no blank between them

@@ -4,6 +4,8 @@
 `***** Running training *****` header, tqdm redraws on stderr (`\\r`, no newline), the
 loss dicts on stdout (transformers 5 style quoted numbers with `quoted: true`), an eval
 dict every `eval_steps`, a "Writing model shards" bar and the final `train_runtime` dict.
+With `tqdm_write: true` each loss dict is printed as transformers' ProgressCallback does,
+through `tqdm.write`: the bar erased with `\r<spaces>\r`, the line, the bar drawn again.
 
 `crash: NAME` ends the run the way a real one dies, with the real wording (copied from
 PyTorch, NCCL and Python) and exit code: cuda_oom, module, nccl_timeout, no_space,
@@ -134,6 +136,9 @@ def run(cfg):
     pause = float(cfg.get("step_seconds", 0.01))
     eval_steps = int(cfg.get("eval_steps", 10))
     quoted = cfg.get("quoted") == "true"
+    # transformers' ProgressCallback prints each dict with `tqdm.write`: it erases the bar
+    # (`\r<spaces>\r`), prints the line, and draws the bar again.
+    tqdm_write = cfg.get("tqdm_write") == "true"
     q = "'" if quoted else ""
     print("***** Running training *****\n  Num examples = 1,000\n  Num Epochs = 1\n"
           f"  Total optimization steps = {steps:,}\n  Number of trainable parameters = 4,194,304",
@@ -146,9 +151,15 @@ def run(cfg):
         sys.stderr.flush()
         if n % 2 == 0:
             loss = 3.0 - 2.0 * n / steps
+            if tqdm_write:
+                sys.stderr.write("\r" + " " * (len(bar(n, steps, began)) - 1) + "\r")
+                sys.stderr.flush()
             print(f"{{'loss': {q}{loss:.4f}{q}, 'grad_norm': {q}1.25{q}, "
                   f"'learning_rate': {q}{2e-05 * (1 - n / steps):.3e}{q}, 'epoch': {q}{n / steps:.2f}{q}}}",
                   flush=True)
+            if tqdm_write:
+                sys.stderr.write(bar(n, steps, began))
+                sys.stderr.flush()
         if n % eval_steps == 0:
             print(f"{{'eval_loss': {3.1 - 2.0 * n / steps:.4f}, 'eval_runtime': 0.5, "
                   f"'eval_samples_per_second': 200.0, 'eval_steps_per_second': 25.0, 'epoch': {n / steps:.2f}}}",
