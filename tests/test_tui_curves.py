@@ -177,3 +177,134 @@ def test_a_reason_with_brackets_shows_literally_in_the_runs_table(tmp_path: Path
             await until(pilot, lambda: "✗ ValueError: [b]x[/b]" in screen_text(app), "it on screen")
 
     asyncio.run(go())
+
+
+def test_compare_follows_a_live_run_until_it_ends(hosts: SshHosts, tmp_path: Path) -> None:
+    """The compare view polls as the runs table does: a run still training when `C` was
+    pressed moves on in the view (its step, its curve) to its end, and then is `finished`."""
+    start_run(hosts, tmp_path, "live", hf_style=True, steps=60, step_seconds=0.1)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True, refresh_seconds=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.runs_table.row_count == 1, "the run in the table")
+            app.runs_table.focus()
+            await pilot.press("space", "C")
+            await until(pilot, lambda: isinstance(app.screen, CompareScreen)
+                        and bool(app.screen.metrics), "the run's metrics")
+            screen: CompareScreen = app.screen  # type: ignore[assignment]
+            first = next(iter(screen.metrics.values())).summary()
+            assert not first.finished, "the run ended before the view opened: make it longer"
+            await until(pilot, lambda: next(iter(screen.metrics.values())).summary().finished,
+                        "the view to follow the run to its end")
+            assert len(next(iter(screen.metrics.values())).losses) == 30
+            await until(pilot, lambda: "finished" in screen_text(app), "its row to say finished")
+            polls = screen.polls
+            await pilot.pause(1.0)
+            assert screen.polls <= polls + 1  # an ended run is read once more, then left
+
+    asyncio.run(go())
+
+
+def test_compare_rows_name_their_columns_and_tell_runs_apart(tmp_path: Path) -> None:
+    """A header names each column; two runs with the same id on two hosts, and two with
+    the same host and id in two workdirs, are four distinct names, each in its own colour."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from rtrain_tui.core.metrics import parse_text
+    from rtrain_tui.tui.screens.compare_screen import look, run_names
+    from tests.scenes import RUNS, curves_log, make_scene_app
+
+    runs = [RUNS[0], replace(RUNS[0], host="a100-rented"),
+            replace(RUNS[0], workdir="/scratch/other"), RUNS[2]]
+    assert len(set(run_names(runs))) == 4
+    assert run_names(runs)[1:3] == ["a100-rented/llama3-sft-r16",
+                                    "h100-lab/llama3-sft-r16 (/scratch/other)"]
+    assert len({look(i)[:3] for i in range(12)}) == 12  # colours, then markers, never a twin
+    assert all(Console().get_style(look(i)[1]).color is not None for i in range(8))
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = CompareScreen(None, runs)
+            await app.push_screen(screen)
+            await pilot.pause()
+            screen.show({r.key: parse_text(curves_log()) for r in runs})
+            await pilot.pause()
+            console = Console(width=130, record=True)
+            console.print(screen.table)
+            lines = console.export_text().splitlines()
+            assert lines[0].split() == ["host/run", "step", "loss", "eval", "loss", "ETA"]
+            assert len(lines) == 1 + len(runs)
+            for line, name in zip(lines[1:], run_names(runs)):
+                assert name in line, (name, line)
+
+    asyncio.run(go())
+
+
+def test_curves_at_80x24_give_the_loss_curve_every_row(tmp_path: Path) -> None:
+    """At 80×24 the curves pane has ~9 rows: the loss plot takes them all (learning rate
+    and grad norm are numbers in the summary there), with no legend over the curve; at
+    140×40 all three plots show."""
+    from tests.scenes import SCENES, make_scene_app
+
+    async def go(size: tuple[int, int]) -> None:
+        (tmp_path / f"{size[0]}").mkdir()
+        app = make_scene_app(tmp_path / f"{size[0]}")
+        async with app.run_test(size=size) as pilot:
+            await SCENES["curves"](pilot)
+            pane = app.query_one(CurvesPane)
+            loss = pane.query_one("#plot-loss")
+            lower = pane.query_one("#curves-lower")
+            if size == (80, 24):
+                assert not lower.display or lower.size.height == 0
+                assert loss.size.height >= pane.size.height - 2
+                assert loss.size.height >= 7 and pane.has_class("-short")  # no legend
+                assert "lr 7.733e-05" in screen_text(app)
+            else:
+                assert lower.size.height >= 6 and loss.size.height >= 10
+                assert not pane.has_class("-short")
+
+    asyncio.run(go((80, 24)))
+    asyncio.run(go((140, 40)))
+
+
+@pytest.mark.parametrize("state", ["stopped", "failed (exit 1)", "lost"])
+def test_an_ended_run_shows_no_eta_or_rate_in_curves_or_compare(tmp_path: Path, state: str) -> None:
+    """A run that stopped, failed or was lost mid-way keeps its step and loss, but has
+    no ETA and no steps/s in the curves' summary, its progress line or its compare row
+    (whose ETA column says its state instead)."""
+    from dataclasses import replace
+
+    from rtrain_tui.core.metrics import parse_text
+    from tests.scenes import RUNS, curves_log, make_scene_app
+
+    record = replace(RUNS[0], state=state)  # its log stops at 1840/3000, mid-run
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            pane = app.open_log(record, follow=False, curves=True)
+            await pilot.pause()
+            curves = app.query_one(CurvesPane)
+            curves.state_of = lambda: state
+            curves.show(parse_text(curves_log()))
+            await pilot.pause()
+            summary = str(curves.query_one("#curves-summary").render())
+            progress = str(curves.query_one("#curves-progress").render())
+            assert "step 1840/3000" in summary and "loss" in summary
+            for text in (summary, progress):
+                assert "ETA" not in text and "steps/s" not in text
+            screen = CompareScreen(None, [record])
+            await app.push_screen(screen)
+            await pilot.pause()
+            screen.show({record.key: parse_text(curves_log())})
+            await pilot.pause()
+            row = next(line for line in screen_text(app).splitlines() if "llama3-sft-r16" in line
+                       and "1840/3000" in line)
+            assert "48m58s" not in row and state.split()[0] in row
+            del pane
+
+    asyncio.run(go())

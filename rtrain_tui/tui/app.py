@@ -655,7 +655,7 @@ class RTrainApp(HeldToasts):
         if not records:
             self.notify("Mark runs with space first.", severity="warning")
             return
-        self.push_screen(CompareScreen(self.engine, records))
+        self.push_screen(CompareScreen(self.engine, records, state_of=self._state_of))
 
     def action_close_log(self) -> None:
         tabs = self.query_one("#logs", TabbedContent)

@@ -1,10 +1,16 @@
 """Compare: the loss curves of the marked runs (`space` marks, `C` opens), overlaid.
 
 Each run's metrics come from `sync_metrics` (its cache, plus what its log gained), in one
-worker; a run whose host cannot be read is named with why, and the others still draw.
+worker that polls again while any run is live, re-armed only after the last poll ended
+(as the curves pane does), so a live run's curve and row move as the runs table's do. A
+run whose host cannot be read is named with why, and the others still draw. Each run has
+its own colour (its own marker past eight runs) and is named by host and run id (and
+workdir, where two share both); only a running run shows an ETA (`for_state`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.table import Table
 from rich.text import Text
@@ -18,22 +24,51 @@ from textual_plotext import PlotextPlot
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
 from rtrain_tui.core.metrics import MetricsParser, downsample, format_eta
-from rtrain_tui.core.metrics_format import number
+from rtrain_tui.core.metrics_format import for_state, number
 from rtrain_tui.core.metrics_sync import sync_metrics
+from rtrain_tui.core.probes import RUNNING, is_final
 from rtrain_tui.core.sanitize import safe_line
 
-COLORS = ("cyan", "orange", "green", "magenta", "yellow", "red", "blue", "white")
+DEFAULT_POLL = 2.0
+# (plotext's name, rich's name): rich has no plain "orange", and a style it cannot parse
+# draws nothing, so the second run's swatch had no colour at all.
+COLORS = (("cyan", "cyan"), ("orange", "orange1"), ("green", "green"), ("magenta", "magenta"),
+          ("yellow", "yellow"), ("red", "red"), ("blue", "blue"), ("white", "white"))
+# Past len(COLORS) runs the colours come round again, with another marker.
+MARKERS = (("braille", "■"), ("dot", "•"), ("x", "x"), ("+", "+"))
+COLUMNS = ("", "host/run", "step", "loss", "eval loss", "ETA")
+
+
+def run_names(records: list[RunRecord]) -> list[str]:
+    """`host/run-id` for each run; with its workdir where two runs share host and id."""
+    short = [f"{r.host}/{r.run_id}" for r in records]
+    return [f"{name} ({r.workdir})" if short.count(name) > 1 else name
+            for name, r in zip(short, records)]
+
+
+def look(i: int) -> tuple[str, str, str, str]:
+    """The i-th run's (plotext colour, rich colour, plotext marker, table swatch)."""
+    (pcolor, rcolor), (marker, swatch) = COLORS[i % len(COLORS)], MARKERS[i // len(COLORS) % len(MARKERS)]
+    return pcolor, rcolor, marker, swatch
 
 
 class CompareScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,C", "close", "Close")]
 
-    def __init__(self, engine: object | None, records: list[RunRecord]) -> None:
+    def __init__(self, engine: object | None, records: list[RunRecord],
+                 state_of: Callable[[RunRecord], str] | None = None,
+                 poll: float = DEFAULT_POLL) -> None:
         super().__init__()
         self.engine = engine
         self.records = records
+        # The run's state as the app's refresh last saw it: a run that ends while the
+        # view is open stops counting down, and stops being polled.
+        self.state_of = state_of or (lambda r: r.state)
+        self.poll = poll
         self.metrics: dict[tuple[str, str, str], MetricsParser] = {}
         self.errors: dict[tuple[str, str, str], str] = {}
+        self._done: set[tuple[str, str, str]] = set()  # ended runs read once after their end
+        self.polls = 0
 
     def compose(self) -> ComposeResult:
         with Vertical(id="compare"):
@@ -45,16 +80,29 @@ class CompareScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         if self.engine is not None:
+            self._poll()
+
+    def _poll(self) -> None:
+        if self.is_attached:
             self.run_worker(self._load(), group="compare", exclusive=True, exit_on_error=False,
                             description="metrics of the marked runs")
 
     async def _load(self) -> None:
         for r in self.records:
+            if r.key in self._done:
+                continue
+            ended = is_final(self.state_of(r))  # read before the sync: its bytes are then all in
             try:
                 self.metrics[r.key] = await sync_metrics(self.engine, r.host, r.workdir, r.run_id)
+                self.errors.pop(r.key, None)
+                if ended:
+                    self._done.add(r.key)
             except RemoteError as exc:
                 self.errors[r.key] = safe_line(str(exc))[:100]
+        self.polls += 1
         self.draw()
+        if any(r.key not in self._done for r in self.records):
+            self.set_timer(self.poll, self._poll)
 
     def show(self, metrics: dict[tuple[str, str, str], MetricsParser]) -> None:
         """Draw these metrics (also how tests and screenshots inject them)."""
@@ -67,27 +115,33 @@ class CompareScreen(ModalScreen[None]):
         plt.clear_data()
         plt.clear_figure()
         width = max(10, widget.size.width or 80)
-        table = Table.grid(padding=(0, 2))
-        for column in ("", "run", "step", "loss", "eval loss", "ETA"):
-            table.add_column(column)
-        for i, r in enumerate(self.records):
-            color = COLORS[i % len(COLORS)]
-            name = f"{r.host}/{r.run_id}"  # shown as plain text: never markup
+        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold dim")
+        for column in COLUMNS:
+            table.add_column(column, no_wrap=True, overflow="ellipsis")
+        for i, (r, name) in enumerate(zip(self.records, run_names(self.records))):
+            pcolor, rcolor, marker, swatch = look(i)
             parser = self.metrics.get(r.key)
             if parser is None:
                 why = self.errors.get(r.key, "reading…")
-                table.add_row(Text("■", style=color), Text(name), Text(why, style="red"), "", "", "")
+                table.add_row(Text(swatch, style=rcolor), Text(name), Text(why, style="red"), "", "", "")
                 continue
             if parser.losses:
                 small = downsample(parser.losses, width)
                 plt.plot([s for s, _ in small], [v for _, v in small], label=name,
-                         color=color, marker="braille")
-            s = parser.summary()
+                         color=pcolor, marker=marker)
+            state = self.state_of(r)
+            s = for_state(parser.summary(), state)
             step = f"{s.step}/{s.total}" if s.step is not None and s.total else str(s.step or "")
-            eta = "finished" if s.finished else format_eta(s.eta_seconds)
-            table.add_row(Text("■", style=color), Text(name), step, number(s.loss),
+            if s.finished:
+                eta = Text("finished", style="green")
+            elif state == RUNNING:
+                eta = Text(format_eta(s.eta_seconds))
+            else:  # why it has no ETA: stopped, failed (exit 1), queued…
+                eta = Text(state, style="dim")
+            table.add_row(Text(swatch, style=rcolor), Text(name), step, number(s.loss),
                           number(s.eval_loss), eta)
         widget.refresh()
+        self.table = table  # what the rows say, for tests
         self.query_one("#compare-table", Static).update(table)
 
     def action_close(self) -> None:

@@ -5,12 +5,15 @@ the log gained since the last look (and a local cache across sessions), so a pol
 long run is a stat and a small read. It polls only while it is on screen and the run is
 not over; each poll re-arms after the previous one finished, so a slow host never stacks
 them. Series are downsampled to the plot's width: a 100,000-point curve draws as fast
-as a 100-point one.
+as a 100-point one. Only a running run shows an ETA and a rate (`for_state`). On a short
+pane (an 80×24 terminal) the loss curve takes every row: learning rate and grad norm are
+numbers in the summary then, and the summary's coloured words are the legend.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 
 from rich.text import Text
@@ -21,19 +24,24 @@ from textual_plotext import PlotextPlot
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.metrics import Downsampler, MetricsParser, format_eta
-from rtrain_tui.core.metrics_format import summary_line
+from rtrain_tui.core.metrics import Downsampler, MetricsParser, Summary, format_eta
+from rtrain_tui.core.metrics_format import for_state, summary_line
 from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.probes import is_final
 from rtrain_tui.core.sanitize import safe_line
 
 DEFAULT_POLL = 2.0
 BAR_WIDTH = 30
+SHORT = 16  # rows: below this the pane shows only the loss plot, as tall as it can be
+# (plotext's name, rich's name) of each curve's colour: rich has no plain "orange".
+LOSS_COLOR, EVAL_COLOR = ("cyan", "cyan"), ("orange", "orange1")
+# The summary's words in their curves' colours ("loss", not the one in "eval loss").
+LEGEND = ((re.compile(r"(?<!eval )\bloss\b"), LOSS_COLOR[1]),
+          (re.compile(r"\beval loss\b"), EVAL_COLOR[1]))
 
 
-def progress_text(parser: MetricsParser) -> Text:
+def progress_text(s: Summary) -> Text:
     """`▕██████░░░░▏ 61%  1840/3000 · ETA 48m58s` (or what is known of it)."""
-    s = parser.summary()
     if s.fraction is None:
         return Text("no progress bar in the log yet", style="dim")
     filled = round(s.fraction * BAR_WIDTH)
@@ -75,6 +83,12 @@ class CurvesPane(Vertical):
         if self.autostart:
             self.start_polling()
 
+    def on_resize(self) -> None:
+        short = self.size.height < SHORT
+        if short != self.has_class("-short"):
+            self.set_class(short, "-short")
+            self._draw()  # the legend goes (or comes back) with the room
+
     # -- polling -----------------------------------------------------------------
     def start_polling(self) -> None:
         """Called when the curves come on screen; harmless when already polling."""
@@ -105,17 +119,25 @@ class CurvesPane(Vertical):
         self._render_text()
         self._draw()
 
+    @property
+    def summary(self) -> Summary | None:
+        """The metrics' summary as the run's state lets it show (no ETA once it ended)."""
+        return for_state(self.parser.summary(), self.state_of()) if self.parser else None
+
     def _render_text(self) -> None:
         head = Text()  # the tab's title already names the run
+        s = self.summary
         if self.error:
             head.append(f"⚠ {self.error}", style="bold red")
-        elif self.parser is None:
+        elif self.parser is None or s is None:
             head.append("reading metrics…", style="dim")
         else:
-            head.append(summary_line(self.parser.summary()) or "no metrics in the log yet",
+            head.append(summary_line(s) or "no metrics in the log yet",
                         style="" if self.parser.losses else "dim")
+            for pattern, color in LEGEND:
+                head.highlight_regex(pattern, style=color)
         self.query_one("#curves-summary", Static).update(head)
-        progress = progress_text(self.parser) if self.parser is not None else Text()
+        progress = progress_text(s) if s is not None else Text()
         progress.append("   c: back to the log", style="dim")
         self.query_one("#curves-progress", Static).update(progress)
 
@@ -123,7 +145,8 @@ class CurvesPane(Vertical):
         p = self.parser
         if p is None:
             return
-        self._plot("#plot-loss", "loss", [("loss", p.losses, "cyan"), ("eval loss", p.eval_losses, "orange")])
+        self._plot("#plot-loss", "loss", [("loss", p.losses, LOSS_COLOR[0]),
+                                          ("eval loss", p.eval_losses, EVAL_COLOR[0])])
         self._plot("#plot-lr", "learning rate", [("lr", p.learning_rates, "green")])
         self._plot("#plot-grad", "grad norm", [("grad norm", p.grad_norms, "magenta")])
 
@@ -146,7 +169,10 @@ class CurvesPane(Vertical):
             sampler.update(points)
             small = sampler.points(width)
             values = plotted(v for _, v in small)
-            plt.plot([s for s, _ in small], values, label=label, color=color, marker="braille")
+            # A legend inside a short plot covers the curve's start: the summary's
+            # coloured words say which curve is which there.
+            plt.plot([s for s, _ in small], values, label=None if self.has_class("-short") else label,
+                     color=color, marker="braille")
             drawn += values
         if not drawn:
             plt.title(f"no {title} in the log")
