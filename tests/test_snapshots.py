@@ -50,13 +50,15 @@ class TestCurves:
         """The `c` view of `h100-lab/llama3-sft-r16`: a summary line (`step 1840/3000 (61%)
         · loss … · eval loss … · 0.40 steps/s · ETA 48m58s`), a green progress bar at 61%,
         a falling loss curve with eval loss points in orange, and learning rate (warm-up
-        then decay) and grad norm plots side by side."""
+        then decay) and grad norm plots side by side. In the summary, `loss` is cyan and
+        `eval loss` orange, as their curves."""
         assert _compare(snap_compare, "curves", tmp_path)
 
     def test_compare_overlay(self, snap_compare, tmp_path: Path) -> None:
         """Three marked runs (● before their ids in the table) overlaid in the compare
-        dialog: three loss curves in three colours with a legend, and under them one row
-        per run: step (3000/3000 finished, 1840/3000 with ETA 48m58s, 410/3000), loss, eval loss;
+        dialog: three loss curves in three colours with a legend, and under them a header
+        (host/run, step, loss, eval loss, ETA) and one row per run, its swatch in its
+        curve's colour (cyan, orange, green): step (3000/3000 finished, 1840/3000 with ETA 48m58s, 410/3000), loss, eval loss;
         footer `esc Close`."""
         assert _compare(snap_compare, "compare", tmp_path)
 
