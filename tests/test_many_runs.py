@@ -9,11 +9,13 @@ of the runs asked about is a failed probe: the runs go stale, never `unknown`.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from rtrain_tui.core import RunIndex, probes
+from rtrain_tui.core.connection import _under_timeout
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
 from tests.conftest import Cli, write_config
@@ -65,3 +67,19 @@ def test_a_probe_answer_about_none_of_the_runs_is_a_failed_probe() -> None:
     # Partly answered: the run it said nothing about is unknown, as before.
     assert [p.exists for p in probes.parse_run_states("1\texists=1\tcode=0\n", 2)] == [False, True]
     assert probes.parse_run_states("", 0) == []
+
+
+def test_a_script_under_timeout_comes_on_stdin_reads_none_of_it_and_leaves_no_descriptor() -> None:
+    """The form the host's shell runs each script in, under a real /bin/sh: a 300 KB
+    script (more than one argument may hold), whose commands read an empty stdin, not
+    the rest of the script, and whose background processes hold only 0, 1 and 2."""
+    filler = "".join(f": {'x' * 90} {i}\n" for i in range(3000))
+    script = (f"{filler}cat; echo after-cat\n"
+              "sleep 5 & ls /proc/$!/fd | tr '\\n' ' '; kill $!\necho; exit 3\n")
+    line = _under_timeout(script, 10, "__rtrain_test_1__")
+    assert len(script) > 128 * 1024
+    out = subprocess.run(["/bin/sh"], input=(line + "echo rc=$?\n").encode(),
+                         capture_output=True, timeout=30).stdout.decode()
+    assert out.splitlines() == ["after-cat", "0 1 2 ", "rc=3"]
+    with pytest.raises(ValueError):
+        _under_timeout("echo a\n__rtrain_test_1__\necho b", 10, "__rtrain_test_1__")

@@ -266,7 +266,7 @@ class _Shell:
         # At the shell's top level, not in a framed script's subshell, so it stays set.
         self._process.stdin.write(b"RT_SHELL=$$; export RT_SHELL\n")
         # The very form `run` uses under timeout(1), tried once: on a host without
-        # timeout(1) scripts run in a plain subshell instead.
+        # timeout(1) or /dev/fd, scripts run in a plain subshell instead.
         out = await self.run(_under_timeout("echo rt_timeout=1", 10, "__rtrain_probe__"))
         self.host_timeout = "rt_timeout=1" in out.splitlines()
 
@@ -348,16 +348,18 @@ def _under_timeout(script: str, limit: float, delimiter: str) -> str:
     anything it started (a wedged nvidia-smi) die on the host. The script travels as a
     here-document on fd 3, never as an argument: Linux refuses any one argument over
     128 KiB (MAX_ARG_STRLEN), and the probe of 2,000 runs in a long workdir is larger.
-    The child reads it whole and closes fd 3 before running it, so nothing it starts
-    (a detached run, the background GPU sampler) holds the here-document's pipe, and
-    its stdin stays `</dev/null`. The delimiter holds the shell's random nonce; a script
-    holding it would end early, so it is refused.
+    The child reads it as the file /dev/fd/3 (its own descriptor, closed on exec) and
+    first closes fd 3 itself, so nothing the script starts (a detached run, the
+    background GPU sampler) holds the here-document's pipe; its stdin stays `</dev/null`.
+    No fork more than `sh -c` (a `cat` to read it whole cost 1-2 ms a script). A host
+    without /dev/fd fails `_Shell.start`'s trial of this form and runs scripts in a
+    plain subshell. The delimiter holds the shell's random nonce; a script holding it
+    would end early, so it is refused.
     """
     if f"\n{delimiter}\n" in f"\n{script}\n":
         raise ValueError("a script holds its own here-document delimiter")
-    return (f"timeout -s KILL {math.ceil(limit)} sh -c 'rt_s=$(cat <&3) && exec 3<&- && "
-            f"eval \"$rt_s\"' 3<<'{delimiter}' </dev/null 2>&1\n"
-            f"{script.rstrip(chr(10))}\n{delimiter}\n")
+    return (f"timeout -s KILL {math.ceil(limit)} sh /dev/fd/3 3<<'{delimiter}' </dev/null 2>&1\n"
+            f"exec 3<&-\n{script.rstrip(chr(10))}\n{delimiter}\n")
 
 
 @dataclass(frozen=True)
