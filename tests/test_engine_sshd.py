@@ -219,20 +219,12 @@ def test_calls_cancelled_while_the_shell_starts_leak_no_session(hosts: SshHosts,
     pool = ConnectionPool(cfg)
     conn = pool.get("gated")
 
-    async def starting(seen: set[str]) -> str:
-        deadline = asyncio.get_running_loop().time() + 20
-        while not (new := {p.name for p in gate.glob("waiting.*")} - seen):
-            assert asyncio.get_running_loop().time() < deadline, "no shell started"
-            await asyncio.sleep(0.02)
-        [name] = new
-        return name
-
     async def go() -> str:
         seen: set[str] = set()
         try:
             for _ in range(10):
                 call = asyncio.create_task(conn.run("echo cancelled"))
-                name = await starting(seen)
+                name = await _gated(gate, seen)
                 seen.add(name)
                 call.cancel()
                 with pytest.raises(asyncio.CancelledError):
@@ -244,3 +236,55 @@ def test_calls_cancelled_while_the_shell_starts_leak_no_session(hosts: SshHosts,
             await pool.close()
 
     assert asyncio.run(go()).strip() == "still-working"
+
+
+async def _gated(gate: Path, seen: set[str]) -> str:
+    """The `waiting.PID` file of the next gated start on the host (a stand-in that waits
+    for `go.PID` or `go`), once it is there."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while not (new := {p.name for p in gate.glob("waiting.*")} - seen):
+        assert asyncio.get_running_loop().time() < deadline, "nothing started on the host"
+        await asyncio.sleep(0.02)
+    [name] = new
+    return name
+
+
+def test_sftp_opens_cancelled_while_the_subsystem_starts_leak_no_session(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    """As with shells: ten SFTP channels cancelled while the host's sftp-server starts
+    (a closed log pane, a timeout), then logs and fetches still get a channel."""
+    server = next((p for p in ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server",
+                               "/usr/lib/sftp-server") if Path(p).exists()), None)
+    assert server, "no sftp-server binary: install openssh-server"
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    gated = tmp_path / "gated-sftp-server"
+    gated.write_text("#!/bin/sh\n"
+                     f": > {gate}/waiting.$$\n"
+                     f"while [ ! -e {gate}/go.$$ ] && [ ! -e {gate}/go ]; do sleep 0.02; done\n"
+                     f'exec {server} "$@"\n')
+    gated.chmod(0o755)
+    cfg = tmp_path / "config"
+    cfg.write_text(hosts.ssh_config.read_text()
+                   + hosts.extra_host("gated-sftp", sftp=f"Subsystem sftp {gated}\n"))
+    pool = ConnectionPool(cfg)
+    conn = pool.get("gated-sftp")
+
+    async def go() -> bool:
+        seen: set[str] = set()
+        try:
+            for _ in range(10):
+                call = asyncio.create_task(conn.sftp())
+                name = await _gated(gate, seen)
+                seen.add(name)
+                call.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await call
+                (gate / name.replace("waiting", "go")).touch()
+            (gate / "go").touch()
+            sftp = await conn.sftp()
+            return await sftp.isdir("/")
+        finally:
+            await pool.close()
+
+    assert asyncio.run(go()) is True

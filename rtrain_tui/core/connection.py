@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import (
@@ -311,6 +311,22 @@ async def _open_shell(conn: asyncssh.SSHClientConnection) -> _Shell:
     return shell
 
 
+T = TypeVar("T")
+
+
+def _close_when_started(starting: asyncio.Future[T], close: Callable[[T], None]) -> None:
+    """Close what a start that nobody waits for any more opens, once it has opened it.
+
+    A channel's open cannot be taken back mid-way: asyncssh finishes it after a cancel
+    and nobody would ever close it (the host counts it against MaxSessions).
+    """
+    def started(future: asyncio.Future[T]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            close(future.result())
+
+    starting.add_done_callback(started)
+
+
 class _Slot:
     """One of a host's MAX_SHELLS places, held by a call, or by a shell still starting
     for a call that was cancelled (until that shell is there and closed)."""
@@ -323,13 +339,8 @@ class _Slot:
     def hand_to(self, starting: asyncio.Future[_Shell]) -> None:
         """Let a shell start for nobody: close it once started, then free the place."""
         self._handed = True
-
-        def started(future: asyncio.Future[_Shell]) -> None:
-            if not future.cancelled() and future.exception() is None:
-                future.result().close()
-            self._free()
-
-        starting.add_done_callback(started)
+        _close_when_started(starting, _Shell.close)
+        starting.add_done_callback(lambda _future: self._free())
 
     def release(self) -> None:
         if not self._handed:
@@ -642,8 +653,16 @@ class HostConnection:
             if sftp is None or not self.connected or not _sftp_alive(sftp):
                 self._sftps.pop(lane, None)
                 conn = await self.connect()
+                starting = asyncio.ensure_future(conn.start_sftp_client())
                 try:
-                    sftp = await bounded(conn.start_sftp_client(), SFTP_CALL_TIMEOUT)
+                    try:
+                        sftp = await bounded(asyncio.shield(starting), SFTP_CALL_TIMEOUT)
+                    except BaseException:
+                        # Timed out or cancelled (a closed pane) while the subsystem
+                        # starts: its channel is open on the host, or will be; close it
+                        # once it is, or such channels pile up to MaxSessions.
+                        _close_when_started(starting, lambda started: started.exit())
+                        raise
                 except asyncio.TimeoutError:
                     raise RemoteError(
                         f"{self.alias}: the SFTP subsystem did not start within "
