@@ -59,12 +59,14 @@ def test_fetch_opens_on_lora_model_and_ctrl_s_fetches_it(hosts: SshHosts, tmp_pa
 @pytest.mark.parametrize("scene, keys, buttons", [
     ("fetch_browser", ["esc Cancel", "^s Fetch"], ["Fetch (ctrl+s)", "Cancel (esc)"]),
     ("stop_confirm", ["esc Cancel", "y Stop it"], ["Stop (y)", "Cancel (esc)"]),
-    ("start_form_error", ["^s Start", "esc Cancel"], []),  # its fields come first there
+    ("start_form_error", ["^s Start", "esc Cancel"], ["Start (ctrl+s)", "Cancel (esc)", "✗ Run id"]),
     ("help", ["esc Close"], []),
     ("compare", ["esc Close"], []),
 ])
 def test_every_dialog_shows_its_own_keys_and_its_buttons_at_80x24(
         tmp_path: Path, scene: str, keys: list[str], buttons: list[str]) -> None:
+    """The footer names the dialog's keys (never the main screen's); its buttons (and
+    the start form's errors: its fields scroll instead) are on screen."""
     async def go() -> None:
         app = make_scene_app(tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
@@ -77,6 +79,10 @@ def test_every_dialog_shows_its_own_keys_and_its_buttons_at_80x24(
             shown = "\n".join(lines)
             for label in buttons:
                 assert label in shown, (label, shown)
+            if scene == "start_form_error":  # a field out of sight comes into view with focus
+                app.screen.query_one("#env").focus()
+                await pilot.pause()
+                assert "Env" in screen_text(app)
 
     asyncio.run(go())
 

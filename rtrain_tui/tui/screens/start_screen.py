@@ -19,7 +19,7 @@ from textual import on, work
 from textual.worker import Worker
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, ProgressBar, Select, Static
 from textual_fspicker import FileOpen, Filters
@@ -131,6 +131,9 @@ def _field_error(host: str, name: str, value: str, values: dict[str, str]) -> st
 
 
 class StartScreen(ModalScreen[StartedRun | None]):
+    # Below this many rows the form does not fit: its fields scroll (app.tcss), so the
+    # errors and the buttons stay on screen.
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]
     BINDINGS = [
         Binding("ctrl+s", "submit", "Start", tooltip="Preflight, upload and launch the run"),
         Binding("escape", "cancel", "Cancel", tooltip="Close the form; nothing is started"),
@@ -153,22 +156,25 @@ class StartScreen(ModalScreen[StartedRun | None]):
                    "partition": "", "nodes": "1", "time": ""}
         with Vertical(id="dialog"):
             yield Static("[b]New run[/b]  preflight runs before anything is uploaded", id="title")
-            with Grid(id="form"):
-                yield Label("Host")
-                yield Select([(h, h) for h in self.hosts], value=d.host, allow_blank=False, id="host",
-                             compact=True)
-                for name in FIELDS:
-                    extra = "box-only" if name in BOX_ONLY else ""
-                    yield Label(LABELS[name], classes=extra)
-                    yield Input(initial[name], id=name, placeholder=_placeholder(name),
-                                compact=True, classes=extra)
-                for name in SLURM_FIELDS:
-                    yield Label(LABELS[name], classes="slurm")
-                    yield Input(initial[name], id=name, placeholder=_placeholder(name),
-                                compact=True, classes="slurm")
-                yield Label("", classes="box-only")
-                yield Checkbox("take busy GPUs too (someone else's process on them)",
-                               id="allow_busy", compact=True, classes="box-only")
+            # Only the fields scroll: on a short terminal the errors and the buttons
+            # stay on screen under them.
+            with VerticalScroll(id="form-body"):
+                with Grid(id="form"):
+                    yield Label("Host")
+                    yield Select([(h, h) for h in self.hosts], value=d.host, allow_blank=False, id="host",
+                                 compact=True)
+                    for name in FIELDS:
+                        extra = "box-only" if name in BOX_ONLY else ""
+                        yield Label(LABELS[name], classes=extra)
+                        yield Input(initial[name], id=name, placeholder=_placeholder(name),
+                                    compact=True, classes=extra)
+                    for name in SLURM_FIELDS:
+                        yield Label(LABELS[name], classes="slurm")
+                        yield Input(initial[name], id=name, placeholder=_placeholder(name),
+                                    compact=True, classes="slurm")
+                    yield Label("", classes="box-only")
+                    yield Checkbox("take busy GPUs too (someone else's process on them)",
+                                   id="allow_busy", compact=True, classes="box-only")
             yield Static("", id="errors")
             yield Static("", id="step")
             yield ProgressBar(id="upload", show_eta=False)
