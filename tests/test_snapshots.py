@@ -99,8 +99,9 @@ class TestSmallTerminals:
         assert _compare(snap_compare, "main", tmp_path, (60, 20))
 
     def test_start_form_at_80x24(self, snap_compare, tmp_path: Path) -> None:
-        """The start form inside 80 columns, every field on one line, its two errors
-        naming their fields, the buttons, and the footer `^s Start  esc Cancel`."""
+        """The start form inside 80×24: its fields scroll (Host to Run id on screen, each
+        on one line), under them its two errors naming their fields and the buttons, and
+        the footer `^s Start  esc Cancel`."""
         assert _compare(snap_compare, "start_form_error", tmp_path, (80, 24))
 
 
