@@ -4,14 +4,27 @@ from a probe taken after its start was over, and a refresh reads the index once.
 from __future__ import annotations
 
 import asyncio
+import gc
+import json
 import threading
+import time
+import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
+import pytest
+
+from rtrain_tui import cli
+from rtrain_tui.core import index as index_module
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex, RunRecord, StartRequest
 from rtrain_tui.core.hostconfig import HostConfig
+from rtrain_tui.core.index import utc_now
 from rtrain_tui.core.probes import RunProbe
+from rtrain_tui.tui.app import make_app
 from tests.conftest import write_config
 from tests.sshd import SshHosts
+from tests.test_tui import SIZE, until
 
 
 def test_a_start_that_finishes_during_a_refresh_is_never_dropped(
@@ -70,3 +83,96 @@ def test_a_start_that_finishes_during_a_refresh_is_never_dropped(
     assert second == {key: "running"}
     assert [(r.run_id, r.state) for r in index.load()] == [("raced", "running")]
     assert (Path(workdir) / "raced" / "train.pid").exists()
+
+
+class _Meter:
+    """Counts the index's parses and sums the CPU time its calls take (in any thread)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.parses = 0
+        self.cpu = 0.0
+        self._depth = threading.local()
+        def loads(text: str) -> dict[str, object]:
+            self.parses += 1
+            return tomllib.loads(text)
+
+        # The index module's own view of tomllib: config.toml reads are not counted.
+        monkeypatch.setattr(index_module, "tomllib", SimpleNamespace(
+            loads=loads, TOMLDecodeError=tomllib.TOMLDecodeError))
+        for name in ("load", "load_report", "set_states", "add_new", "update", "remove", "get"):
+            monkeypatch.setattr(RunIndex, name, self._timed(getattr(RunIndex, name)))
+
+    def _timed(self, method: Callable[..., object]) -> Callable[..., object]:
+        def timed(*args: object, **kw: object) -> object:
+            depth = getattr(self._depth, "n", 0)
+            self._depth.n = depth + 1
+            began = time.thread_time()  # CPU time: a loaded machine does not inflate it
+            try:
+                return method(*args, **kw)
+            finally:
+                self._depth.n = depth
+                if depth == 0:
+                    self.cpu += time.thread_time() - began
+        return timed
+
+    def reset(self) -> None:
+        self.parses, self.cpu = 0, 0.0
+
+
+def _many_runs(path: Path, n: int = 2000) -> RunIndex:
+    """`n` runs over three hosts, in a workdir none of them has: each reads `unknown`."""
+    index = RunIndex(path)
+    hosts = ("gpu", "cpu", "included")
+    index.add_new([RunRecord(hosts[i % 3], f"run-{i}", "~/no-such-workdir", state="unknown",
+                             started_at=utc_now(), updated_at=utc_now(), token=f"{i:032x}",
+                             config="/home/me/configs/sft.yaml", dataset="/home/me/data/train.jsonl",
+                             backend="direct")
+                   for i in range(n)])
+    return index
+
+
+def test_runs_refresh_reads_the_index_once(
+        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`runs --refresh` read it four times: to list, twice to write the states, to print."""
+    index = _many_runs(tmp_path / "runs.toml", 300)
+    index.add(RunRecord("gpu", "was-running", "~/no-such-workdir", state="running"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no_config"))
+    meter = _Meter(monkeypatch)
+    assert cli.main(["--ssh-config", str(hosts.ssh_config), "--index", str(index.path),
+                     "runs", "--refresh", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert len(shown) == 301 and {r["state"] for r in shown} == {"unknown"}  # one state changed
+    assert meter.parses == 1
+
+
+def test_the_apps_refresh_of_three_hosts_with_2000_runs_costs_little_index_work(
+        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each host's refresh read the whole index three or four times (~140 ms of CPU each
+    at 2,000 runs, every two seconds); now an unchanged file is never parsed again."""
+    index = _many_runs(tmp_path / "runs.toml")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no_config"))
+    meter = _Meter(monkeypatch)
+
+    async def go() -> None:
+        app = make_app(hosts.ssh_config, RunIndex(index.path), poll_runs=False, out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            await app.workers.wait_for_complete()
+            for _cycle in range(2):  # the first parses the file (once); the second is measured
+                gc.collect()
+                gc.disable()  # a collection is the app's allocations, not index work
+                try:
+                    meter.reset()
+                    app.refresh_runs()
+                    await until(pilot, lambda: len(app._in_flight) == 0 and not app._discovering
+                                and meter.cpu > 0, "the refresh")
+                    await app.workers.wait_for_complete()
+                finally:
+                    gc.enable()
+                parses, cpu = meter.parses, meter.cpu
+                # (and any run the hosts' shared home has that the listing found)
+                assert len(app.runs_table.views) >= 2000
+            assert parses == 0, parses
+            assert cpu <= 0.010, f"{cpu * 1000:.1f} ms of index work for one refresh of 3 hosts"
+
+    asyncio.run(go())
