@@ -1,3 +1,20 @@
 """rtrain-tui: start, watch, fetch from and stop fine-tuning runs on SSH GPU hosts."""
 
 __version__ = "0.1.0"
+
+
+def main() -> int:
+    """The `rtrain-tui` command.
+
+    The CLI is imported here rather than by the entry point: on a loaded machine that
+    import takes seconds, and a Ctrl-C during it is then one line, never a traceback.
+    """
+    import sys
+
+    try:
+        from rtrain_tui.cli import main as cli_main
+    except KeyboardInterrupt:
+        print("rtrain-tui: interrupted (Ctrl-C) before it began: nothing was done.",
+              file=sys.stderr)
+        return 130
+    return cli_main()

@@ -1,5 +1,5 @@
 """`python -m rtrain_tui` is the same as the `rtrain-tui` command."""
 
-from rtrain_tui.cli import main
+from rtrain_tui import main
 
 raise SystemExit(main())

@@ -17,14 +17,17 @@ import shlex
 import shutil
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rtrain_tui import __version__
 from rtrain_tui.core import hostconfig, metrics_format, probes, slurm, validate
 from rtrain_tui.core.connection import ConnectionPool
-from rtrain_tui.core.engine import Engine, StartRequest
+from rtrain_tui.core.bounded import bounded
+from rtrain_tui.core.engine import (
+    CREATED, LAUNCHING, LEFT, NOTHING, REMOVED, Engine, StartRequest, StartTrace,
+)
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunIndex, default_index_path
 from rtrain_tui.core.sanitize import safe_line
@@ -229,14 +232,13 @@ def main(argv: list[str] | None = None) -> int:
         _err(str(exc))
         return 1
     except KeyboardInterrupt:
-        _err("detached: nothing on the host was stopped; the run keeps going.")
+        _err(f"interrupted (Ctrl-C): {NOTHING_STOPPED}")
         return 130
     except _Stopped as stopped:
-        if stopped.sig == signal.SIGTERM:
-            _err("terminated (SIGTERM): nothing on the host was stopped; the run keeps going.")
-            return 143
-        _err("detached: nothing on the host was stopped; the run keeps going.")
-        return 130
+        term = stopped.sig == signal.SIGTERM
+        _err(f"{'terminated (SIGTERM)' if term else 'interrupted (Ctrl-C)'}: "
+             f"{stopped.line or NOTHING_STOPPED}")
+        return 143 if term else 130
     except Exception as exc:  # noqa: BLE001 - the promise is one line, never a traceback
         if os.environ.get("RTRAIN_TUI_DEBUG"):
             raise
@@ -286,36 +288,57 @@ def _main(argv: list[str] | None) -> int:
     # A config.toml that cannot be used is one line, before anything touches a host.
     hosts = hostconfig.load()
 
-    async def run() -> int:
+    async def serve() -> int:
         engine = Engine(ConnectionPool(ssh_config, on_warning=lambda m: _err(f"warning: {m}")),
                         index, hosts)
         demo = None
-        if args.demo:
-            from rtrain_tui.demo.server import start_demo_host
-
-            demo = await start_demo_host()
-            engine.pool.add(demo.connection())
         try:
-            with _signals_cancel(asyncio.current_task()) as received:
-                try:
-                    return await handler(engine, args)
-                except asyncio.CancelledError:
-                    if received:
-                        raise _Stopped(received[0]) from None
-                    raise
+            if args.demo:
+                from rtrain_tui.demo.server import start_demo_host
+
+                demo = await start_demo_host()
+                engine.pool.add(demo.connection())
+            return await handler(engine, args)
         finally:
             await engine.close()
             if demo is not None:
                 await demo.close()
 
+    async def run() -> int:
+        # Watched from the first moment: a signal while the demo host starts was lost.
+        # Cleanup (closing the engine) runs inside, where a second signal is ignored.
+        with _signals_cancel(asyncio.current_task()) as received:
+            try:
+                return await serve()
+            except asyncio.CancelledError:
+                if received:
+                    raise _Stopped(received[0]) from None
+                raise
+            except _Cancelled as cancelled:
+                raise _Stopped(received[0] if received else signal.SIGINT, cancelled.line) from None
+
     return asyncio.run(run())
 
 
-class _Stopped(Exception):
-    """Ctrl-C or SIGTERM arrived: the command was cancelled, and it cleaned up."""
+NOTHING_STOPPED = "nothing on the host was stopped; a run keeps going."
 
-    def __init__(self, sig: int) -> None:
+
+class _Stopped(Exception):
+    """Ctrl-C or SIGTERM arrived: the command was cancelled, and it cleaned up.
+
+    `line` says what the cancel did, for the command that was cancelled."""
+
+    def __init__(self, sig: int, line: str = "") -> None:
         self.sig = sig
+        self.line = line
+
+
+class _Cancelled(Exception):
+    """Raised by a command whose work was cancelled, with the line that says what it did
+    (the run left behind, the files kept); `run` turns it into `_Stopped`."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
 
 
 @contextlib.contextmanager
@@ -467,8 +490,13 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         # from here on still leaves the user the id to look for (and the index has it).
         _err(f"run {run_id} created on {args.host} ({run_dir})")
 
-    with TerminalProgress() as progress:
-        started = await engine.start(request, progress=progress.update, on_created=created)
+    trace = StartTrace()
+    try:
+        with TerminalProgress() as progress:
+            started = await engine.start(request, progress=progress.update, on_created=created,
+                                         trace=trace)
+    except asyncio.CancelledError:
+        raise _Cancelled(_start_cancelled(args, trace)) from None
     if started.record.gpu_ids:
         # stderr: scripts parse the lines below, which stay as they were.
         _err(f"{started.run_id} gets GPU(s) {started.record.gpu_ids} on {args.host} "
@@ -487,11 +515,33 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
              "(or the app's refresh) records it.")
     if not args.follow:
         return 0
-    return await _follow(engine, args.host, args.workdir, started.run_id, raw=args.raw)
+    return await _follow(engine, args.host, args.workdir, started.run_id, raw=args.raw,
+                         args=args)
 
 
-async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: bool = False) -> int:
+def _start_cancelled(args: argparse.Namespace, trace: StartTrace) -> str:
+    """What a cancelled start left on the host, and what to do about it."""
+    host, run = args.host, trace.run_id
+    if trace.stage == NOTHING:
+        return f"start cancelled; no run was created on {host}."
+    if trace.stage == REMOVED:
+        return f"start cancelled; run {run} was removed from {host}, nothing is left of it."
+    if trace.stage in (CREATED, LEFT):
+        return (f"start cancelled before the launch; run {run}'s directory is left on {host} "
+                f"({trace.run_dir or 'not reachable now'}); the next "
+                f"`{_program()} runs --refresh` removes it.")
+    if trace.stage == LAUNCHING:
+        return (f"start cancelled as it launched: run {run} may be running on {host}; "
+                f"`{_hint(args, 'status', run)}` tells, `{_hint(args, 'stop', run)}` stops it.")
+    return (f"detached: run {run} was launched on {host} and keeps running; "
+            f"`{_hint(args, 'stop', run)}` stops it.")
+
+
+async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: bool = False,
+                  args: argparse.Namespace | None = None) -> int:
     """Print the log until the run ends; exit 0 only when it completed.
+
+    Cancelled (Ctrl-C, SIGTERM), it detaches: the line says the run goes on.
 
     An outage is waited out (the run keeps going on the host). A permanent failure
     (host key changed, auth refused, no such host) ends the stream by raising a
@@ -509,7 +559,7 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
         _err(message)
 
     try:
-        async for event in follower.events():
+        async for event in _detaching(follower.events(), host, run_id, args):
             if isinstance(event, LogLines):
                 log.write(event.lines)
             elif event.status == "reconnecting":
@@ -532,9 +582,21 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
     return 0 if final == probes.COMPLETED else 1
 
 
+async def _detaching(events: AsyncIterator[Any], host: str, run_id: str,
+                     args: argparse.Namespace | None) -> AsyncIterator[Any]:
+    """`events`, and a cancel turned into the line that says following stopped, not the run."""
+    try:
+        async for event in events:
+            yield event
+    except asyncio.CancelledError:
+        again = f"; `{_hint(args, 'tail', run_id)}` follows it again" if args is not None else ""
+        raise _Cancelled(f"detached from {run_id} on {host}: nothing was stopped, the run "
+                         f"keeps going{again}.") from None
+
+
 async def cmd_tail(engine: Engine, args: argparse.Namespace) -> int:
     await engine.require_run(args.host, args.workdir, args.run_id)
-    return await _follow(engine, args.host, args.workdir, args.run_id, raw=args.raw)
+    return await _follow(engine, args.host, args.workdir, args.run_id, raw=args.raw, args=args)
 
 
 async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
@@ -589,9 +651,18 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
     validate.check_fetch_path(args.path)  # a bad path is said before the host is asked
     await engine.require_run(args.host, args.workdir, args.run_id)
     warnings: list[str] = []
-    with TerminalProgress() as progress:
-        dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
-                                  progress.update, on_warning=warnings.append)
+    landed: list[Path] = []
+    try:
+        with TerminalProgress() as progress:
+            dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
+                                      progress.update, on_warning=warnings.append,
+                                      on_landed=landed.append)
+    except asyncio.CancelledError:
+        # By now every partial file is removed (the fetch's cleanup ran before this).
+        where = args.out / (Path(args.path).name if args.path != "." else args.run_id)
+        kept = (f"{len(landed)} file(s) had landed whole in {where} and are kept (each "
+                "verified)" if landed else "nothing was fetched")
+        raise _Cancelled(f"fetch cancelled; {kept}; every partial file was removed.") from None
     for warning in warnings:  # after the progress line is gone; names already made inert
         print(f"rtrain-tui: warning: {warning}", file=sys.stderr)
     print(f"fetched to {dest}")
@@ -599,13 +670,36 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
 
 
 async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
+    signalled: list[str] = []
+
     def step(message: str) -> None:
+        if "sent" in message or "cancelled" in message:
+            signalled.append(message)
         if sys.stderr.isatty():
             print(f"  {message}", file=sys.stderr)
 
     await engine.require_run(args.host, args.workdir, args.run_id)
-    print(await engine.stop(args.host, args.workdir, args.run_id, args.grace, step))
+    try:
+        print(await engine.stop(args.host, args.workdir, args.run_id, args.grace, step))
+    except asyncio.CancelledError:
+        raise _Cancelled(await _stop_cancelled(engine, args, signalled)) from None
     return 0
+
+
+async def _stop_cancelled(engine: Engine, args: argparse.Namespace, signalled: list[str]) -> str:
+    """Did the run stop? Asked of the host once more (bounded), and said as it answers."""
+    sent = f"stop cancelled after {signalled[-1]}" if signalled else \
+        "stop cancelled before any signal was sent"
+    try:
+        state = (await bounded(engine.probe(args.host, args.workdir, args.run_id), 10.0)).state
+    except (RemoteError, TimeoutError):
+        return f"{sent}; {args.run_id} on {args.host} could not be asked how it is: " \
+               f"`{_hint(args, 'status', args.run_id)}` tells."
+    if state in (probes.RUNNING, probes.QUEUED, probes.STARTING):
+        more = " (it may still be saving a checkpoint)" if signalled else ""
+        return (f"{sent}; {args.run_id} is still {state} on {args.host}{more}; "
+                f"`{_hint(args, 'stop', args.run_id)}` stops it.")
+    return f"{sent}; {args.run_id} on {args.host} is no longer running: {state}."
 
 
 async def _discover(engine: Engine, host: str, args: argparse.Namespace) -> int:

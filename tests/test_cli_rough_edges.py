@@ -162,3 +162,22 @@ def test_help_runs_for_every_command() -> None:
         out = subprocess.run([sys.executable, "-m", "rtrain_tui", command, "--help"],
                              capture_output=True, text=True, check=True).stdout
         assert "--demo" in out
+
+
+def test_ctrl_c_while_the_program_is_still_importing_is_one_line(tmp_path: Path) -> None:
+    """On a loaded machine the imports take seconds; a Ctrl-C then printed a traceback from
+    deep inside them. The signal is raised here while the CLI's modules load."""
+    code = ("import importlib.abc, os, signal, sys\n"
+            "class Interrupt(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'rtrain_tui.core':\n"
+            "            os.kill(os.getpid(), signal.SIGINT)\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Interrupt())\n"
+            "sys.argv = ['rtrain-tui', 'runs']\n"
+            "import runpy\n"
+            "runpy.run_module('rtrain_tui', run_name='__main__')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (130, ""), r.stderr
+    assert r.stderr == "rtrain-tui: interrupted (Ctrl-C) before it began: nothing was done.\n"

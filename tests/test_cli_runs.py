@@ -205,17 +205,47 @@ def test_tail_shows_carriage_return_bars_as_lines_and_survives_bad_utf8(
     assert r.out.count("'step': 3") == 1
 
 
-def test_ctrl_c_while_following_detaches_and_the_run_goes_on(cli: Cli, tmp_path: Path, workdir: str) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_while_following_detaches_and_says_the_run_goes_on(
+        cli: Cli, tmp_path: Path, workdir: str, sig: signal.Signals) -> None:
     config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.05)
     p = cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "det")
     wait_state(cli, "det", workdir, "running")
     time.sleep(0.5)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=20)
-    assert p.returncode == 130 and "nothing on the host was stopped" in err
+    said = "terminated (SIGTERM)" if sig == signal.SIGTERM else "interrupted (Ctrl-C)"
+    assert p.returncode == (143 if sig == signal.SIGTERM else 130), err
+    last = err.splitlines()[-1]
+    assert last.startswith(f"rtrain-tui: {said}: detached from det on gpu: nothing was stopped, "
+                           "the run keeps going; `"), err
+    assert last.endswith(f" tail gpu det --workdir {workdir}` follows it again."), err
     assert "Traceback" not in err
     time.sleep(0.5)
     assert cli("status", "gpu", "det", "--workdir", workdir).out == "running\n"
+
+
+def test_a_signal_during_stop_says_whether_the_run_stopped(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """Cancelled inside the grace period: SIGTERM was sent, the run (which ignores it) is
+    still running, and the line says both, and how to stop it; it used to say only
+    "nothing on the host was stopped", even after SIGTERM had gone out."""
+    start_long(cli, tmp_path, workdir, "stubborn", ignore_term=True)
+    wait_state(cli, "stubborn", workdir, "running")
+    log = Path(workdir) / "stubborn" / "train.log"
+    p = cli.popen("stop", "gpu", "stubborn", "--workdir", workdir, "--grace", "60")
+    deadline = time.monotonic() + 20
+    while "ignoring SIGTERM" not in log.read_text():
+        assert p.poll() is None and time.monotonic() < deadline, "no SIGTERM reached the run"
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert (p.returncode, out) == (143, ""), err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("rtrain-tui: terminated (SIGTERM): stop cancelled after SIGTERM sent to "
+                          "the run's "), err
+    assert "; stubborn is still running on gpu (it may still be saving a checkpoint); `" in err
+    assert err.rstrip().endswith(f" stop gpu stubborn --workdir {workdir}` stops it."), err
+    assert cli("status", "gpu", "stubborn", "--workdir", workdir).out == "running\n"
 
 
 def test_runs_refresh_updates_states_and_marks_unreachable_hosts_stale(

@@ -161,3 +161,29 @@ def test_tail_on_a_terminal_shows_no_blank_line_beside_tqdm_write_dicts(
     dicts = [i for i, row in enumerate(rows) if row.startswith("{'loss'")]
     assert len(dicts) == 10, rows
     assert "" not in rows[dicts[0]:dicts[-1]], "\n".join(rows)  # no blank between them
+
+
+def test_ctrl_c_in_a_terminal_during_a_demo_upload_is_one_line_and_leaves_nothing(
+        tmux, cli: Cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A real Ctrl-C reaches the terminal's whole process group, where the demo host's
+    shells lived too: the one receiving the upload died mid-write, and the start ended in
+    a broken pipe and "Exception ignored … Event loop is closed" instead of a clean cancel."""
+    quick = tmp_path / "quick.yaml"
+    quick.write_text("max_steps: 4\nstep_seconds: 0.01\n")
+    data = tmp_path / "big.jsonl"
+    with data.open("wb") as f:
+        f.write(os.urandom(160 << 20))
+    script = _script(cli, tmp_path, "cancel", "--demo", "start", "demo", "-c", str(quick),
+                     "-d", str(data), "--run-id", "cut", "--no-follow")
+    # The Ctrl-C reaches the script's shell too: it waits for rtrain-tui, then goes on.
+    script.write_text("trap 'true' INT\n" + script.read_text())
+    target = _fresh_pane(tmux, "cancel", script)
+    _wait_for(tmux, target, "big.jsonl", timeout=120)  # its progress bar: the upload is on
+    tmux("send-keys", "-t", target, "C-c")
+    screen = _wait_for(tmux, target, "RT-DONE-", timeout=60)
+    lines = [line for line in screen.splitlines() if line.strip()]
+    assert lines[-2:] == ["rtrain-tui: interrupted (Ctrl-C): start cancelled; run cut was removed "
+                          "from demo, nothing is left of it.", "RT-DONE-130"], screen
+    assert "Traceback" not in screen and "Exception" not in screen and "Broken" not in screen
+    demo_runs = Path(cli.hosts.env()["XDG_DATA_HOME"]) / "rtrain-tui" / "demo-host" / ".praisonai-train"
+    assert not (demo_runs / "cut").exists()

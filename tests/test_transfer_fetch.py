@@ -275,6 +275,12 @@ def test_a_signal_mid_fetch_of_many_files_leaves_no_part_file(
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not list(out.rglob("*.part")), sorted(map(str, out.rglob("*.part")))[:5]
     assert not list((out / "many" / "small").iterdir())
+    # The line says what the cancel kept and removed, and it matches the disk.
+    kept = [p for p in out.rglob("*") if p.is_file()]
+    said = "terminated (SIGTERM)" if signals == [signal.SIGTERM] else "interrupted (Ctrl-C)"
+    what = (f"{len(kept)} file(s) had landed whole in {out / 'many'} and are kept (each verified)"
+            if kept else "nothing was fetched")
+    assert err == f"rtrain-tui: {said}: fetch cancelled; {what}; every partial file was removed.\n"
 
 
 def test_a_fifo_or_symlink_left_at_a_temporary_name_neither_hangs_nor_redirects_the_fetch(

@@ -808,16 +808,18 @@ class Engine:
 
     async def fetch(self, host: str, workdir: str, run_id: str, path: str, out: Path,
                     progress: Progress | None = None,
-                    on_warning: Callable[[str], None] | None = None) -> Path:
+                    on_warning: Callable[[str], None] | None = None,
+                    on_landed: Callable[[Path], None] | None = None) -> Path:
         """Fetch `path` (relative to the run dir) into `out`; returns the local path.
 
-        `on_warning` hears about what was left out (FIFOs, sockets: never regular files).
+        `on_warning` hears about what was left out (FIFOs, sockets: never regular files);
+        `on_landed` about each file renamed into place, verified (a cancelled fetch keeps those).
         """
         rel = validate.check_fetch_path(path)
         run_dir = await self.run_dir(host, workdir, run_id)
         python = await self._run_python(host, workdir, run_id)
         return await fetch(self.host(host), run_dir, rel, out, progress, python=python,
-                           on_warning=on_warning)
+                           on_warning=on_warning, on_landed=on_landed)
 
     # -- stop ------------------------------------------------------------------
     async def stop(

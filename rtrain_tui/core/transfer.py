@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from rtrain_tui.core import openssh_pipe, remote_sh, validate
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.lander import CHANGED, CORRUPT, Lander
+from rtrain_tui.core.lander import CHANGED, CORRUPT, LANDED, Lander
 
 if TYPE_CHECKING:
     import asyncssh
@@ -432,9 +432,11 @@ def _free_or_file(path: Path) -> bool:
 async def fetch(
     conn: HostConnection, run_dir: str, rel: str, out: Path,
     progress: Progress | None = None, python: str = validate.DEFAULT_PYTHON,
-    on_warning: Warn | None = None,
+    on_warning: Warn | None = None, on_landed: Callable[[Path], None] | None = None,
 ) -> Path:
     """Fetch a file or directory from the run dir into `out`; returns the local path.
+
+    `on_landed(path)` hears of each file as it is renamed into place, verified.
 
     A file being written (a running run's `train.log`) arrives as the bytes it held when
     its copy began. Files that are not regular are skipped and named in one warning.
@@ -476,7 +478,7 @@ async def fetch(
             if not wanted:
                 break
             wanted = await _receive(stream, lander, wanted, listing, targets, parts, rel,
-                                    done, total, progress)
+                                    done, total, progress, on_landed)
         else:
             if wanted:
                 raise RemoteError(
@@ -500,7 +502,8 @@ async def fetch(
 
 async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: _Listing,
                    targets: list[Path], parts: dict[int, Path], rel: str, done: list[int],
-                   total: int, progress: Progress | None) -> list[int]:
+                   total: int, progress: Progress | None,
+                   on_landed: Callable[[Path], None] | None = None) -> list[int]:
     """Ask for `wanted` files, land the ones that verify; return those to read again."""
     again: list[int] = []
     batches = [wanted[at:at + 512] for at in range(0, len(wanted), 512)]
@@ -517,6 +520,8 @@ async def _receive(stream: _Stream, lander: Lander, wanted: list[int], listing: 
                 elif result == CORRUPT:
                     raise RemoteError(f"{shown(listing.files[num][0])} arrived corrupted; "
                                       "fetch again.")
+                elif result == LANDED and on_landed is not None:
+                    on_landed(targets[num])
             if await stream.exactly(1) != b"B":
                 raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
     except OSError as exc:  # from the lander: this machine's disk, not the host

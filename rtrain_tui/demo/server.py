@@ -134,10 +134,14 @@ async def start_demo_host(home: Path | None = None) -> DemoHost:
             sessions.discard(task)
 
     async def _session(process: asyncssh.SSHServerProcess) -> None:
+        # A session of its own: a real host never sees the user's Ctrl-C, and the demo
+        # host must not either. In the terminal's process group, a Ctrl-C during a start
+        # killed the shell receiving the upload mid-write, and the client reported the
+        # broken pipe instead of cancelling cleanly.
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", process.command or "sh", cwd=home, env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
         try:
             await asyncio.gather(
@@ -161,6 +165,12 @@ async def start_demo_host(home: Path | None = None) -> DemoHost:
                     pass
             # Shielded: a cancel (close(), loop shutdown) must still let the watcher reap it.
             await asyncio.shield(proc.wait())
+            # Its pipes too, now: a pipe nobody read to the end (the pumps were cancelled)
+            # kept the transport open, and the interpreter closed it after the loop, printing
+            # "Exception ignored … Event loop is closed" under the CLI's last line.
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
         if not process.is_closing():
             process.exit(status)
 

@@ -101,7 +101,11 @@ def test_ctrl_c_during_upload_removes_the_run_and_its_entry(cli: Cli, tmp_path: 
                      "--workdir", workdir, "--run-id", "intr", "--no-follow")
     wait_created(proc)
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(30) != 0
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    # It says what the cancel left: nothing (it used to say "the run keeps going").
+    assert err.splitlines()[-1] == ("rtrain-tui: interrupted (Ctrl-C): start cancelled; run intr "
+                                    "was removed from gpu, nothing is left of it."), err
     assert runs(cli) == []
     assert not (Path(workdir) / "intr").exists()
 
