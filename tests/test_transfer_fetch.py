@@ -7,7 +7,6 @@ import hashlib
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from rtrain_tui.core import transfer
 from rtrain_tui.core.connection import HostConnection
 from rtrain_tui.core.errors import RemoteError
 from tests.conftest import Cli, write_config
+from tests.small_disk import small_tmpfs
 from tests.sshd import SshHosts
 
 
@@ -210,18 +210,12 @@ def test_a_full_local_disk_is_one_line_and_leaves_no_part(
     (done_run / "big.bin").write_bytes(os.urandom(3 << 20))
     out = tmp_path / "small-disk"
     out.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(out)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.strip()}")
-    try:
+    with small_tmpfs(out):
         got = fetch(cli, workdir, "done", "big.bin", out)
         assert got.rc == 1 and "Traceback" not in got.err, got.err
         assert got.err.strip().splitlines()[-1] == (
             f"rtrain-tui: cannot write {out / 'big.bin'}: No space left on device"), got.err
         assert list(out.iterdir()) == []
-    finally:
-        subprocess.run(["umount", "-l", str(out)], check=False)
 
 
 def test_a_host_file_named_like_another_files_part_is_fetched_intact(

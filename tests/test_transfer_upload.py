@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from rtrain_tui.core import openssh_pipe, transfer
 from rtrain_tui.core.connection import HostConnection
 from rtrain_tui.core.errors import RemoteError
 from tests.conftest import Cli, write_config
+from tests.small_disk import small_tmpfs
 from tests.sshd import SshHosts
 
 
@@ -28,14 +28,8 @@ def dataset(path: Path, size: int) -> Path:
 def small_disk(workdir: str) -> Iterator[Path]:
     """The workdir on a 1 MiB tmpfs: a host whose disk is (nearly) full."""
     Path(workdir).mkdir(parents=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", workdir],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.strip()}")
-    try:
-        yield Path(workdir)
-    finally:
-        subprocess.run(["umount", "-l", workdir], check=False)
+    with small_tmpfs(Path(workdir)) as disk:
+        yield disk
 
 
 def test_start_refuses_early_when_the_dataset_cannot_fit(cli: Cli, tmp_path: Path, small_disk: Path) -> None:
