@@ -193,6 +193,7 @@ def test_compare_follows_a_live_run_until_it_ends(hosts: SshHosts, tmp_path: Pat
             await until(pilot, lambda: isinstance(app.screen, CompareScreen)
                         and bool(app.screen.metrics), "the run's metrics")
             screen: CompareScreen = app.screen  # type: ignore[assignment]
+            assert "Loss of 1 run " in screen_text(app)
             first = next(iter(screen.metrics.values())).summary()
             assert not first.finished, "the run ended before the view opened: make it longer"
             await until(pilot, lambda: next(iter(screen.metrics.values())).summary().finished,

@@ -72,8 +72,9 @@ class CompareScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="compare"):
-            yield Static(Text(f"Loss of {len(self.records)} runs  (esc: close)", style="bold"),
-                         id="compare-title")
+            count = len(self.records)
+            yield Static(Text(f"Loss of {count} run{'' if count == 1 else 's'}  (esc: close)",
+                              style="bold"), id="compare-title")
             yield PlotextPlot(id="compare-plot")
             yield Static(id="compare-table")
         yield Footer(show_command_palette=False)
