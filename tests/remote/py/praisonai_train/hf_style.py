@@ -8,8 +8,8 @@ With `tqdm_write: true` each loss dict is printed as transformers' ProgressCallb
 through `tqdm.write`: the bar erased with `\r<spaces>\r`, the line, the bar drawn again.
 
 `crash: NAME` ends the run the way a real one dies, with the real wording (copied from
-PyTorch, NCCL and Python) and exit code: cuda_oom, module, nccl_timeout, no_space,
-dataset_missing, traceback, glued_traceback, torchrun_index, torchrun_sigkill.
+PyTorch and Python) and exit code: the names in CRASHES (cuda_oom, module,
+glued_traceback, torchrun_index, torchrun_sigkill).
 """
 
 import sys
