@@ -768,8 +768,8 @@ class Engine:
             return probes.STARTING
         if probe.launched:
             return probe.state
-        if not record.token:  # written before starts had tokens: nothing to match on the host
-            return probes.STARTING if probe.exists else _FORGOTTEN
+        if not record.token:  # written before starts had tokens: nothing to match on the
+            return _FORGOTTEN  # host, so its dir is left there, as it always was
         try:
             out = await self.host(record.host).run(
                 remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token))
