@@ -149,3 +149,36 @@ def test_a_part_that_cannot_be_removed_does_not_stop_the_cleanup(
     lander.close()  # as a failed fetch does; must not raise over the fetch's own error
     time.sleep(0.2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f0000.part"]
+
+
+def test_two_fetches_of_one_file_never_share_a_part_and_the_replaced_one_is_told(tmp_path: Path) -> None:
+    """Both used to open `f.part` (the second one truncating the first's bytes and both
+    writing into it) and both said "landed". Each now writes a .part it created itself,
+    and the first learns that the final name no longer holds what it verified there."""
+    first, second = Lander(), Lander()
+    try:
+        a = first.begin(tmp_path / "f.part", tmp_path / "f", 10**18)
+        b = second.begin(tmp_path / "f.part", tmp_path / "f", 10**18)
+        assert a.part == tmp_path / "f.part" and b.part != a.part and b.part.name.startswith(".rtrain-")
+        first.write(a, b"from run A")
+        second.write(b, b"from run B")
+        assert first.finish(a, True, hashlib.sha256(b"from run A").digest()) == LANDED
+        assert first.replaced() == []
+        assert second.finish(b, True, hashlib.sha256(b"from run B").digest()) == LANDED
+        assert (tmp_path / "f").read_bytes() == b"from run B"
+        assert first.replaced() == [tmp_path / "f"] and second.replaced() == []
+    finally:
+        first.close()
+        second.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_a_part_someone_else_made_is_never_written_nor_removed(tmp_path: Path) -> None:
+    theirs = tmp_path / "f.part"
+    theirs.write_bytes(b"another fetch's bytes")
+    lander = Lander()
+    landing = lander.begin(theirs, tmp_path / "f", 10**18)
+    lander.write(landing, b"mine")
+    lander.close()  # cancelled: removes its own .part only
+    assert theirs.read_bytes() == b"another fetch's bytes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.part"]

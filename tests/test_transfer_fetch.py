@@ -363,3 +363,55 @@ def test_a_garbled_listing_is_one_line_never_a_traceback_or_a_raw_escape(
     with pytest.raises(RemoteError) as refused:
         fetch_from_lying_host(hosts, tmp_path, [row])
     assert said in str(refused.value) and "\x1b" not in str(refused.value), refused.value
+
+
+def test_a_second_fetch_into_the_same_place_is_refused_while_the_first_lands(
+        cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
+    """Two runs' big.bin fetched into one --out at once: both wrote big.bin.part (the
+    second truncating the first's) and both said "fetched" over bytes that were neither
+    run's. The second is now refused with one line; the first lands its own bytes."""
+    config = write_config(tmp_path / "c2.yaml", steps=1)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "other").rc == 0
+    for run in ("done", "other"):
+        with (Path(workdir) / run / "big.bin").open("wb") as f:
+            f.write(os.urandom(64 << 20))
+    out = tmp_path / "o"
+    first = cli.popen("fetch", "gpu", "done", "big.bin", "--out", str(out), "--workdir", workdir)
+    deadline = time.monotonic() + 30
+    while not (out / "big.bin.part").exists():
+        assert first.poll() is None and time.monotonic() < deadline, "the fetch never began"
+        time.sleep(0.005)
+    first.send_signal(signal.SIGSTOP)  # held mid-landing while the second one asks
+    try:
+        second = fetch(cli, workdir, "other", "big.bin", out)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert (second.rc, second.out) == (1, ""), second.err
+    assert second.err == (f"rtrain-tui: another fetch is landing files at {out / 'big.bin'} right "
+                          "now; wait for it to finish, or fetch into another --out.\n")
+    out_text, err = first.communicate(timeout=120)
+    assert (first.returncode, out_text) == (0, f"fetched to {out / 'big.bin'}\n"), err
+    assert (out / "big.bin").read_bytes() == (done_run / "big.bin").read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == ["big.bin"]  # no .part, no lock left
+    # Once the first is done, the same place takes the other run's file.
+    assert fetch(cli, workdir, "other", "big.bin", out).rc == 0
+    assert (out / "big.bin").read_bytes() == (Path(workdir) / "other" / "big.bin").read_bytes()
+
+
+def test_two_host_names_that_land_on_one_local_file_are_not_said_fetched(
+        cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
+    """On a case-insensitive file system (macOS) `Model/x.bin` and `model/x.bin` are one
+    file: the second overwrote the first and both counted as fetched. A local link makes
+    the same two-names-one-file here; the fetch names them instead of saying "fetched"."""
+    d = done_run / "cased"
+    for name in ("Model", "model"):
+        (d / name).mkdir(parents=True)
+        (d / name / "x.bin").write_bytes(name.encode() * 1000)
+    out = tmp_path / "o"
+    (out / "cased").mkdir(parents=True)
+    (out / "cased" / "Model").mkdir()
+    (out / "cased" / "model").symlink_to("Model")
+    r = fetch(cli, workdir, "done", "cased", out)
+    assert (r.rc, r.out) == (1, ""), r.err
+    assert len(r.err.splitlines()) == 1 and "Traceback" not in r.err, r.err
+    assert " and x.bin are one file in " in r.err and "fetch them into separate --out" in r.err

@@ -20,10 +20,10 @@ the channel's flow control.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import os
 import posixpath
-import secrets
 import stat
 import struct
 import time
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from rtrain_tui.core import openssh_pipe, remote_sh, validate
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.lander import CHANGED, CORRUPT, LANDED, Lander
+from rtrain_tui.core.lander import CHANGED, CORRUPT, LANDED, Lander, fresh_part
 
 if TYPE_CHECKING:
     import asyncssh
@@ -407,14 +407,18 @@ def _prepare_local(out: Path, dest: Path, listing: _Listing, targets: list[Path]
 def _part_names(targets: list[Path], wanted: list[int]) -> dict[int, Path]:
     """Each wanted file's temporary name: `NAME.part`, unless that is itself a file of
     this fetch (the host has `ckpt` and `ckpt.part`), something other than a file sits
-    there (a FIFO, a symlink, a directory, a hard link: left alone), or NAME is too long."""
+    there (a FIFO, a symlink, a directory, a hard link: left alone), or NAME is too long.
+
+    A plain file at `NAME.part` is a killed fetch's (this fetch holds the destination's
+    lock, so no live one of ours writes there): it is removed, so the name can be
+    created afresh, exclusively (lander.py)."""
     taken = set(targets)
     parts = {}
     for num in wanted:
         target = targets[num]
         part = target.with_name(target.name + ".part")
         while len(os.fsencode(part.name)) > 245 or part in taken or not _free_or_file(part):
-            part = target.with_name(f".rtrain-{secrets.token_hex(6)}.part")
+            part = fresh_part(target)
         taken.add(part)
         parts[num] = part
     return parts
@@ -425,8 +429,74 @@ def _free_or_file(path: Path) -> bool:
         st = os.lstat(path)
     except OSError:
         return True  # free (or not ours to judge: the open names any error)
-    # A killed fetch's .part is reused (emptied); a hard link to another file is not ours.
-    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+    # A killed fetch's .part is removed; a hard link to another file is not ours.
+    if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1):
+        return False
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True
+
+
+def _lock_name(dest: Path) -> Path:
+    """The lock file of fetches into `dest`, beside it. Two names that are one file on a
+    case-insensitive file system give two lock names that are one file there too."""
+    name = os.fsencode(dest.name)
+    if len(name) > 200:
+        name = hashlib.sha256(name).hexdigest()[:32].encode()
+    return dest.with_name(f".{os.fsdecode(name)}.rtrain-fetch.lock")
+
+
+def _lock_destination(dest: Path) -> tuple[Path, int]:
+    """Hold the lock of fetches landing at `dest`; refuse at once when another holds it.
+
+    Two fetches into one place would land over each other's files (and, with one
+    temporary name, mix their bytes). Refused, not waited for: the second would replace
+    what the first fetched anyway. The holder removes the file while it holds it, so a
+    lock taken on a file that is no longer at its name is taken again.
+    """
+    path = _lock_name(dest)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held, now = os.fstat(fd), os.stat(path, follow_symlinks=False)
+        except BlockingIOError:
+            os.close(fd)
+            raise RemoteError(f"another fetch is landing files at {dest} right now; wait for "
+                              "it to finish, or fetch into another --out.") from None
+        except FileNotFoundError:
+            os.close(fd)  # its holder just removed it: take the next one
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+            return path, fd
+        os.close(fd)
+
+
+def _unlock_destination(path: Path, fd: int) -> None:
+    try:
+        path.unlink(missing_ok=True)  # while held: nobody can take the removed file's lock
+    finally:
+        os.close(fd)
+
+
+def _check_replaced(lander: Lander, out: Path) -> None:
+    """Every file this fetch landed still holds the bytes it verified there; else one line."""
+    gone = lander.replaced()
+    if not gone:
+        return
+    first = gone[0]
+    twin = next((t for t in lander.landed if t != first
+                 and str(t).casefold() == str(first).casefold()), None)
+    if twin is not None:
+        raise RemoteError(f"{first} and {twin.name} are one file in {out} (a case-insensitive "
+                          "file system): fetch them into separate --out directories.")
+    raise RemoteError(f"{first} was replaced while this fetch ran (something else writes in "
+                      f"{out}); {len(gone)} file(s) do not hold what was fetched: fetch again.")
 
 
 async def fetch(
@@ -449,6 +519,7 @@ async def fetch(
     stream = await _Stream.open(conn, command)
     lander = Lander()
     finished = False
+    held: tuple[Path, int] | None = None
     try:
         listing = await _read_listing(stream, run_dir, rel)
         rel_b = os.fsencode(rel)
@@ -468,6 +539,8 @@ async def fetch(
         if not single and not listing.files and not listing.dirs and listing.skipped:
             raise RemoteError(f"{shown(rel)} is not a regular file or directory "
                               f"({listing.skipped[0][1]}); nothing to fetch.")
+        await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+        held = _lock_destination(dest)  # not in a thread: a cancel must never orphan the lock
         wanted = await asyncio.to_thread(_prepare_local, out, dest, listing, targets, single, rel)
         total = sum(listing.files[i][1] for i in wanted)
         parts = await asyncio.to_thread(_part_names, targets, wanted)
@@ -487,6 +560,8 @@ async def fetch(
                 )
         await stream.write(b"\n")
         finished = True
+        # Said "fetched" only if every final name still holds the bytes verified there.
+        await asyncio.to_thread(_check_replaced, lander, out)
     finally:
         try:
             await stream.aclose(finished)
@@ -495,6 +570,8 @@ async def fetch(
             # of removals held the loop 60 ms, and there a second Ctrl-C cannot cut the
             # cleanup short (the interpreter waits for the thread before it exits).
             await asyncio.to_thread(lander.close)
+            if held is not None:
+                await asyncio.to_thread(_unlock_destination, *held)
     if progress:
         progress(rel, total, total)
     return dest
