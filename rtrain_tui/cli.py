@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from rtrain_tui import __version__
-from rtrain_tui.core import hostconfig, metrics_format, probes, slurm, validate
+from rtrain_tui.core import backends, hostconfig, metrics_format, probes, validate
+from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.engine import (
@@ -72,7 +73,7 @@ ALL_HOSTS = "\0all"  # `--discover` without a host: not a name anyone can type
 def _add_slurm(p: argparse.ArgumentParser, start: bool) -> None:
     """The Slurm flags; each overrides the host's config.toml default."""
     g = p.add_argument_group("Slurm (a login node: --backend slurm, or backend = \"slurm\" in config.toml)")
-    g.add_argument("--backend", default=None, choices=slurm.BACKENDS,
+    g.add_argument("--backend", default=None, choices=backends.BACKENDS,
                    help="how runs are launched (default: the host's config.toml setting, else direct)")
     g.add_argument("--partition", default=None, help="Slurm partition")
     g.add_argument("--gpus-per-node", type=int, default=None, help="default: --gpus")

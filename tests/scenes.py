@@ -273,8 +273,8 @@ CLUSTER_RUNS = [
 
 async def slurm_cluster(pilot: Pilot) -> None:
     """A cluster beside the boxes: its runs (one queued, with Slurm's reason) and its preflight."""
-    from rtrain_tui.core import slurm
-    from rtrain_tui.core.slurm import SlurmOptions
+    from rtrain_tui.core.backends import slurm
+    from rtrain_tui.core.backends.slurm import SlurmOptions
 
     app: RTrainApp = pilot.app  # type: ignore[assignment]
     for r in CLUSTER_RUNS:

@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rtrain_tui.core import Engine, RunIndex, probes, remote_sh, slurm
+from rtrain_tui.core import Engine, RunIndex, probes, remote_sh
+from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.index import RunRecord
 from tests.conftest import Cli

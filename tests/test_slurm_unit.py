@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from rtrain_tui.core import hostconfig, probes, template
 from rtrain_tui.core.errors import ValidationError
-from rtrain_tui.core.slurm import (
+from rtrain_tui.core.backends.slurm import (
     MULTI_NODE_TRAINER, SlurmOptions, batch_script, check_sbatch_arg, parse_jobs,
     parse_partitions, parse_run_states, trainer_values,
 )
@@ -278,7 +278,7 @@ def test_bad_host_config_is_one_line_naming_the_file(tmp_path: Path, text: str, 
 def test_submit_takes_the_job_id_from_stdout_alone_and_keeps_stderr_as_a_message(
         tmp_path: Path, stdout: str) -> None:
     """A stand-in `sbatch` that talks on stderr before and after the id, as clusters do."""
-    from rtrain_tui.core.slurm import submit
+    from rtrain_tui.core.backends.slurm import submit
 
     (tmp_path / "bin").mkdir()
     sbatch = tmp_path / "bin" / "sbatch"

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rtrain_tui.core import gpus as gpu_choice
-from rtrain_tui.core import hostconfig, probes, remote_sh, slurm, validate
+from rtrain_tui.core import backends, hostconfig, probes, remote_sh, validate
 from rtrain_tui.core import template as trainer_template
+from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import IndexBusyError, NoSuchRunError, RemoteError, UnreachableError
@@ -79,7 +80,7 @@ class StartRequest:
         """Check every field the way the seed does; raises ValidationError."""
         validate.check_host(self.host)
         if self.backend is not None:
-            slurm.check_backend(self.backend)
+            backends.check_backend(self.backend)
         if self.slurm is not None:
             self.slurm.validated()
         if self.run_id is not None:
@@ -238,7 +239,7 @@ class Engine:
         validate.check_workdir(host, workdir)
         validate.check_python(python)
         validate.check_gpus(gpus)
-        backend = slurm.check_backend(backend or self.backend_of_host(host))
+        backend = backends.check_backend(backend or self.backend_of_host(host))
         if backend == "slurm":
             options = (options or self.hosts.for_host(host).slurm).validated()
             script = slurm.preflight(python, workdir)

@@ -25,7 +25,8 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable
 
 from rtrain_tui.core.errors import ValidationError
-from rtrain_tui.core.slurm import SlurmOptions, check_backend
+from rtrain_tui.core.backends import check_backend
+from rtrain_tui.core.backends.slurm import SlurmOptions
 
 _SLURM_KEYS = {"partition": str, "account": str, "qos": str, "time": str,
                "gpus_per_node": int, "nodes": int}

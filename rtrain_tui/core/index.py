@@ -47,7 +47,7 @@ from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, Validation
 
 RunKey = tuple[str, str, str]  # (host, workdir, run_id)
 StateUpdate = tuple[str, bool, str]  # (state, stale, updated_at)
-BACKENDS = ("direct", "slurm")  # slurm.BACKENDS; kept here too, as slurm.py sits above the index
+BACKENDS = ("direct", "slurm")  # backends.BACKENDS; kept here too, as backends sit above the index
 STARTING = "starting"  # probes.STARTING: an entry whose start may not have launched yet
 LOCK_TIMEOUT = 10.0  # seconds a write waits for the lock: 20 starts at once on a busy 2-core box need ~5
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, remote_sh
-from rtrain_tui.core import slurm as slurm_backend
+from rtrain_tui.core.backends import slurm as slurm_backend
 from rtrain_tui.core.hostconfig import HostConfig, HostSettings
 from rtrain_tui.tui.app import make_app
 from tests.conftest import write_config

@@ -27,7 +27,7 @@ from textual_fspicker import FileOpen, Filters
 from rtrain_tui.core import validate
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
 from rtrain_tui.core.errors import RemoteError, ValidationError
-from rtrain_tui.core.slurm import SlurmOptions
+from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.sanitize import safe_line, safe_text
 
 
