@@ -70,7 +70,8 @@ def test_a_hung_log_in_an_open_pane_never_freezes_the_hosts_states(hosts: SshHos
         _release(fifo)
 
 
-def test_a_read_stuck_in_the_log_lane_never_delays_the_refreshs_reads(hosts: SshHosts, tmp_path: Path) -> None:
+def test_a_read_stuck_in_the_log_lane_never_delays_the_refreshs_reads(
+        hosts: SshHosts, tmp_path: Path) -> None:
     """What a hung NFS file does to a pane (a request the host's sftp-server never
     answers, whatever a stat said) holds up only the log panes' channel: the metrics the
     refresh reads for another run arrive at once, on the host's other channel."""

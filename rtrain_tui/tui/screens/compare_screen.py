@@ -69,6 +69,7 @@ class CompareScreen(ModalScreen[None]):
         self.errors: dict[tuple[str, str, str], str] = {}
         self._done: set[tuple[str, str, str]] = set()  # ended runs read once after their end
         self.polls = 0
+        self.table: Table | None = None  # the rows as last drawn
 
     def compose(self) -> ComposeResult:
         with Vertical(id="compare"):
@@ -142,7 +143,7 @@ class CompareScreen(ModalScreen[None]):
             table.add_row(Text(swatch, style=rcolor), Text(name), step, number(s.loss),
                           number(s.eval_loss), eta)
         widget.refresh()
-        self.table = table  # what the rows say, for tests
+        self.table = table
         self.query_one("#compare-table", Static).update(table)
 
     def action_close(self) -> None:
