@@ -100,6 +100,41 @@ def test_recycled_pid_never_reads_running(tmp_path: Path) -> None:
         other.wait()
 
 
+def test_run_without_identity_is_live_only_in_its_own_run_dir(tmp_path: Path) -> None:
+    """A `praisonai train remote` run (no train.ident): its pid counts only while that
+    process works in the run directory, compared by physical path (a symlinked workdir
+    is the same place); a process working elsewhere is a recycled pid."""
+    real = tmp_path / "real"
+    run_dir = real / "seed"
+    run_dir.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    inside = subprocess.Popen(["sleep", "30"], cwd=run_dir, start_new_session=True)
+    elsewhere = subprocess.Popen(["sleep", "30"], cwd=tmp_path, start_new_session=True)
+    try:
+        (run_dir / "train.pid").write_text(f"{inside.pid}\n")
+        assert state_of(real, "seed") == "running"
+        assert state_of(tmp_path / "link", "seed") == "running"
+        (run_dir / "train.pid").write_text(f"{elsewhere.pid}\n")
+        assert state_of(real, "seed") == "lost"
+    finally:
+        for p in (inside, elsewhere):
+            p.kill()
+            p.wait()
+
+
+def test_link_or_copy_sent_again_links_nothing_new_and_says_linked(tmp_path: Path) -> None:
+    src, dst = tmp_path / "store", tmp_path / "run" / "data set's.jsonl"
+    dst.parent.mkdir()
+    src.write_text("rows\n")
+    for _ in range(2):  # the second sending finds its own link
+        assert sh(remote_sh.link_or_copy(str(src), str(dst))) == "linked=1\n"
+        assert dst.stat().st_ino == src.stat().st_ino
+    dst.unlink()
+    dst.write_text("a cut-off copy\n")  # something else under the name: replaced
+    assert sh(remote_sh.link_or_copy(str(src), str(dst))) == "linked=1\n"
+    assert dst.read_text() == "rows\n"
+
+
 def test_zombie_wrapper_is_dead(tmp_path: Path) -> None:
     """A zombie answers kill -0; it must still read as gone."""
     zombie = subprocess.Popen(["true"])

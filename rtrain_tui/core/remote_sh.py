@@ -33,17 +33,21 @@ from rtrain_tui.core import validate
 # host without /proc, where `ps` answers instead (no identity checks possible there).
 _LIVENESS = r"""
 proc=${RT_PROC:-/proc}
+nl='
+'
 proc_fields() {
-  state= pgrp= sid= start=
+  state='' pgrp='' start=''
   if [ -d "$proc/self" ]; then
     read -r pf_line 2>/dev/null < "$proc/$1/stat" || return 1
     pf_rest=${pf_line##*) }
+    # shellcheck disable=SC2086  # stat's fields, split on purpose (the name is cut off)
     set -- $pf_rest
-    state=$1 pgrp=$3 sid=$4 start=${20}
+    state=$1 pgrp=$3 start=${20}
   else
-    pf_line=$(ps -o stat= -o pgid= -o sess= -p "$1" 2>/dev/null) || return 1
+    pf_line=$(ps -o stat= -o pgid= -p "$1" 2>/dev/null) || return 1
+    # shellcheck disable=SC2086  # ps's two fields, split on purpose
     set -- $pf_line
-    state=$1 pgrp=$2 sid=$3
+    state=$1 pgrp=$2
   fi
   [ -n "$state" ]
 }
@@ -70,13 +74,18 @@ is_live() {
     boot_id
     [ "$2" = "$start $bi" ]
   else
-    [ -n "$3" ] && [ "$proc/$1/cwd" -ef "$3" ]
+    # Same directory: compared by physical path, as POSIX `test` has no `-ef`. Only a
+    # run without an identity (started by `praisonai train remote`) costs this fork.
+    [ -n "$3" ] || return 1
+    il_p=$(cd -P -- "$proc/$1/cwd" 2>/dev/null && pwd -P && cd -P -- "$3" 2>/dev/null && pwd -P) &&
+      [ "${il_p%%"$nl"*}" = "${il_p#*"$nl"}" ]
   fi
 }
 # marked_pids TOKEN: every process that carries the run's environment marker.
 marked_pids() {
   [ -d "$proc/self" ] || return 0
   case $1 in ''|*[!0-9a-f]*) return 0;; esac
+  # shellcheck disable=SC2013  # file names, /proc/N/environ: one word each
   for mp_file in $(grep -l -s -a -z -x -F "RTRAIN_RUN=$1" "$proc"/[0-9]*/environ 2>/dev/null); do
     mp_pid=${mp_file#"$proc"/}; echo "${mp_pid%/environ}"
   done
@@ -87,6 +96,7 @@ group_pids() {
     for gp_stat in "$proc"/[0-9]*/stat; do
       read -r gp_line 2>/dev/null < "$gp_stat" || continue
       gp_rest=${gp_line##*) }
+      # shellcheck disable=SC2086  # stat's fields, split on purpose
       set -- $gp_rest
       [ "$3" = "$GROUP" ] && { gp_pid=${gp_stat#"$proc"/}; echo "${gp_pid%/stat}"; }
     done
@@ -102,7 +112,9 @@ run_members() {
   read_file "$1/train.token"; rm_token=$rf
   rm_all=$(marked_pids "$rm_token")
   if is_live "$rm_pid" "$rm_ident" "$1"; then rm_all="$rm_all $(GROUP=$pgrp; group_pids)"; fi
-  live_of "$rm_all"; members=$live
+  live_of "$rm_all"
+  # shellcheck disable=SC2034  # the answer, read by the scripts that call this
+  members=$live
 }
 # live_of CANDIDATES: sets `live` to the distinct usable pids among them, never this shell.
 live_of() {
@@ -200,6 +212,7 @@ def make_run_dir(workdir: str, run_id: str, token: str) -> str:
     run_dir_word(workdir, run_id)  # validates both parts
     tok = check_token(token)
     return f"""{workdir_assign(workdir)}
+# shellcheck disable=SC2174  # only the workdir itself is made private, not its parents
 mkdir -p -m 700 "$wd" || exit 1
 cd "$wd" || exit 1
 if mkdir -m 700 {run_id} 2>/dev/null; then printf '%s\\n' {tok} > {run_id}/train.token; fi
@@ -232,6 +245,7 @@ end_rest() {
   own_pgrp=none sh_pgrp=none  # the wrapper's own group is the run's: nothing to spare
   rest_of_run
   [ -n "$rr_left" ] || return 0
+  # shellcheck disable=SC2086  # a list of pids
   kill -TERM $rr_left 2>/dev/null
   er_i=0
   while [ $er_i -lt $((${RT_GRACE:-10} * 5)) ]; do
@@ -239,6 +253,7 @@ end_rest() {
     [ -n "$rr_left" ] || return 0
     sleep 0.2; er_i=$((er_i + 1))
   done
+  # shellcheck disable=SC2086  # a list of pids
   kill -KILL $rr_left 2>/dev/null
 }
 """
@@ -400,7 +415,9 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   # holds /proc/DIGITS/environ words only: safe to split unquoted.
   case $gs_out in
     *"
-gpu_envs= /proc/"*) grep -H -s -a -z -o -x 'RTRAIN_RUN=[0-9a-f]*' -- ${gs_out##*"
+gpu_envs= /proc/"*)
+    # shellcheck disable=SC2086  # words split on purpose (see above)
+    grep -H -s -a -z -o -x 'RTRAIN_RUN=[0-9a-f]*' -- ${gs_out##*"
 gpu_envs="} 2>/dev/null | tr '\0' '\n';;
   esac
 else
@@ -435,10 +452,11 @@ case $gs_id in -*|*-|*[!A-Za-z0-9._-]*) gs_id=;; esac
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   echo "gpu_smi=missing"
 elif [ -z "$gs_id" ] || [ ! -r /proc/uptime ] || [ -z "$HOME" ] || ! { gs_d=$HOME/.cache/rtrain-tui
+    # shellcheck disable=SC2174  # ~/.cache, if new, is the user's ordinary directory
     [ -d "$gs_d" ] || mkdir -p -m 700 "$gs_d" 2>/dev/null; }; then
 """ + _GPU_SAMPLE + r"""
 else
-  read -r gs_now gs_x < /proc/uptime; gs_now=${gs_now%.*}
+  read -r gs_now _ < /proc/uptime; gs_now=${gs_now%.*}
   gs_f=$gs_d/gpu-sample-$gs_id
   echo "gpu_now=$gs_now"
   if [ -r "$gs_f" ]; then while IFS= read -r gs_l; do printf '%s\n' "$gs_l"; done < "$gs_f"; fi
@@ -455,7 +473,7 @@ else
   if { echo "$gs_now" > "$gs_f.lock"; } 2>/dev/null; then
     set +C
     {
-      { read -r gs_up gs_x < /proc/uptime; echo "gpu_uptime=${gs_up%.*}"
+      { read -r gs_up _ < /proc/uptime; echo "gpu_uptime=${gs_up%.*}"
 """ + _GPU_SAMPLE + r"""
       } > "$gs_f.tmp" && mv -f "$gs_f.tmp" "$gs_f"
       rm -f "$gs_f.lock"
@@ -501,7 +519,9 @@ if [ -z "$members" ]; then
   exit 0
 fi
 [ -e "$rd/stop_requested" ] || echo {tok} > "$rd/stop_requested"
+# shellcheck disable=SC2086  # a list of pids
 kill -{signal} $members 2>/dev/null
+# shellcheck disable=SC2086  # counted as words
 set -- $members; echo result=signalled; echo "count=$#"
 """
 
@@ -512,6 +532,7 @@ def run_alive_count(workdir: str, run_id: str) -> str:
 own_groups
 set -- {run_dir_word(workdir, run_id)}; rd=$1
 run_members "$rd"
+# shellcheck disable=SC2086  # counted as words
 set -- $members; echo "alive=$#"
 """
 
@@ -531,9 +552,9 @@ def mark_stopped(workdir: str, run_id: str, code: int) -> str:
 def link_or_copy(source: str, target: str) -> str:
     """Hard-link `source` to `target` (same file system), copying where links fail."""
     src, dst = shlex.quote(source), shlex.quote(target)
-    # `-ef` first: sent again after a dropped connection, the link already exists and
-    # `cp` would refuse to copy a file onto itself.
-    return (f"{{ [ {dst} -ef {src} ] || ln -- {src} {dst} 2>/dev/null || cp -- {src} {dst}; }}"
+    # `cmp` before `cp`: sent again after a dropped connection, the link already exists
+    # and `cp` would refuse to copy a file onto itself (POSIX `test` has no `-ef`).
+    return (f"{{ ln -- {src} {dst} 2>/dev/null || cmp -s -- {src} {dst} || cp -- {src} {dst}; }}"
             " && echo linked=1\n")
 
 
@@ -768,6 +789,7 @@ def upload_prepare(cache_dir: str, size: int) -> str:
     """
     d = shlex.quote(cache_dir)
     return f"""d={d}
+# shellcheck disable=SC2174  # only the store itself is made private, not its parents
 mkdir -p -m 700 "$d" || exit 1
 find "$d" -maxdepth 1 -type f -name '.up-*.part' -mmin +1440 -exec rm -f {{}} + 2>/dev/null
 find "$d/.." -mindepth 2 -maxdepth 2 -type f \\( -name config.yaml.part -o -name run.sh.part \\) \\
@@ -804,6 +826,7 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
     """
     lines = []
     cap = "" if limit is None else f"fr_c=$((fr_c + 1)); [ $fr_c -le {int(limit)} ] || break\n  "
+    count = "" if limit is None else "fr_c=0\n"
     for i, workdir in enumerate(workdirs):
         validate.check_workdir("host", workdir)
         names = [validate.check_run_id(n) for n in (sorted(known[i]) if i < len(known) else ())]
@@ -811,9 +834,9 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
 case $fr_wd in /*) ;; *) fr_wd=$(pwd)/$fr_wd;; esac
 printf 'wd\\t{i}\\t%s\\n' "$fr_wd"
 fr_known={shlex.quote(" " + " ".join(names) + " ")}
+# shellcheck disable=SC2012  # newest first needs `ls -t`; -q and the case below keep names to one safe line
 ls -qt -- "$fr_wd/" 2>/dev/null | {{
-fr_c=0
-while IFS= read -r fr_n; do
+{count}while IFS= read -r fr_n; do
   case $fr_n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
   [ ${{#fr_n}} -le 64 ] || continue
   {cap}case $fr_known in *" $fr_n "*) continue;; esac

@@ -29,6 +29,7 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
         launch = (
             'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
             f"MASTER_PORT=${{MASTER_PORT:-{MASTER_PORT}}}\nexport MASTER_ADDR MASTER_PORT\n"
+            "# shellcheck disable=SC2088  # the trainer's command is sh -c's: a `~` expands there\n"
             "srun --nodes=\"$SLURM_NNODES\" --ntasks-per-node=1 --kill-on-bad-exit=1 "
             f"sh -c {shlex.quote(trainer_cmd)} < /dev/null &\n"
         )

@@ -1,0 +1,161 @@
+"""Every script the client sends to a host passes `shellcheck -s sh` and `dash -n`.
+
+Each script builder is rendered with sample values (the awkward ones: a `~` workdir, a
+value with a quote and a space, several runs, every optional part switched on) and the
+text is checked as the host would get it. A deliberate exception is written in the
+script itself, on the line before the command, as `# shellcheck disable=SCnnnn  # why`.
+
+Both tools must be installed (Debian: `apt-get install shellcheck dash`; `.ci/run` does
+it): without them these tests fail saying so, never skip. A new public builder in a
+module that builds host scripts fails `test_every_script_builder_is_linted` until it
+has a sample here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import shutil
+import subprocess
+from collections.abc import Callable
+
+import pytest
+
+import rtrain_tui.core
+from rtrain_tui.core import connection, remote_sh
+from rtrain_tui.core.backends import slurm
+from rtrain_tui.core.engine import trainer_command
+
+TOKEN = "0123456789abcdef0123456789abcdef"
+WORKDIR = "~/.praisonai-train"
+RUN_DIR = "/home/u/.praisonai-train/r1"
+TRAINER = trainer_command("{python} -m praisonai_train llm {dataset} --config {config}",
+                          "~/venv/bin/python", "data set's.jsonl", 2)
+ENV = {"HF_HOME": "/scratch/it's here", "WANDB_MODE": "offline"}
+SLURM = slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
+                           sbatch_args=("--constraint=a100",))
+
+# name -> the builder it renders, and the rendering.
+SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
+    "resolve_workdir": (remote_sh.resolve_workdir, lambda: remote_sh.resolve_workdir(WORKDIR)),
+    "python_facts": (remote_sh.python_facts, lambda: remote_sh.python_facts("~/venv/bin/python")),
+    "preflight": (remote_sh.preflight, lambda: remote_sh.preflight("python3", WORKDIR)),
+    "make_run_dir": (remote_sh.make_run_dir, lambda: remote_sh.make_run_dir(WORKDIR, "r1", TOKEN)),
+    "remove_unlaunched": (remote_sh.remove_unlaunched,
+                          lambda: remote_sh.remove_unlaunched(WORKDIR, "r1", TOKEN)),
+    "wrapper": (remote_sh.wrapper, lambda: remote_sh.wrapper(TRAINER, ENV)),
+    "wrapper_no_env": (remote_sh.wrapper, lambda: remote_sh.wrapper(TRAINER, {})),
+    "launch": (remote_sh.launch, lambda: remote_sh.launch(RUN_DIR, TOKEN)),
+    "run_states": (remote_sh.run_states, lambda: remote_sh.run_states(
+        [(WORKDIR, "r1"), ("/data/runs", "r-2.b")], need_end=[1])),
+    "run_states_none": (remote_sh.run_states, lambda: remote_sh.run_states([])),
+    "run_states_gpus": (remote_sh.run_states, lambda: remote_sh.run_states(
+        [(WORKDIR, "r1")], gpus=True)),
+    # What a refresh sends in one round trip: new runs listed, then the probe.
+    "find_runs_then_run_states": (remote_sh.find_runs, lambda: remote_sh.find_runs(
+        [WORKDIR, "/data/runs"], [{"r1", "r2"}], remote_sh.FIND_LIMIT)
+        + remote_sh.run_states([(WORKDIR, "r1")], [0], gpus=True)),
+    "find_runs_unlimited": (remote_sh.find_runs, lambda: remote_sh.find_runs([WORKDIR])),
+    "run_states_then_gpu_sample": (remote_sh.gpu_sample, lambda: remote_sh.run_states(
+        [(WORKDIR, "r1")]) + remote_sh.gpu_sample()),
+    "stop_signal": (remote_sh.stop_signal, lambda: remote_sh.stop_signal(WORKDIR, "r1", TOKEN)),
+    "stop_signal_kill": (remote_sh.stop_signal,
+                         lambda: remote_sh.stop_signal(WORKDIR, "r1", TOKEN, "KILL")),
+    "run_alive_count": (remote_sh.run_alive_count, lambda: remote_sh.run_alive_count(WORKDIR, "r1")),
+    "mark_stopped": (remote_sh.mark_stopped, lambda: remote_sh.mark_stopped(WORKDIR, "r1", 143)),
+    "link_or_copy": (remote_sh.link_or_copy, lambda: remote_sh.link_or_copy(
+        "/home/u/.praisonai-train/.datasets/ab12", f"{RUN_DIR}/data set's.jsonl")),
+    "checksums": (remote_sh.checksums, lambda: remote_sh.checksums(RUN_DIR, ["a b", "-", "c'd"])),
+    "transfer_command": (remote_sh.transfer_command, lambda: remote_sh.transfer_command(
+        "~/venv/bin/python", "send", b"/home/u/r1", b"lora_model")),
+    "transfer_command_recv": (remote_sh.transfer_command, lambda: remote_sh.transfer_command(
+        "python3", "recv", b"/home/u/.datasets", 1234)),
+    "upload_prepare": (remote_sh.upload_prepare, lambda: remote_sh.upload_prepare(
+        "/home/u/.praisonai-train/.datasets", 1234)),
+    "slurm.batch_script": (slurm.batch_script, lambda: slurm.batch_script(
+        "r1", TOKEN, TRAINER, ENV, SLURM, 2)),
+    "slurm.batch_script_nodes": (slurm.batch_script, lambda: slurm.batch_script(
+        "r1", TOKEN, TRAINER, {}, slurm.SlurmOptions(nodes=2, gpus_per_node=4), 4)),
+    "slurm.submit": (slurm.submit, lambda: slurm.submit(RUN_DIR, TOKEN)),
+    "slurm.run_states": (slurm.run_states, lambda: slurm.run_states(
+        [(WORKDIR, "r1"), ("/data/runs", "r2")])),
+    "slurm.stop_signal": (slurm.stop_signal, lambda: slurm.stop_signal(WORKDIR, "r1", TOKEN, False)),
+    "slurm.stop_signal_full": (slurm.stop_signal,
+                               lambda: slurm.stop_signal(WORKDIR, "r1", TOKEN, True)),
+    "slurm.job_state": (slurm.job_state, lambda: slurm.job_state(WORKDIR, "r1")),
+    "slurm.preflight": (slurm.preflight, lambda: slurm.preflight("python3", WORKDIR)),
+    # How the long-lived shell runs each script under timeout(1) (connection.py).
+    "connection.under_timeout": (connection._under_timeout, lambda: connection._under_timeout(
+        remote_sh.mark_stopped(WORKDIR, "r1", 0), 30, "__rtrain_0123_7__")),
+}
+
+# Public functions in the script modules that return a fragment or a checked value, not
+# a script: each is rendered inside the scripts above.
+NOT_SCRIPTS = {
+    "rtrain_tui.core.remote_sh.check_token",  # a validated value
+    "rtrain_tui.core.remote_sh.run_dir_word",  # one word of a script
+    "rtrain_tui.core.remote_sh.workdir_assign",  # the first line of several scripts
+    "rtrain_tui.core.backends.check_backend",  # a validated value
+    "rtrain_tui.core.backends.slurm.options.check_sbatch_arg",  # a validated value
+}
+
+
+def _script_modules() -> list[object]:
+    """The modules that build host scripts: remote_sh, the backends, the host package."""
+    found = [remote_sh]
+    for info in pkgutil.walk_packages(rtrain_tui.core.__path__, "rtrain_tui.core."):
+        if any(f".{part}" in info.name for part in ("backends", "host")):
+            found.append(importlib.import_module(info.name))
+    return found
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: the host scripts are linted with it "
+                    f"(Debian: apt-get install {name}; .ci/run installs it)", pytrace=False)
+    return path
+
+
+def lint(text: str) -> list[str]:
+    """shellcheck's findings (`line:col: level: message [SCnnnn]`) and dash's syntax errors."""
+    check = subprocess.run([_tool("shellcheck"), "--norc", "-s", "sh", "-f", "gcc", "-"],
+                           input=text, capture_output=True, text=True, timeout=60)
+    problems = [line.removeprefix("-:") for line in check.stdout.splitlines() if line.strip()]
+    if check.returncode not in (0, 1) or (check.returncode == 1 and not problems):
+        problems.append(f"shellcheck failed: {check.stderr.strip()}")
+    syntax = subprocess.run([_tool("dash"), "-n"], input=text, capture_output=True, text=True,
+                            timeout=60)
+    if syntax.returncode != 0:
+        problems.append(f"dash -n: {syntax.stderr.strip()}")
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_host_script_passes_shellcheck_and_dash(name: str) -> None:
+    text = SCRIPTS[name][1]()
+    problems = lint(text)
+    numbered = "\n".join(f"{i:4} {line}" for i, line in enumerate(text.splitlines(), 1))
+    assert not problems, f"{name}:\n" + "\n".join(problems) + f"\n--- the script ---\n{numbered}"
+
+
+def test_every_script_builder_is_linted() -> None:
+    rendered = {fn for fn, _ in SCRIPTS.values()}
+    missing = []
+    for module in _script_modules():
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            qual = f"{fn.__module__}.{name}"
+            if (fn.__module__ == module.__name__ and not name.startswith("_")  # type: ignore[attr-defined]
+                    and fn.__annotations__.get("return") == "str"
+                    and fn not in rendered and qual not in NOT_SCRIPTS):
+                missing.append(qual)
+    assert not missing, f"script builders with no sample in SCRIPTS: {missing}"
+
+
+def test_lint_catches_what_it_is_for() -> None:
+    """The gate can fail: a non-POSIX test, an unused variable, a syntax error."""
+    assert any("SC3013" in p for p in lint('[ "$1" -ef "$2" ] && echo same\n'))
+    assert any("SC2034" in p for p in lint("unused=1\necho hi\n"))
+    assert any(p.startswith("dash -n") for p in lint("if true; then echo x\n"))
+    assert lint('x=1\necho "$x"\n') == []
