@@ -24,17 +24,24 @@ from typing import Any
 from rtrain_tui import __version__
 from rtrain_tui.core import backends, hostconfig, metrics_format, probes, validate
 from rtrain_tui.core.backends import slurm
-from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.bounded import bounded
+from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import (
-    CREATED, LAUNCHING, LEFT, NOTHING, REMOVED, Engine, StartRequest, StartTrace,
+    CREATED,
+    LAUNCHING,
+    LEFT,
+    NOTHING,
+    REMOVED,
+    Engine,
+    StartRequest,
+    StartTrace,
 )
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunIndex, default_index_path
-from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.run_reason import reason_for
+from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.sshconfig import default_ssh_config, list_hosts, shown_path
 from rtrain_tui.log_view import LogWriter
 from rtrain_tui.progress_view import TerminalProgress

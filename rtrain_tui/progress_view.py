@@ -10,7 +10,12 @@ from types import TracebackType
 
 from rich.console import Console
 from rich.progress import (
-    BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn,
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TransferSpeedColumn,
 )
 
 

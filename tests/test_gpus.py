@@ -15,7 +15,12 @@ import pytest
 from rtrain_tui.core import remote_sh, validate
 from rtrain_tui.core.errors import RemoteError, ValidationError
 from rtrain_tui.core.gpus import (
-    GpuHistory, HostGpus, choose_gpus, parse_gpu_sample, run_maps, sparkline,
+    GpuHistory,
+    HostGpus,
+    choose_gpus,
+    parse_gpu_sample,
+    run_maps,
+    sparkline,
 )
 
 TWO = ("gpu=0, GPU-a, 0, 1024, 143771\ngpu=1, GPU-b, 97, 70000, 143771\ngpu_smi=0\n")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import threading
 import time
 from collections.abc import Callable
-import hashlib
 from pathlib import Path
 
 import pytest

@@ -20,7 +20,12 @@ import pytest
 from rtrain_tui.core import logstream
 from rtrain_tui.core.errors import HostKeyChangedError, UnknownHostError, UnreachableError
 from rtrain_tui.core.logstream import (
-    CUT_MARK, MAX_LINE, LineSplitter, LogFollower, LogLines, StreamState,
+    CUT_MARK,
+    MAX_LINE,
+    LineSplitter,
+    LogFollower,
+    LogLines,
+    StreamState,
 )
 from rtrain_tui.core.probes import RunProbe
 

@@ -41,7 +41,7 @@ def test_a_hugging_face_style_log_folds_to_its_printed_lines_and_one_bar(tmp_pat
     losses = [line for line in lines if "'loss'" in line]
     assert len(losses) == 24
     # every loss dict once, in order, on its own line (they were glued to bar redraws)
-    assert [h for h in history if "'loss'" in h] == [l[l.index("{"):] for l in losses]
+    assert [h for h in history if "'loss'" in h] == [loss[loss.index("{"):] for loss in losses]
     bars = [h for h in history if "%|" in h]
     assert bars == [bar_line for bar_line in bars if "120/120" in bar_line] and len(bars) == 1
     assert len(lines) >= 150 and len(history) <= 45  # ~4 redraws per loss line, gone
@@ -96,7 +96,7 @@ def test_no_printed_line_is_lost_or_reordered(lines: list[str]) -> None:
     mid = len(lines) // 2
     history = folder.fold(lines[:mid]) + folder.fold(lines[mid:]) + folder.finish()
     # (a line of spaces only may be a bar's erase: dropped, and shown as nothing anyway)
-    printed = [l for l in lines if "%|" not in l and l.strip(" ")]
+    printed = [line for line in lines if "%|" not in line and line.strip(" ")]
     assert [h for h in history if "%|" not in h and h.strip(" ")] == printed
 
 

@@ -109,10 +109,10 @@ def assert_no_canary(root: Path) -> None:
     assert not found, f"a payload ran: {found}"
 
 
-def refused(check: Callable[[], object]) -> bool:
-    """True when `check` refuses with a one-line, inert ValidationError."""
+def refused(check: Callable[..., object], *args: object) -> bool:
+    """True when `check(*args)` refuses with a one-line, inert ValidationError."""
     try:
-        check()
+        check(*args)
     except ValidationError as exc:
         message = str(exc)
         assert message and "\n" not in message and "\r" not in message
@@ -137,7 +137,7 @@ def test_run_ids_and_workdirs_make_exactly_their_run_dir(pairs: list[tuple[str, 
         made_runs: set[str] = set()
         made_parents: set[str] = set()
         for i, (wd, rid) in enumerate(pairs):
-            if refused(lambda: validate.check_run_id(rid)) | refused(lambda: validate.check_workdir("h", wd)):
+            if refused(validate.check_run_id, rid) | refused(validate.check_workdir, "h", wd):
                 continue
             if wd.startswith("~") and not (wd == "~" or wd.startswith("~/")):
                 continue  # ~user: someone else's home, not the sandbox's
@@ -183,7 +183,7 @@ def test_python_paths_are_one_word_with_only_a_leading_tilde_expanded(values: li
     with sandbox() as root:
         script, expected = [], {}
         for i, py in enumerate(values):
-            if refused(lambda: validate.check_python(py)):
+            if refused(validate.check_python, py):
                 continue
             expected[i] = str(root / "home") + py[1:] if py.startswith("~/") else py
             word = template.render("{python}", py, None, 1)
@@ -213,7 +213,7 @@ def test_dataset_names_reach_the_trainer_as_one_argument(names: list[str]) -> No
         (root / "argv.sh").chmod(0o755)
         script, expected = [], {}
         for i, name in enumerate(names):
-            if refused(lambda: validate.check_dataset_name(name)):
+            if refused(validate.check_dataset_name, name):
                 continue
             expected[i] = name
             cmd = template.render(validate.DEFAULT_TRAINER, f"{root}/argv.sh", name, 1)
@@ -241,7 +241,7 @@ SPECIAL_ENV = {"PATH", "IFS", "HOME", "PWD", "OLDPWD", "ENV", "CDPATH", "PS1", "
 def test_env_values_reach_the_trainer_exactly_through_the_wrapper(pairs: list[tuple[str, str]]) -> None:
     env: dict[str, str] = {}
     for key, value in pairs:
-        if refused(lambda: validate.parse_env([f"{key}={value}"])):
+        if refused(validate.parse_env, [f"{key}={value}"]):
             continue
         # KEY=VALUE splits at the first `=`: `A==0` is A set to `=0`, as a shell would read it
         ((key, value),) = validate.parse_env([f"{key}={value}"]).items()
@@ -269,7 +269,7 @@ def test_templates_never_let_a_value_run_as_shell(cases: list[tuple[str, str]]) 
     with sandbox() as root:
         script = []
         for i, (tmpl, dataset) in enumerate(cases):
-            if refused(lambda: validate.check_trainer_template(tmpl)):
+            if refused(validate.check_trainer_template, tmpl):
                 continue
             cmd = template.render(tmpl, "~/py;touch CANARY", dataset, 2)
             (root / f"t{i}.sh").write_text(cmd + "\n")
@@ -288,7 +288,7 @@ def test_fetch_paths_are_checksummed_as_one_name(paths: list[str]) -> None:
     with sandbox() as root:
         script, expected = [], {}
         for i, path in enumerate(paths):
-            if refused(lambda: validate.check_fetch_path(path)):
+            if refused(validate.check_fetch_path, path):
                 continue
             rel = validate.check_fetch_path(path)
             if rel == ".":
@@ -315,7 +315,7 @@ def test_fetch_paths_are_checksummed_as_one_name(paths: list[str]) -> None:
 @given(batch(host_aliases, 30))
 def test_host_aliases_are_names_or_refused_on_one_line(hosts: list[str]) -> None:
     for host in hosts:
-        if refused(lambda: validate.check_host(host)):
+        if refused(validate.check_host, host):
             continue
         assert 0 < len(host) <= 255 and not host.startswith("-")
         assert not any(c.isspace() for c in host) and not UNSAFE_CHARS.search(host)

@@ -14,14 +14,21 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rtrain_tui.core import hostconfig, probes, template
-from rtrain_tui.core.errors import ValidationError
 from rtrain_tui.core.backends.slurm import (
-    MULTI_NODE_TRAINER, SlurmOptions, batch_script, check_sbatch_arg, parse_jobs,
-    parse_partitions, parse_run_states, trainer_values,
+    MULTI_NODE_TRAINER,
+    SlurmOptions,
+    batch_script,
+    check_sbatch_arg,
+    parse_jobs,
+    parse_partitions,
+    parse_run_states,
+    trainer_values,
 )
+from rtrain_tui.core.errors import ValidationError
 
 # Not test_remote_sh's token: the direct probes scan /proc for processes carrying theirs.
 TOKEN = "5107" * 8

@@ -6,7 +6,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
 from textual.widgets import TabbedContent
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest

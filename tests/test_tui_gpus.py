@@ -13,7 +13,12 @@ from rtrain_tui.core.connection import ConnectionPool
 from tests.conftest import write_config
 from tests.sshd import TWO_GPUS, SshHosts
 from tests.test_tui import (  # noqa: F401 (_client_home: a fixture)
-    SIZE, _client_home, open_start_form, screen_text, tui, until,
+    SIZE,
+    _client_home,
+    open_start_form,
+    screen_text,
+    tui,
+    until,
 )
 
 ME = pwd.getpwuid(os.getuid()).pw_name

@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 from rtrain_tui.tui.widgets.log_pane import LogPane
-from rtrain_tui.tui.widgets.search_log import CURRENT_LINE
 from tests.scenes import RUNS, make_scene_app
 from tests.test_tui import SIZE, screen_text
 

@@ -6,7 +6,11 @@ Never imports textual (a test proves it); the CLI and the TUI are both thin over
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest, StartTrace
 from rtrain_tui.core.errors import (
-    HostKeyChangedError, IndexCorruptError, RemoteError, UnreachableError, ValidationError,
+    HostKeyChangedError,
+    IndexCorruptError,
+    RemoteError,
+    UnreachableError,
+    ValidationError,
 )
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.logstream import LogFollower, LogLines, StreamState

@@ -39,8 +39,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import (
-    AuthError, HostKeyChangedError, NotRegularFileError, PermanentError, RemoteError,
-    UnknownHostError, UnreachableError, ValidationError,
+    AuthError,
+    HostKeyChangedError,
+    NotRegularFileError,
+    PermanentError,
+    RemoteError,
+    UnknownHostError,
+    UnreachableError,
+    ValidationError,
 )
 
 if TYPE_CHECKING:
@@ -459,7 +465,6 @@ class HostConnection:
 
     async def _open(self) -> asyncssh.SSHClientConnection:
         """One connection attempt (through its jump hosts, if any), bounded by ConnectTimeout."""
-        import asyncssh
 
         if self.direct is not None:
             d = self.direct
@@ -549,7 +554,7 @@ class HostConnection:
                                  keepalive_count_max=3, request_pty=False, **kwargs),
                 timeout + 1,
             )
-        except (OSError, asyncssh.Error, asyncio.TimeoutError, UnicodeError) as exc:
+        except (TimeoutError, OSError, asyncssh.Error, UnicodeError) as exc:
             label = self.alias if jump is None else f"{self.alias} (via jump host {jump})"
             configured = jump is not None or self._alias_is_configured()
             raise _classify(label, exc, timeout, configured, self._ssh_config) from None
@@ -663,7 +668,7 @@ class HostConnection:
                         # once it is, or such channels pile up to MaxSessions.
                         _close_when_started(starting, lambda started: started.exit())
                         raise
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise RemoteError(
                         f"{self.alias}: the SFTP subsystem did not start within "
                         f"{SFTP_CALL_TIMEOUT:g} s; check the host's load and try again."
@@ -715,7 +720,7 @@ class HostConnection:
             self._conn.close()
             try:
                 await bounded(self._conn.wait_closed(), 2)
-            except (asyncio.TimeoutError, OSError, asyncssh.Error):
+            except (TimeoutError, OSError, asyncssh.Error):
                 pass
         self._conn = None
         _abort_all(self._jumps)

@@ -24,9 +24,9 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable
 
-from rtrain_tui.core.errors import ValidationError
 from rtrain_tui.core.backends import check_backend
 from rtrain_tui.core.backends.slurm import SlurmOptions
+from rtrain_tui.core.errors import ValidationError
 
 _SLURM_KEYS = {"partition": str, "account": str, "qos": str, "time": str,
                "gpus_per_node": int, "nodes": int}

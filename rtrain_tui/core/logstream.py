@@ -33,17 +33,18 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rtrain_tui.core import probes
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.connection import LOG_LANE
 from rtrain_tui.core.errors import (
-    NotRegularFileError, PermanentError, RemoteError, UnreachableError, ValidationError,
+    NotRegularFileError,
+    PermanentError,
+    RemoteError,
+    UnreachableError,
+    ValidationError,
 )
-
-if TYPE_CHECKING:
-    import asyncssh  # imported on first use: see connection.py
 
 MAX_LINE = 8192  # longer lines are cut: one runaway line must not stall a pane
 CUT_MARK = f"… [line cut at {MAX_LINE} chars]"

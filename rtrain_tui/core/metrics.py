@@ -39,12 +39,16 @@ A run may also have a `metrics.jsonl` beside its log (metrics_jsonl.py), fed wit
 from __future__ import annotations
 
 import re
-from itertools import accumulate
 from dataclasses import dataclass
+from itertools import accumulate
 from operator import itemgetter
 
 from rtrain_tui.core.metrics_jsonl import (
-    MAX_STEP, JsonlMetrics, pack_series, unpack_series, usable_step,
+    MAX_STEP,
+    JsonlMetrics,
+    pack_series,
+    unpack_series,
+    usable_step,
 )
 
 MAX_PENDING = 1 << 16  # bytes kept of a line that never ends; the rest of it is dropped

@@ -70,7 +70,7 @@ async def sync_metrics(engine: Any, host: str, workdir: str, run_id: str,
                 await _read_jsonl(f, cached)
             finally:
                 await f.close()
-    except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, asyncssh.Error, OSError) as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RemoteError(f"{host}: cannot read {what} of {run_id}: {text}") from None
     if (cached.offset, cached.jsonl_offset, cached.parser.jsonl.records) != start:

@@ -222,8 +222,8 @@ def parse_preflight(host: str, output: str, python: str, gpus_needed: int,
     smi = facts.get("nvidia_smi", "missing")
     slurm_login = facts.get("sbatch") == "yes"
     if slurm_login:
-        checks.append(Check("slurm", True, f"this looks like a Slurm login node: start with "
-                            f"--backend slurm, or set backend = \"slurm\" for it in config.toml",
+        checks.append(Check("slurm", True, "this looks like a Slurm login node: start with "
+                            "--backend slurm, or set backend = \"slurm\" for it in config.toml",
                             warning=True))
     if gpus_needed == 0:
         checks.append(Check("gpus", True, f"CPU-only run; {len(gpu_list)} GPU(s) present"))

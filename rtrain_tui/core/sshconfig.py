@@ -14,7 +14,6 @@ import shlex
 import unicodedata
 from pathlib import Path
 
-
 _KEYWORD = re.compile(r"([^\s=]+)\s*(?:=\s*)?(.*)", re.DOTALL)
 
 

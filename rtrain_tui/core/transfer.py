@@ -38,7 +38,6 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.lander import CHANGED, CORRUPT, LANDED, Lander, fresh_part
 
 if TYPE_CHECKING:
-    import asyncssh
 
     from rtrain_tui.core.connection import HostConnection
 
@@ -107,7 +106,7 @@ class _Stream:
         try:
             process = await bounded(
                 ssh.create_process(command, encoding=None), OPEN_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RemoteError(f"{conn.alias}: the transfer did not start within "
                               f"{OPEN_TIMEOUT:g} s; check the host's load and try again.") from None
         except (asyncssh.Error, OSError) as exc:

@@ -18,28 +18,28 @@ from pathlib import Path
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
-from textual.binding import Binding
-from textual.content import Content
-from textual.containers import Horizontal, Vertical
 from textual.timer import Timer
-from textual.worker import Worker, WorkerState
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
 
 from rtrain_tui.core import hostconfig, probes
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
-from rtrain_tui.core.fetch_dirs import FetchDirs
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
-from rtrain_tui.core.sanitize import safe_line, safe_text
+from rtrain_tui.core.fetch_dirs import FetchDirs
 from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
 from rtrain_tui.core.logparse import progress_of
 from rtrain_tui.core.logstream import read_tail
 from rtrain_tui.core.metrics_format import progress_cell
 from rtrain_tui.core.metrics_sync import sync_metrics
-from rtrain_tui.core.run_reason import needs_reason, reason_for
 from rtrain_tui.core.probes import PreflightReport
+from rtrain_tui.core.run_reason import needs_reason, reason_for
+from rtrain_tui.core.sanitize import safe_line, safe_text
 from rtrain_tui.core.sshconfig import list_hosts
 from rtrain_tui.tui.held_toasts import HeldToasts
 from rtrain_tui.tui.screens.compare_screen import CompareScreen

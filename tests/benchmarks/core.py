@@ -16,8 +16,8 @@ Prints a Markdown table (medians of --repeat runs) for the README.
 from __future__ import annotations
 
 import argparse
-import shutil
 import asyncio
+import shutil
 import statistics
 import subprocess
 import sys
@@ -142,7 +142,7 @@ def run(hosts, root: Path, n_runs: int, repeat: int) -> None:  # type: ignore[no
         (f"refresh {n_runs} run states (warm: app already connected)", refresh_warm, refresh_ssh_per_run),
         ("cold preflight (new process, new connection)", preflight_cli, preflight_three_ssh),
     ]
-    print(f"| operation | rtrain-tui | plain ssh | speed-up |")
+    print("| operation | rtrain-tui | plain ssh | speed-up |")
     print("|---|---:|---:|---:|")
     for label, ours, theirs in rows:
         a = median_time(ours, repeat)

@@ -91,7 +91,8 @@ class Stream:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError(f"did not end in {timeout} s; out={self.lines[-5:]} err={self.err_lines}")
+            raise AssertionError(f"did not end in {timeout} s; out={self.lines[-5:]} "
+                                 f"err={self.err_lines}") from None
         for r in self._readers:
             r.join(5)
         return rc

@@ -16,8 +16,12 @@ from tests.conftest import write_config
 from tests.faults.conftest import ALIAS
 from tests.faults.proxy import FaultProxy
 from tests.sshd import SshHosts
-from tests.test_tui import _client_home  # noqa: F401  (autouse: the test client's HOME)
-from tests.test_tui import SIZE, notifications, until
+from tests.test_tui import (
+    SIZE,
+    _client_home,  # noqa: F401  (autouse: the test client's HOME)
+    notifications,
+    until,
+)
 
 
 def test_a_fetch_asked_for_while_loading_fetches_the_adapter_and_the_folder_is_remembered(

@@ -8,8 +8,8 @@ more. Each script must then act once and answer as if nothing had happened.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

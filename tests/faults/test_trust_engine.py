@@ -6,12 +6,11 @@ acting twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import asyncio
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest

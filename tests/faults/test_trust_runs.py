@@ -6,12 +6,11 @@ directory and at /proc directly, the way a user would check with `ps` and `ls`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import Cli, write_config

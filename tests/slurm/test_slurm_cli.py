@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
-from rtrain_tui.core.hostconfig import HostConfig, HostSettings
 from rtrain_tui.core.backends.slurm import SlurmOptions
+from rtrain_tui.core.hostconfig import HostConfig, HostSettings
 from tests.conftest import write_config
 from tests.slurm.conftest import LOGIN, SlurmCli
 from tests.slurm_cluster import SlurmCluster

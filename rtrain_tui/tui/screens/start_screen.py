@@ -16,18 +16,18 @@ from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
-from textual.worker import Worker
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, ProgressBar, Select, Static
+from textual.worker import Worker
 from textual_fspicker import FileOpen, Filters
 
 from rtrain_tui.core import validate
+from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
 from rtrain_tui.core.errors import RemoteError, ValidationError
-from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.sanitize import safe_line, safe_text
 
 

@@ -20,9 +20,9 @@ from textual.widgets import Input, Static
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.progress_fold import ProgressFolder
+from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.tui.badges import run_badge
 from rtrain_tui.tui.widgets.search_log import SearchLog
 

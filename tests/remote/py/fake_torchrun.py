@@ -10,10 +10,8 @@ records pids in `launcher.pid` / `worker-N.pid` so tests can check and kill them
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
-import time
 
 WORKER = r"""
 import os, signal, sys, time

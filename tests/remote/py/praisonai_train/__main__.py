@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 
-
 # What a hostile (or just careless) trainer can print: each would act on the user's
 # terminal if shown raw. The tests look for every one of these in tail's output.
 HOSTILE = [

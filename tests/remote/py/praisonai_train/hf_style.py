@@ -16,7 +16,6 @@ import sys
 import time
 
 
-
 def _torchrun_end(exitcode, traceback):
     """What torchrun prints after worker rank 1 (pid 140261) ended with `exitcode`: its
     log lines, its own traceback, and torch.distributed.elastic's error summary."""
