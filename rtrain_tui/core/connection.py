@@ -91,7 +91,7 @@ class HostOptions:
 _STRICT = {"yes": "yes", "ask": "yes", "no": "no", "off": "no", "accept-new": "accept-new"}
 
 
-def _client_config_class() -> type:
+def _client_config_class() -> Any:  # a subclass of SSHClientConfig; its values are untyped
     """asyncssh's ssh-config reader, taught the one option it does not read itself, and
     to fill in %h, %p and the other tokens once, with the final values, as OpenSSH does."""
     from asyncssh.config import SSHClientConfig, SSHConfig
@@ -107,9 +107,9 @@ def _client_config_class() -> type:
             # the HostName and Port that come after it. Here only the top file's end does.
             depth = self.__dict__.get("_include_depth", 0)
             self._include_depth = depth + 1
-            self._percent_expand = frozenset()
+            self._percent_expand = set()
             try:
-                SSHClientConfig._include(self, option, args)  # type: ignore[attr-defined]
+                SSHClientConfig._include(self, option, args)
             finally:
                 self._include_depth = depth
                 if depth == 0:

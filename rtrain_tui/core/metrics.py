@@ -401,7 +401,7 @@ class MetricsParser:
 
         p.log_losses, p.log_eval_losses = series("losses"), series("eval_losses")
         p.log_learning_rates, p.log_grad_norms = series("learning_rates"), series("grad_norms")
-        p.lines = int(state["lines"])  # type: ignore[arg-type]
+        p.lines = int(state["lines"])  # type: ignore[call-overload]
         p._pending = str(state["pending"]).encode("latin-1")
         p._header_total = _opt_int(state["header_total"])
         p._bar_step = _opt_int(state["bar_step"])
@@ -409,8 +409,8 @@ class MetricsParser:
         p._bar_used = bool(state["bar_used"])
         p._left = None if state["left"] is None else str(state["left"])
         p._rate_text, p._unit = str(state["rate"]), str(state["unit"])
-        p._last_step = int(state["last_step"])  # type: ignore[arg-type]
-        p._interval = int(state["interval"])  # type: ignore[arg-type]
+        p._last_step = int(state["last_step"])  # type: ignore[call-overload]
+        p._interval = int(state["interval"])  # type: ignore[call-overload]
         # A cache from before epoch bars were told apart has neither: the next bar sets them.
         p._epochs_left = _opt_int(state.get("epochs_left", 0))
         p._epoch_len = int(state.get("epoch_len", 0))  # type: ignore[call-overload]

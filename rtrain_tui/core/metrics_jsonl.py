@@ -180,7 +180,9 @@ def pack_series(series: list[tuple[int, float]]) -> list[str]:
 
 def unpack_series(name: str, packed: object) -> list[tuple[int, float]]:
     """The inverse of `pack_series`; ValueError (or TypeError) on junk."""
-    packed_steps, packed_values = packed  # type: ignore[misc]
+    packed_steps: str
+    packed_values: str
+    packed_steps, packed_values = packed  # type: ignore[misc]  # junk raises here or below
     steps, values = array("q"), array("d")
     steps.frombytes(base64.b64decode(packed_steps, validate=True))
     values.frombytes(base64.b64decode(packed_values, validate=True))

@@ -171,7 +171,8 @@ def _parse_gpu(value: str) -> GpuInfo | None:
     except ValueError:
         return None
     name = safe_line(parts[1])[:120]  # host text: shown in the terminal and the TUI
-    return GpuInfo(index, name, *numbers, unknown=frozenset(unknown))
+    used, total, util = numbers  # one per _NUMERIC: there were five parts
+    return GpuInfo(index, name, used, total, util, unknown=frozenset(unknown))
 
 
 def human_kb(kb: int) -> str:

@@ -235,7 +235,7 @@ class _Stream:
         why = self.stderr_line or "the host program ended early"
         return f"{self.conn.alias}: the transfer failed: {why}"
 
-    async def write(self, data: bytes) -> None:
+    async def write(self, data: bytes | memoryview) -> None:
         self.process.stdin.write(data)
         try:
             async with asyncio.timeout(STALL_TIMEOUT):  # not wait_for: see _more
@@ -724,7 +724,7 @@ async def ship_dataset(
             free_kb = int(value)
         elif key == "same":
             twins.add(value.strip())
-    digest = None
+    digest = ""  # known below: hashed when a stored twin may match, else by the upload
     if twins:  # a stored dataset of this very size: worth hashing first to skip the upload
         digest = await asyncio.to_thread(sha256_file, local)
         same = digest in twins

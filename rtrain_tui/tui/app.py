@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
@@ -52,6 +53,9 @@ from rtrain_tui.tui.widgets.log_pane import LogPane
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
 from rtrain_tui.tui.widgets.run_tab import RunTab
 from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
+
+if TYPE_CHECKING:
+    from rtrain_tui.demo.server import DemoHost  # imported when --demo asks for it
 
 Clock = Callable[[], datetime]
 PROGRESS_WIDTH = 28
@@ -114,7 +118,7 @@ class RTrainApp(HeldToasts):
         self.checking: set[str] = set()
         self.last_states: dict[RunKey, str] = {}
         self.log_panes: dict[RunKey, str] = {}
-        self._demo_host = None
+        self._demo_host: DemoHost | None = None
         self.progress: dict[RunKey, str] = {}
         self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended
         self._settled: set[RunKey] = set()  # ended runs whose final progress is shown
@@ -223,7 +227,7 @@ class RTrainApp(HeldToasts):
         if str(exc) != self._index_error:
             self._index_error = str(exc)
             self._index_error_kind = type(exc)
-            severity = "warning" if isinstance(exc, IndexBusyError) else "error"
+            severity: SeverityLevel = "warning" if isinstance(exc, IndexBusyError) else "error"
             self.notify(str(exc), title="Run index", severity=severity, timeout=60)
 
     def _index_recovered(self, kind: type[RemoteError]) -> None:
@@ -409,7 +413,8 @@ class RTrainApp(HeldToasts):
                     and not r.stale:
                 # completed, failed or lost; a stop the user issued has its own toast
                 if probes.is_final(r.state) and r.state != probes.STOPPED:
-                    severity = "information" if r.state == probes.COMPLETED else "error"
+                    severity: SeverityLevel = ("information" if r.state == probes.COMPLETED
+                                               else "error")
                     reason = self.reasons.get(r.key, "")
                     self.notify(f"{r.run_id} on {r.host}: {r.state}" + (f"\n{reason}" if reason else ""),
                                 title="Run ended", severity=severity, timeout=10, markup=False)

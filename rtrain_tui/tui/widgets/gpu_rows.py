@@ -35,8 +35,8 @@ def gpu_rows(history: GpuHistory, now: float, width: int = SPARK_WIDTH) -> list[
         holders: dict[str, tuple[str, int | None, bool]] = {}
         for p in latest.holders(g):
             key = f"run {p.run_id}" if p.run_id else p.holder()
-            _, used, ours = holders.get(key, (key, 0, bool(p.run_id)))
-            total_used = None if used is None or p.used_mib is None else used + p.used_mib
+            _, held, ours = holders.get(key, (key, 0, bool(p.run_id)))
+            total_used = None if held is None or p.used_mib is None else held + p.used_mib
             holders[key] = (key, total_used, ours)
         for label, used_mib, ours in holders.values():
             # Plain Text: a user name holding `[` is text, never markup.
