@@ -28,10 +28,9 @@ from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import (
     CREATED,
+    LAUNCHED,
     LAUNCHING,
     LEFT,
-    NOTHING,
-    REMOVED,
     Engine,
     StartRequest,
     StartTrace,
@@ -529,20 +528,15 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
 
 def _start_cancelled(args: argparse.Namespace, trace: StartTrace) -> str:
     """What a cancelled start left on the host, and what to do about it."""
-    host, run = args.host, trace.run_id
-    if trace.stage == NOTHING:
-        return f"start cancelled; no run was created on {host}."
-    if trace.stage == REMOVED:
-        return f"start cancelled; run {run} was removed from {host}, nothing is left of it."
+    said, run = f"start cancelled; {trace.left(args.host)}", trace.run_id
     if trace.stage in (CREATED, LEFT):
-        return (f"start cancelled before the launch; run {run}'s directory is left on {host} "
-                f"({trace.run_dir or 'not reachable now'}); the next "
-                f"`{_program()} runs --refresh` removes it.")
+        return f"{said} (`{_program()} runs --refresh`)."
     if trace.stage == LAUNCHING:
-        return (f"start cancelled as it launched: run {run} may be running on {host}; "
-                f"`{_hint(args, 'status', run)}` tells, `{_hint(args, 'stop', run)}` stops it.")
-    return (f"detached: run {run} was launched on {host} and keeps running; "
-            f"`{_hint(args, 'stop', run)}` stops it.")
+        return (f"{said}; `{_hint(args, 'status', run)}` tells, "
+                f"`{_hint(args, 'stop', run)}` stops it.")
+    if trace.stage == LAUNCHED:
+        return f"detached: {trace.left(args.host)}; `{_hint(args, 'stop', run)}` stops it."
+    return f"{said}."
 
 
 async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: bool = False,

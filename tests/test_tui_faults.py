@@ -229,12 +229,15 @@ def test_escape_during_a_start_cancels_it_without_a_crash(hosts: SshHosts, tmp_p
             assert app.is_running
             errors = [m for m in notifications(app) if "Error" in m or "Traceback" in m]
             assert errors == []
-            assert any("start was cancelled" in m for m in notifications(app))
+            said = [m for m in notifications(app) if "start was cancelled" in m]
+            assert said
             # what the engine left: nothing on the host, or a run the index knows
             shown = [v.record.run_id for v in app.runs_table.views.values()]
             recorded = [r.run_id for r in RunIndex(tmp_path / "runs.toml").load()]
             assert shown == recorded
             assert recorded == ["cancelled"] or not (tmp_path / "work" / "cancelled").exists()
+            if not recorded:  # and the toast says which (it used to say "whatever it left")
+                assert "run cancelled was removed from gpu, nothing is left of it." in said[0], said
             await pilot.press("n")  # the app still takes new work
             await pilot.pause()
             assert isinstance(app.screen, StartScreen)

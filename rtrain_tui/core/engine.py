@@ -146,6 +146,21 @@ class StartTrace:
     run_dir: str = ""
     stage: str = NOTHING
 
+    def left(self, host: str) -> str:
+        """What the start left on `host`, in words (the CLI and the TUI add their own hints)."""
+        run = self.run_id
+        if self.stage == NOTHING:
+            return f"no run was created on {host}"
+        if self.stage == REMOVED:
+            return f"run {run} was removed from {host}, nothing is left of it"
+        if self.stage in (CREATED, LEFT):
+            where = f" ({self.run_dir})" if self.run_dir else ""
+            return (f"run {run}'s directory is left on {host}{where}, never launched; "
+                    "the next refresh removes it")
+        if self.stage == LAUNCHING:
+            return f"run {run} may be running on {host}: it was cancelled as it launched"
+        return f"run {run} was launched on {host} and keeps running"
+
 
 def trainer_command(template: str, python: str, dataset: str | None, gpus: int) -> str:
     """Fill the trainer template; every value is one quoted shell word (see template.py).

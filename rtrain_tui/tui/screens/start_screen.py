@@ -26,7 +26,7 @@ from textual_fspicker import FileOpen, Filters
 
 from rtrain_tui.core import validate
 from rtrain_tui.core.backends.slurm import SlurmOptions
-from rtrain_tui.core.engine import Engine, StartedRun, StartRequest
+from rtrain_tui.core.engine import Engine, StartedRun, StartRequest, StartTrace
 from rtrain_tui.core.errors import RemoteError, ValidationError
 from rtrain_tui.core.sanitize import safe_line, safe_text
 
@@ -278,7 +278,9 @@ class StartScreen(ModalScreen[StartedRun | None]):
         if getattr(self, "_cancelling", False) and event.worker.group == "start" \
                 and event.worker.is_finished:
             self._cancelling = False
-            self.app.notify("The start was cancelled; the runs table shows whatever it left.",
+            trace = getattr(self, "_trace", None)
+            left = trace.left(self.host) if trace is not None else "the runs table shows what it left"
+            self.app.notify(f"The start was cancelled; {safe_line(left)}.",
                             title="New run", severity="warning")
             self._close(None)
 
@@ -345,8 +347,10 @@ class StartScreen(ModalScreen[StartedRun | None]):
 
         try:
             assert self.engine is not None
+            self._trace = StartTrace()  # what the start did on the host, for a cancel's toast
             started = await self.engine.start(request, progress=progress,
-                                              on_step=lambda text: step.update(Text(text)))
+                                              on_step=lambda text: step.update(Text(text)),
+                                              trace=self._trace)
         except RemoteError as exc:
             if not self.is_attached:  # the form was closed meanwhile: say it in a toast
                 self.app.notify(str(exc), title="New run", severity="error", timeout=30)
