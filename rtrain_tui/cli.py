@@ -760,7 +760,7 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
              "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
              "workdir": r.workdir, "origin": r.origin or "started", "gpu_ids": r.gpu_ids,
-             "backend": r.backend or "direct", "slurm_job_id": r.slurm_job_id or None}
+             "backend": engine.backend_of(r), "slurm_job_id": r.slurm_job_id or None}
             for r in runs
         ], indent=2))
         return 0

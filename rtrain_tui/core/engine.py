@@ -214,21 +214,32 @@ class Engine:
     def backend_of_host(self, host: str) -> str:
         return self.hosts.for_host(host).backend
 
+    def backend_of(self, record: RunRecord) -> str:
+        """The backend of `record`'s run: its own, fixed when it started. None recorded
+        means what the older version that wrote it meant: a run it started was a box
+        run (`direct`); a run it found on the host was what the host was configured as,
+        which only the host's setting still tells (a refresh then records it).
+        """
+        if record.backend:
+            return record.backend
+        return self.backend_of_host(record.host) if record.origin == "found" else "direct"
+
     async def _backends(self, host: str, runs: Sequence[tuple[str, str]]) -> list[str]:
         """Each run's backend, as its index record says: fixed when it started, never
         following later changes to the host's config (marking a box as a login node
-        must not turn its running runs into `lost` Slurm jobs). An empty one (older
-        versions wrote that for box runs) is `direct`. Only a run the index does not
-        know (`status` of a run started elsewhere) is taken to be what its host is now.
+        must not turn its running runs into `lost` Slurm jobs); an empty one as
+        `backend_of` reads it. Only a run the index does not know (`status` of a run
+        started elsewhere) is taken to be what its host is now.
         """
         if any((host, w, r) not in self._kinds for w, r in runs):
             try:
-                self._kinds.update({rec.key: rec.backend for rec in await asyncio.to_thread(self.index.load)})
+                self._kinds.update({rec.key: self.backend_of(rec)
+                                    for rec in await asyncio.to_thread(self.index.load)})
             except RemoteError:
                 pass
         kinds = [self._kinds.get((host, w, r)) for w, r in runs]
         default = self.backend_of_host(host) if None in kinds else "direct"
-        return [default if kind is None else kind or "direct" for kind in kinds]
+        return [default if kind is None else kind for kind in kinds]
 
     def host(self, alias: str) -> HostConnection:
         try:
@@ -702,6 +713,7 @@ class Engine:
 
         ended: dict[tuple[str, str, str], str] = {}
         forget: dict[tuple[str, str, str], str] = {}  # unlaunched starts the host removed
+        resolved: dict[tuple[str, str, str], str] = {}  # backends to record (older entries)
 
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
             # Which `starting` entries had no start in progress before the probe was sent:
@@ -709,7 +721,11 @@ class Engine:
             over = {r.key for r in recs if r.state == probes.STARTING
                     and not _start_in_progress(self.index, r.token)}
             try:
-                self._kinds.update({r.key: r.backend for r in recs})  # probe_many reads them
+                kinds = {r.key: self.backend_of(r) for r in recs}
+                self._kinds.update(kinds)  # probe_many reads them
+                # A found run an older version recorded with no backend gets the one it
+                # is probed as written down, so a later change of config.toml cannot move it.
+                resolved.update({r.key: kinds[r.key] for r in recs if not r.backend and r.origin == "found"})
                 runs = [(r.workdir, r.run_id) for r in recs]
                 need_end = [i for i, r in enumerate(recs) if not r.ended_at]
                 added: list[RunRecord] = []
@@ -751,7 +767,7 @@ class Engine:
             self.index.set_states,
             {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()
              if s != probes.STARTING and k not in forget},
-            observed_at=observed_at, ended=ended, forget=forget,
+            observed_at=observed_at, ended=ended, forget=forget, backends=resolved,
         )
         return results
 

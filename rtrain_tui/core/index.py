@@ -89,7 +89,7 @@ class RunRecord:
     token: str = ""  # the run's marker on the host (train.token), set by start
     gpu_ids: str = ""  # the CUDA_VISIBLE_DEVICES start chose (`0,3`); "" when it chose none
     backend: str = ""  # how it was launched: "direct" (a box) or "slurm"; "" (older
-    # versions wrote it for box runs) means direct
+    # versions) means direct for a run started here, the host's setting for a found one
     slurm_job_id: str = ""  # Slurm runs: the job id sbatch gave
 
     @property
@@ -220,7 +220,8 @@ class RunIndex:
 
     def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None,
                    ended: Mapping[RunKey, str] | None = None,
-                   forget: Mapping[RunKey, str] | None = None) -> None:
+                   forget: Mapping[RunKey, str] | None = None,
+                   backends: Mapping[RunKey, str] | None = None) -> None:
         """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state.
 
         `observed_at` is when the probe that produced `states` started: a run whose state
@@ -229,10 +230,11 @@ class RunIndex:
         gives runs their end time once; one already recorded is never moved. `forget`
         (`{key: token}`) drops entries still `starting` with that token (starts that
         never launched): a new start that took the same run id since has another token.
+        `backends` records the backend of entries that have none (older versions').
         All in one write.
         """
         seen = parse_time(observed_at) if observed_at else None
-        ended, forget = ended or {}, forget or {}
+        ended, forget, backends = ended or {}, forget or {}, backends or {}
 
         def apply(r: RunRecord) -> RunRecord | None:
             """`r` as it is to be written (the same object when unchanged), None to drop."""
@@ -252,6 +254,8 @@ class RunIndex:
                     r = new
             if ended and key in ended and not r.ended_at:
                 r = replace(r, ended_at=ended[key])
+            if backends and key in backends and not r.backend:
+                r = replace(r, backend=backends[key])
             return r
 
         def merge(runs: list[RunRecord]) -> list[RunRecord]:
@@ -261,7 +265,8 @@ class RunIndex:
         # host's, of 2,000), without going through every run in the file.
         by_key = self._read().by_key
         if by_key is not None and all(
-                by_key[k] is apply(by_key[k]) for k in {*states, *ended, *forget} if k in by_key):
+                by_key[k] is apply(by_key[k]) for k in {*states, *ended, *forget, *backends}
+                if k in by_key):
             return
         self.update(merge)
 

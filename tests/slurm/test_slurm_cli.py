@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
@@ -161,6 +162,28 @@ def test_stop_of_a_queued_run_cancels_it_at_once(scli: SlurmCli, tmp_path: Path,
     assert got["state"] == "stopped" and got["slurm_state"] == "CANCELLED"
     assert not (Path(workdir) / "waiter" / "train.log").exists()
     assert status(scli, "hog", workdir)["state"] == "running"
+
+
+def test_a_job_an_older_version_found_stays_a_slurm_job(scli: SlurmCli, tmp_path: Path, workdir: str,
+                                                        slurm: SlurmCluster) -> None:
+    """Older versions recorded a found run with no backend, meaning the host's: read as a
+    box run, a queued job was not `queued` and `stop` never reached Slurm. The refresh
+    writes the backend it resolved, so the record never changes meaning again."""
+    start(scli, tmp_path, workdir, "hog", "--gpus", "2", steps=200, step_seconds=0.1)
+    start(scli, tmp_path, workdir, "waiter", "--gpus", "2", steps=1)
+    wait_for(scli, "waiter", workdir, lambda s: s["state"] == "queued")
+    index = RunIndex(scli.index)
+    # As an older version's `runs --discover` (or the app's auto-discovery) wrote it.
+    index.update(lambda runs: [replace(r, backend="", origin="found", token="", slurm_job_id="")
+                               if r.run_id == "waiter" else r for r in runs])
+    r = scli("runs", "--refresh", "--json")
+    assert r.rc == 0, r.err
+    waiter = next(x for x in json.loads(r.out) if x["run_id"] == "waiter")
+    assert (waiter["state"], waiter["backend"]) == ("queued", "slurm")
+    assert next(x for x in index.load() if x.run_id == "waiter").backend == "slurm"
+    stop = scli("stop", LOGIN, "waiter", "--workdir", workdir, "--grace", "30")
+    assert stop.rc == 0 and stop.out.strip() == f"stopped waiter on {LOGIN}", stop.err
+    assert status(scli, "waiter", workdir)["slurm_state"] == "CANCELLED"
 
 
 def test_tail_of_a_queued_run_says_so_then_follows_it(scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
