@@ -16,14 +16,16 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
+from importlib import resources
 
 import pytest
 
 import rtrain_tui.core
-from rtrain_tui.core import connection, remote_sh
+from rtrain_tui.core import connection, host, remote_sh
 from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.engine import trainer_command
 
@@ -93,6 +95,9 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
 # Public functions in the script modules that return a fragment or a checked value, not
 # a script: each is rendered inside the scripts above.
 NOT_SCRIPTS = {
+    "rtrain_tui.core.host.text",  # the loader: what it reads is rendered above
+    "rtrain_tui.core.host.render",
+    "rtrain_tui.core.host.assign",
     "rtrain_tui.core.remote_sh.check_token",  # a validated value
     "rtrain_tui.core.remote_sh.run_dir_word",  # one word of a script
     "rtrain_tui.core.remote_sh.workdir_assign",  # the first line of several scripts
@@ -151,6 +156,31 @@ def test_every_script_builder_is_linted() -> None:
                     and fn not in rendered and qual not in NOT_SCRIPTS):
                 missing.append(qual)
     assert not missing, f"script builders with no sample in SCRIPTS: {missing}"
+
+
+def test_every_host_file_is_in_a_linted_script() -> None:
+    """No `.sh` file in core/host escapes the lint: each one's lines (slots aside) are
+    in some rendered sample."""
+    rendered = [make() for _, make in SCRIPTS.values()]
+    files = sorted(p.name for p in resources.files(host).iterdir() if p.name.endswith(".sh"))
+    assert files, "no host scripts found: is core/host in the package data?"
+    unused = []
+    for name in files:
+        pieces = [p for p in re.split(r"^#@ [a-z_]+\n", host.text(name), flags=re.M) if p]
+        if not any(all(p in text for p in pieces) for text in rendered):
+            unused.append(name)
+    assert not unused, f"host files in no sample of SCRIPTS: {unused}"
+
+
+def test_host_files_fill_every_slot_and_drop_reader_notes() -> None:
+    assert "\n## " in (resources.files(host) / "liveness.sh").read_text()
+    assert "\n## " not in host.text("liveness.sh")
+    assert "#@" not in remote_sh.wrapper("true", {})
+    with pytest.raises(ValueError, match="slots"):
+        host.render("wrapper.sh", trainer="true\n")
+    with pytest.raises(ValueError, match="whole lines"):
+        host.render("preflight.sh", python_facts="x", disk_free="")
+    assert host.assign(a="it's", b=3) == "a='it'\"'\"'s'\nb=3\n"
 
 
 def test_lint_catches_what_it_is_for() -> None:

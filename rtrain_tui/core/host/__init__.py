@@ -1,0 +1,55 @@
+"""The shell text sent to hosts, kept as real `.sh` files beside this module.
+
+Nothing here is installed on a host: each file is read once (importlib.resources) and
+sent as text, exactly as an f-string was before, over the host's long-lived `sh` or as
+a file the run directory gets (`run.sh`). Keeping it in files lets shellcheck and
+`dash -n` see every line (tests/test_host_scripts_lint.py) and a script change read as
+a diff of shell, not of Python strings. Lines that start with `##` are notes for the
+reader of the file and are not sent (a probe goes out every 2 s per host: its notes
+would make it a third longer); `#` comments and `# shellcheck` directives are sent.
+
+Python keeps what varies per call, in two forms only:
+- lines put before a file's text: `assign(name=value)` writes `name='value'`, every
+  value one quoted word (template.shell_word, the one quoting function), and the
+  builders in remote_sh.py add the workdir/run-dir lines that must stay unquoted so
+  that `~` expands (validated first, see validate.check_workdir);
+- a slot: a line that is exactly `#@ NAME` in a file is replaced by text the builder
+  supplies (the trainer's command line, `export` lines, another file), where order
+  matters and a variable cannot carry it. Every slot must be filled, nothing else is
+  substituted: a `$` or `{` in these files is always the shell's.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+
+from rtrain_tui.core.template import shell_word
+
+_SLOT = re.compile(r"^#@ ([a-z_]+)\n", re.M)
+
+
+@functools.cache
+def text(name: str) -> str:
+    """The file `name` of this package, as sent: without its `##` lines."""
+    body = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return "".join(line for line in body.splitlines(keepends=True)
+                   if not line.lstrip().startswith("##"))
+
+
+def render(name: str, **slots: str) -> str:
+    """The file with each `#@ NAME` line replaced by `slots[NAME]` (whole lines or "")."""
+    body = text(name)
+    wanted = set(_SLOT.findall(body))
+    if wanted != set(slots):
+        raise ValueError(f"{name} has slots {sorted(wanted)}, given {sorted(slots)}")
+    for key, value in slots.items():
+        if value and not value.endswith("\n"):
+            raise ValueError(f"slot {key} of {name} must be whole lines")
+    return _SLOT.sub(lambda m: slots[m.group(1)], body)
+
+
+def assign(**values: str | int) -> str:
+    """`name=value` lines, each value one quoted shell word."""
+    return "".join(f"{name}={shell_word(str(value))}\n" for name, value in values.items())

@@ -1,0 +1,19 @@
+## Start run.sh detached in its own session; wait until it has written train.pid and
+## print `pid=PID` (or `error=...`). Needs $rd, $tok.
+cd "$rd" || { echo "error=no run directory"; exit 0; }
+rf=; [ -r train.token ] && read -r rf < train.token
+if [ "$rf" != "$tok" ]; then echo "error=not this start's run directory"; exit 0; fi
+if mkdir launch.lock 2>/dev/null; then
+  RTRAIN_RUN=$tok; export RTRAIN_RUN
+  if command -v setsid >/dev/null 2>&1; then
+    setsid sh ./run.sh >/dev/null 2>&1 </dev/null &
+  else
+    # No setsid: job control gives the job its own process group, nohup shields it
+    # from the hangup when this session ends.
+    set -m
+    nohup sh ./run.sh >/dev/null 2>&1 </dev/null &
+  fi
+fi
+i=0
+while [ ! -s train.pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+echo "pid=$(cat train.pid 2>/dev/null)"

@@ -1,0 +1,35 @@
+## The refresh probe of a box: `probe I RUNDIR NEED_END` prints one tab-separated line
+## for the run, its index I and then key=value facts. A run whose wrapper lives costs no
+## fork; the scan for marked processes runs only when a wrapper is gone without an exit
+## code, once for all runs. With NEED_END=1 an ended run also reports `ended=EPOCH`.
+## Needs liveness.sh and `own_groups` run first.
+probe() {
+  rd=$2
+  if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
+  read_file "$rd/train.pid"; pid=$rf; read_file "$rd/train.ident"; ident=$rf
+  read_file "$rd/train.token"; token=$rf
+  read_file "$rd/status"; code=$rf
+  read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1
+  stopped=0; [ -e "$rd/stopped" ] && stopped=1
+  launched=0; if [ -e "$rd/launch.lock" ] || [ -n "$pid" ]; then launched=1; fi
+  alive=0
+  if [ -z "$code" ] && [ $stopped = 0 ]; then
+    if is_live "$pid" "$ident" "$rd" || run_marked "$token"; then alive=1; fi
+  fi
+  # The wrapper died at its last line: `echo $rc > status.tmp` made the file but a full
+  # disk refused the code. Its code may still be there; else say how much space is left.
+  unwritten=0; free=
+  if [ $alive = 0 ] && [ -z "$code" ] && [ $stopped = 0 ] && [ -e "$rd/status.tmp" ]; then
+    read_file "$rd/status.tmp"; code=$rf
+    if [ -z "$code" ]; then
+      unwritten=1; free=$(df -Pk "$rd" 2>/dev/null | awk 'NR == 2 { print $4 }')
+    fi
+  fi
+  ended=
+  if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
+    ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
+    [ -e "$ef" ] && ended=$(date -r "$ef" +%s 2>/dev/null)
+  fi
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tended=%s\tunwritten=%s\tfree_kb=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$ended" "$unwritten" "$free"
+}

@@ -1,0 +1,6 @@
+## Remove a run dir this start made and never launched. Needs $rd, $tok.
+rf=; [ -r "$rd/train.token" ] && read -r rf < "$rd/train.token"
+if [ ! -d "$rd" ]; then echo removed=gone
+elif [ "$rf" = "$tok" ] && [ ! -e "$rd/launch.lock" ] && [ ! -e "$rd/train.pid" ]; then
+  rm -rf -- "$rd" && echo removed=1
+else echo removed=0; fi

@@ -1,0 +1,11 @@
+## Before shipping a dataset into the store $d: make it, drop stale parts, print
+## `free_kb=N` and `same=NAME` per stored dataset of exactly $size bytes. Temporary files
+## older than a day are left by killed uploads; only our own, by their exact names: the
+## store's `.up-*.part` and a run dir's `config.yaml.part` and `run.sh.part`.
+# shellcheck disable=SC2174  # only the store itself is made private, not its parents
+mkdir -p -m 700 "$d" || exit 1
+find "$d" -maxdepth 1 -type f -name '.up-*.part' -mmin +1440 -exec rm -f {} + 2>/dev/null
+find "$d/.." -mindepth 2 -maxdepth 2 -type f \( -name config.yaml.part -o -name run.sh.part \) \
+  -mmin +1440 -exec rm -f {} + 2>/dev/null
+echo "free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {print $4}')"
+find "$d" -maxdepth 1 -type f ! -name '*.part' -size "${size}c" 2>/dev/null | sed 's|.*/|same=|'
