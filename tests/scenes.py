@@ -68,7 +68,7 @@ RUNS = [
     RunRecord("h100-lab", "llama3-sft-r32", "~/.praisonai-train", state="starting",
               started_at="2026-11-29T14:29:50+00:00", updated_at="2026-11-29T14:29:50+00:00"),
 ]
-PROGRESS = {  # as RTrainApp._progress_of words them (metrics_format.progress_cell)
+PROGRESS = {  # as core.host_view.lines_for words them (metrics_format.progress_cell)
     RUNS[0].key: "1840/3000 ▕████  ▏ loss 0.812 · 48m58s",
     RUNS[1].key: "✗ CUDA out of memory: tried to allocate…",
     RUNS[2].key: "3000/3000 ▕██████▏ loss 0.641",

@@ -9,7 +9,7 @@ def test_core_and_cli_import_without_textual() -> None:
         "import sys, rtrain_tui.core, rtrain_tui.core.engine, rtrain_tui.core.transfer, "
         "rtrain_tui.core.logstream, rtrain_tui.core.metrics, rtrain_tui.core.metrics_cache, "
         "rtrain_tui.core.metrics_sync, rtrain_tui.core.metrics_format, rtrain_tui.core.reasons, "
-        "rtrain_tui.core.run_reason, rtrain_tui.cli\n"
+        "rtrain_tui.core.run_reason, rtrain_tui.core.host_view, rtrain_tui.cli\n"
         "print('textual' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

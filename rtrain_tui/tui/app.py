@@ -28,18 +28,13 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
-from rtrain_tui.core import hostconfig, probes
+from rtrain_tui.core import host_view, hostconfig, probes
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
 from rtrain_tui.core.fetch_dirs import FetchDirs
 from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
-from rtrain_tui.core.logparse import progress_of
-from rtrain_tui.core.logstream import read_tail
-from rtrain_tui.core.metrics_format import progress_cell
-from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.probes import PreflightReport
-from rtrain_tui.core.run_reason import needs_reason, reason_for
 from rtrain_tui.core.sanitize import safe_line, safe_text
 from rtrain_tui.core.sshconfig import list_hosts
 from rtrain_tui.tui.held_toasts import HeldToasts
@@ -58,9 +53,6 @@ if TYPE_CHECKING:
     from rtrain_tui.demo.server import DemoHost  # imported when --demo asks for it
 
 Clock = Callable[[], datetime]
-PROGRESS_WIDTH = 28
-REASON_WIDTH = 38  # a failure reason in the runs table (elapsed still fits at 140 columns); the toast and `status --json` have it whole
-STARTING = "starting"  # entered in the index before launch (probes.STARTING in newer engines)
 EMPTY_RUNS = "No runs yet: press n to start a run."
 PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
 
@@ -314,29 +306,22 @@ class RTrainApp(HeldToasts):
             find = now >= self._next_find.get(host, 0.0)
             if find and records:
                 self._next_find[host] = now + self.refresh_seconds * 5
-            states = await self.engine.refresh(
-                records, sample_gpus=True,
-                on_found=self._found_elsewhere if find else None) if records else {}
+            view = (await host_view.refresh(self.engine, records, self._settled, sample_gpus=True,
+                                            find=find)).get(host) if records else None
+            view = view or host_view.HostView(host)
+            if view.found:
+                self._found_elsewhere(host, list(view.found))
             if not records and self._checked_reachable(host):
                 await self._poll_gpus(host)
             self._gpus_changed(host)
-            reached = any(s != probes.UNREACHABLE for s in states.values())
-            self._show_reachability(host, reached or not states)
-            running = [r for r in records if states.get(r.key) == probes.RUNNING]
-            self.progress.update(await self._progress_of(running, running=True))
-            # An ended run shows its final values (and why it failed) once, not what the
-            # last poll before its end happened to catch.
-            ended = [r for r in records if r.key not in self._settled
-                     and probes.is_final(states.get(r.key, ""))]
-            self.progress.update(await self._progress_of(ended, running=False))
-            for r in ended:
-                self._settled.add(r.key)
-                if needs_reason(states[r.key]):
-                    await self._find_reason(r)
-            for r in records:  # a queued run (Slurm) has no log yet: say why it waits
-                if states.get(r.key) == probes.QUEUED:
-                    why = self.engine.reasons.get(r.key, "")
-                    self.progress[r.key] = f"waiting: {why}" if why else "waiting in the queue"
+            self._show_reachability(host, view.reached)
+            for line in view.lines:
+                if line.progress is not None:
+                    self.progress[line.key] = line.progress
+                if line.settled:
+                    self._settled.add(line.key)
+                if line.reason:
+                    self.reasons[line.key] = line.reason
             report = await self.read_index()
             if report is not None:
                 self._show_runs(report.records, self.progress)
@@ -364,38 +349,6 @@ class RTrainApp(HeldToasts):
         if host == self.host_list.selected_alias and host not in self.checking:
             self.show_preflight()
 
-    async def _progress_of(self, records: list[RunRecord], running: bool) -> dict[RunKey, str]:
-        """`step/total ▕bar▏ loss · ETA` from the run's metrics (only new log bytes are
-        read); a log with no metrics in it shows its last line instead."""
-        out = {}
-        for r in records:
-            try:
-                parser = await sync_metrics(self.engine, r.host, r.workdir, r.run_id)
-                cell = progress_cell(parser.summary(), running=running)
-                if not cell:
-                    lines = await read_tail(self.engine, r.host, r.workdir, r.run_id)
-                    cell = progress_of(lines, width=PROGRESS_WIDTH)
-                out[r.key] = cell
-            except (RemoteError, OSError):
-                continue
-            except Exception as exc:  # noqa: BLE001
-                # The parsers never raise on log text (tests/test_props_log_parsers.py);
-                # should one still, it costs this run's cell, never the host's refresh
-                # (the states of every other run on it), and it says so.
-                out[r.key] = f"progress unreadable: {type(exc).__name__}"
-        return out
-
-    async def _find_reason(self, record: RunRecord) -> None:
-        """Why a run failed: beside its status in the table, and in its end-of-run toast."""
-        try:
-            reason = await reason_for(self.engine, record.host, record.workdir, record.run_id)
-        except RemoteError:
-            return
-        if reason:
-            self.reasons[record.key] = reason
-            short = reason if len(reason) <= REASON_WIDTH else reason[:REASON_WIDTH - 1] + "…"
-            self.progress[record.key] = f"✗ {short}"
-
     def _show_reachability(self, host: str, reached: bool) -> None:
         """An unanswered probe marks the host unreachable; an answer restores its badge."""
         current = self.host_list.hosts.get(host)
@@ -409,7 +362,7 @@ class RTrainApp(HeldToasts):
     def _notify_transitions(self, records: list[RunRecord]) -> None:
         for r in records:
             before = self.last_states.get(r.key)
-            if before in (probes.RUNNING, probes.QUEUED, STARTING) and r.state != before \
+            if before in (probes.RUNNING, probes.QUEUED, probes.STARTING) and r.state != before \
                     and not r.stale:
                 # completed, failed or lost; a stop the user issued has its own toast
                 if probes.is_final(r.state) and r.state != probes.STOPPED:

@@ -1,0 +1,183 @@
+"""What a run's row shows, headless: the one place a refreshed run is worded.
+
+The app's refresher (one host per refresh) and the CLI (`runs --refresh`, `status`) both
+refresh through `refresh`, and word a single run through `run_line`, so a run reads the
+same in either face: its state word, the progress text beside it (`1840/3000 ▕███   ▏
+loss 1.234 · 48m58s`, or the log's last line), why it waits or ended badly (the one
+reason function, `run_reason.reason_for`), and the runs a refresh found started elsewhere.
+
+The wording is pure (`waiting_text`, `reason_cell`, `progress_text`, `reached`) and
+unit-tested; `refresh` and `run_line` only gather what it words. Reading a run's log costs
+an SFTP read, so a refresh words only what can have changed: running runs every time,
+an ended run once (its final values and reason; the caller passes back the `settled`
+keys), a queued run from what its probe said (it has no log yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rtrain_tui.core import probes
+from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.logparse import progress_of
+from rtrain_tui.core.logstream import read_tail
+from rtrain_tui.core.metrics import Summary
+from rtrain_tui.core.metrics_format import progress_cell
+from rtrain_tui.core.metrics_sync import sync_metrics
+from rtrain_tui.core.probes import RunProbe
+from rtrain_tui.core.run_reason import needs_reason, reason_for
+
+RunKey = tuple[str, str, str]
+PROGRESS_WIDTH = 28  # the log's last line, when it holds no metrics
+REASON_WIDTH = 38  # a failure reason in the runs table (elapsed still fits at 140 columns); the toast and `status --json` have it whole
+QUEUE_WAIT = "waiting in the queue"  # a queued run whose scheduler gave no reason
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One run as a refresh words it. `progress` None: nothing new to show (a host's
+    answer that could not be read keeps what was shown before)."""
+
+    key: RunKey
+    state: str
+    progress: str | None = None
+    reason: str = ""  # why it ended badly, whole (the end-of-run toast, `status`)
+    waiting: str = ""  # why a queued run waits, as its row says it
+    settled: bool = False  # an ended run's final line: not worded again
+    queue_place: int | None = None  # a waiting job's place in its queue (1 = next), when probed
+
+
+@dataclass(frozen=True)
+class HostView:
+    """One host after a refresh: its runs' states and lines, and the runs found there."""
+
+    host: str
+    states: Mapping[RunKey, str] = field(default_factory=dict)
+    lines: tuple[RunLine, ...] = ()
+    found: tuple[RunRecord, ...] = ()
+
+    @property
+    def reached(self) -> bool:
+        return reached(self.states)
+
+
+def reached(states: Mapping[RunKey, str]) -> bool:
+    """Did the host answer? Any run not `unreachable` says so; no runs asked, no verdict."""
+    return not states or any(s != probes.UNREACHABLE for s in states.values())
+
+
+def waiting_text(why: str) -> str:
+    """A queued run (Slurm) has no log yet: its row says why it waits."""
+    return f"waiting: {why}" if why else QUEUE_WAIT
+
+
+def reason_cell(reason: str, width: int = REASON_WIDTH) -> str:
+    """`✗ CUDA out of memory …`: a failure reason, cut to fit beside the state."""
+    short = reason if len(reason) <= width else reason[:width - 1] + "…"
+    return f"✗ {short}"
+
+
+def progress_text(summary: Summary, running: bool, tail: Sequence[str] | None = None) -> str:
+    """The metrics' progress cell; with none in the log, its last line (`tail`)."""
+    cell = progress_cell(summary, running=running)
+    if not cell and tail is not None:
+        cell = progress_of(list(tail), width=PROGRESS_WIDTH)
+    return cell
+
+
+async def _progress(engine: Any, record: RunRecord, running: bool) -> str | None:
+    """The run's progress text, reading only new log bytes; None when it cannot be read."""
+    try:
+        parser = await sync_metrics(engine, record.host, record.workdir, record.run_id)
+        summary = parser.summary()
+        cell = progress_text(summary, running)
+        if not cell:
+            tail = await read_tail(engine, record.host, record.workdir, record.run_id)
+            cell = progress_text(summary, running, tail)
+        return cell
+    except (RemoteError, OSError):
+        return None
+    except Exception as exc:  # noqa: BLE001
+        # The parsers never raise on log text (tests/test_props_log_parsers.py); should
+        # one still, it costs this run's cell, never the host's refresh (the states of
+        # every other run on it), and it says so.
+        return f"progress unreadable: {type(exc).__name__}"
+
+
+async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[RunKey, str],
+                    settled: Collection[RunKey] = ()) -> tuple[RunLine, ...]:
+    """The lines a refresh that answered `states` gives `records` (one host's, in order).
+
+    Running runs get their live progress; an ended run not yet in `settled` its final
+    values and, when it failed or was lost, why (costs a probe and a log tail); a queued
+    run why it waits, from the scheduler's word the refresh heard (`engine.reasons`).
+    """
+    lines: dict[RunKey, RunLine] = {}
+    for r in records:
+        if states.get(r.key) == probes.RUNNING:
+            cell = await _progress(engine, r, running=True)
+            if cell is not None:
+                lines[r.key] = RunLine(r.key, probes.RUNNING, cell)
+    # An ended run shows its final values (and why it failed) once, not what the last
+    # poll before its end happened to catch.
+    ended = [r for r in records if r.key not in settled and probes.is_final(states.get(r.key, ""))]
+    for r in ended:
+        lines[r.key] = RunLine(r.key, states[r.key], await _progress(engine, r, running=False),
+                               settled=True)
+    for r in ended:
+        if needs_reason(states[r.key]):
+            try:
+                reason = await reason_for(engine, r.host, r.workdir, r.run_id)
+            except RemoteError:
+                continue
+            if reason:
+                lines[r.key] = RunLine(r.key, states[r.key], reason_cell(reason), reason=reason,
+                                       settled=True)
+    for r in records:
+        if states.get(r.key) == probes.QUEUED:
+            why = waiting_text(engine.reasons.get(r.key, ""))
+            lines[r.key] = RunLine(r.key, probes.QUEUED, why, waiting=why)
+    return tuple(lines.values())
+
+
+async def refresh(engine: Any, records: Sequence[RunRecord], settled: Collection[RunKey] = (),
+                  *, words: bool = True, sample_gpus: bool = False,
+                  find: bool = False) -> dict[str, HostView]:
+    """Refresh `records` (one probe per host, all hosts at once) into one view per host.
+
+    `words=False` only refreshes states (the index and `states`), reading no log;
+    `sample_gpus` and `find` are `Engine.refresh`'s (`find`: the runs started elsewhere
+    join the index and each view's `found`).
+    """
+    found: dict[str, list[RunRecord]] = {}
+
+    def on_found(host: str, added: list[RunRecord]) -> None:
+        found.setdefault(host, []).extend(added)
+
+    states = await engine.refresh(records, sample_gpus=sample_gpus,
+                                  on_found=on_found if find else None)
+    by_host: dict[str, list[RunRecord]] = {}
+    for r in records:
+        by_host.setdefault(r.host, []).append(r)
+    views = {}
+    for host, recs in by_host.items():
+        host_states = {r.key: states[r.key] for r in recs if r.key in states}
+        lines = await lines_for(engine, recs, host_states, settled) if words else ()
+        views[host] = HostView(host, host_states, lines, tuple(found.get(host, ())))
+    return views
+
+
+async def run_line(engine: Any, host: str, workdir: str, run_id: str,
+                   probe: RunProbe | None = None) -> RunLine:
+    """One run as `status` says it: state word, why it waits or ended badly, its place
+    in the queue. Probes it when no probe is given; reads no progress."""
+    if probe is None:
+        probe = await engine.probe(host, workdir, run_id)
+    reason = await reason_for(engine, host, workdir, run_id, probe)
+    state = probe.state
+    return RunLine((host, workdir, run_id), state, reason=reason,
+                   waiting=waiting_text(reason) if state == probes.QUEUED else "",
+                   settled=probes.is_final(state), queue_place=probe.queue_place)
