@@ -1,4 +1,4 @@
-"""The transfer benchmark's harness runs (small sizes): the README table is made by it.
+"""The transfer benchmark's harness runs (small sizes): it makes docs/performance.md's table.
 
 Not a timing test: these machines are shared and noisy. It proves every row is measured
 against its plain tool in the same run and printed with a ratio.

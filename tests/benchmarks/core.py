@@ -10,7 +10,7 @@ real engine, then times, side by side:
     separate ssh calls (python, nvidia-smi, df);
   * starting a run whose dataset is already on the host (rtrain-tui links its verified
     copy) vs `scp` of config and dataset plus an `ssh nohup` launch.
-Prints a Markdown table (medians of --repeat runs) for the README.
+Prints a Markdown table (medians of --repeat runs) for docs/performance.md.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ log pane, and measures:
     key to the runs table repainting with the cursor moved, median and p95;
   * the process's resident memory while the flood runs (flat once the cap is reached);
   * the time from starting `rtrain-tui` to its first frame, as a fresh process.
-Prints a Markdown table for the README.
+Prints a Markdown table for docs/performance.md.
 """
 
 from __future__ import annotations
