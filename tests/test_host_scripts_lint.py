@@ -97,6 +97,7 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
 NOT_SCRIPTS = {
     "rtrain_tui.core.host.text",  # the loader: what it reads is rendered above
     "rtrain_tui.core.host.render",
+    "rtrain_tui.core.host.source",
     "rtrain_tui.core.host.assign",
     "rtrain_tui.core.remote_sh.check_token",  # a validated value
     "rtrain_tui.core.remote_sh.run_dir_word",  # one word of a script

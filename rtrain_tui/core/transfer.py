@@ -1,7 +1,7 @@
 """File transfers: datasets up, adapters, checkpoints and logs back, every byte verified.
 
 Bulk data travels over one exec channel per transfer, to a small Python program that
-runs on the host with the trainer's interpreter (`remote_sh.TRANSFER_PY`; the host has
+runs on the host with the trainer's interpreter (`host/transfer_program.py`; the host has
 it by definition). Why not SFTP: the host then hashes in the same pass that reads or
 writes the bytes (SFTP needs a second full read on the host, serially), and many small
 files cost no round trip each. A dataset big enough to pay for a second login reaches

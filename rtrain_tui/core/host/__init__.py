@@ -38,6 +38,12 @@ def text(name: str) -> str:
                    if not line.lstrip().startswith("##"))
 
 
+@functools.cache
+def source(name: str) -> str:
+    """The file `name` of this package exactly as it is (a program sent as text)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
 def render(name: str, **slots: str) -> str:
     """The file with each `#@ NAME` line replaced by `slots[NAME]` (whole lines or "")."""
     body = text(name)

@@ -1,0 +1,142 @@
+"""The host's transfer program (core/host/transfer_program.py), in process: its listing,
+its framed file answers and its verified store, on real files in a temp dir.
+
+The end-to-end tests (test_transfer_fetch.py, test_transfer_upload.py) run it on the
+sshd fixture; these pin each answer's exact bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import remote_sh
+from rtrain_tui.core.host import transfer_program as tp
+
+
+@pytest.fixture
+def out(monkeypatch: pytest.MonkeyPatch) -> io.BytesIO:
+    buf = io.BytesIO()
+    monkeypatch.setattr(tp, "out", buf)
+    return buf
+
+
+def rows(buf: io.BytesIO) -> list[list[str]]:
+    return [r.split(" ") for r in buf.getvalue().decode().splitlines()]
+
+
+def name(hexpath: str) -> bytes:
+    return tp.unhex(hexpath)
+
+
+def test_hex_paths_round_trip_any_name_and_the_empty_one() -> None:
+    for raw in (b"", b"a b", b"new\nline", b"\xff\xfe", b"-"):
+        assert tp.unhex(tp.hx(raw).decode()) == raw
+    assert tp.hx(b"") == b"-"
+
+
+def test_listing_walks_sorted_and_names_what_it_skips(tmp_path: Path, out: io.BytesIO) -> None:
+    (tmp_path / "lora_model").mkdir()
+    (tmp_path / "lora_model" / "b.bin").write_bytes(b"12345")
+    (tmp_path / "lora_model" / "a.json").write_text("{}")
+    os.mkfifo(tmp_path / "lora_model" / "pipe")
+    (tmp_path / "lora_model" / "gone").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "lora_model" / "again").symlink_to(tmp_path / "lora_model")
+    files = tp.listing(os.fsencode(tmp_path), b"lora_model")
+    got = [(r[0], *r[1:-1], name(r[-1])) for r in rows(out)]
+    size_a = str((tmp_path / "lora_model" / "a.json").stat().st_size)
+    mtime_a = str((tmp_path / "lora_model" / "a.json").stat().st_mtime_ns)
+    assert got == [
+        ("f", size_a, mtime_a, b"lora_model/a.json"),
+        ("s", "loop", b"lora_model/again"),
+        ("f", "5", str((tmp_path / "lora_model" / "b.bin").stat().st_mtime_ns), b"lora_model/b.bin"),
+        ("s", "dangling", b"lora_model/gone"),
+        ("s", "fifo", b"lora_model/pipe"),
+    ]
+    assert files == [os.fsencode(tmp_path / "lora_model" / n) for n in ("a.json", "b.bin")]
+
+
+def test_listing_refuses_a_link_out_of_the_run_dir_and_a_missing_path(tmp_path: Path,
+                                                                      out: io.BytesIO) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (tmp_path / "secret").write_text("x")
+    (run / "leak").symlink_to(tmp_path / "secret")
+    assert tp.listing(os.fsencode(run), b".") is None
+    assert rows(out)[-1] == ["x", "outside", tp.hx(b"leak").decode()]
+    assert tp.listing(os.fsencode(run), b"../secret") is None
+    assert tp.listing(os.fsencode(run), b"nothing") is None
+    assert rows(out)[-2:] == [["x", "outside", tp.hx(b"../secret").decode()],
+                              ["x", "missing", tp.hx(b"nothing").decode()]]
+
+
+def test_send_frames_size_bytes_and_the_hash_of_the_same_pass(tmp_path: Path,
+                                                            out: io.BytesIO) -> None:
+    data = os.urandom(tp.PIECE * 2 + 7)  # more than one piece
+    f = tmp_path / "adapter.bin"
+    f.write_bytes(data)
+    tp.send(os.fsencode(f), 3)
+    raw = out.getvalue()
+    kind, num, size, mtime = struct.unpack(">cIQQ", raw[:21])
+    assert (kind, num, size, mtime) == (b"H", 3, len(data), f.stat().st_mtime_ns)
+    assert raw[21:21 + size] == data
+    assert raw[21 + size:] == struct.pack(">cB", b"T", 1) + hashlib.sha256(data).digest()
+
+
+def test_send_answers_s_for_a_file_that_is_gone_or_not_regular(tmp_path: Path,
+                                                            out: io.BytesIO) -> None:
+    os.mkfifo(tmp_path / "pipe")  # opened non-blocking: never hangs
+    tp.send(os.fsencode(tmp_path / "pipe"), 1)
+    tp.send(os.fsencode(tmp_path / "missing"), 2)
+    assert out.getvalue() == struct.pack(">cI", b"S", 1) + struct.pack(">cI", b"S", 2)
+
+
+def _recv(store: Path, payload: bytes, size: int) -> str:
+    r, w = os.pipe()
+    os.write(w, payload)  # small payloads: the pipe holds them
+    os.close(w)
+    try:
+        tp.recv(os.fsencode(store), size, r)
+    finally:
+        os.close(r)
+    return tp.out.getvalue().decode()  # type: ignore[union-attr]
+
+
+def test_recv_publishes_under_its_hash_only_when_the_hash_agrees(tmp_path: Path,
+                                                                 out: io.BytesIO) -> None:
+    data = b"row 1\nrow 2\n"
+    digest = hashlib.sha256(data).hexdigest()
+    assert _recv(tmp_path, data + digest.encode() + b"\n", len(data)) == f"ok={digest}\n"
+    assert (tmp_path / digest).read_bytes() == data
+    assert (tmp_path / digest).stat().st_mode & 0o777 == 0o600
+    # a second upload of the same data finds it there: same answer, one file
+    assert _recv(tmp_path, data + digest.encode() + b"\n", len(data)).endswith(f"ok={digest}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [digest]
+
+
+def test_recv_refuses_corrupt_or_short_input_and_leaves_no_part(tmp_path: Path,
+                                                                out: io.BytesIO) -> None:
+    data = b"row 1\n"
+    assert _recv(tmp_path, data + b"0" * 64 + b"\n", len(data)) == "error=corrupt\n"
+    assert _recv(tmp_path, data, len(data) + 10).endswith("error=short\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sent_text_is_the_module_and_runs_as_the_host_runs_it(tmp_path: Path) -> None:
+    """What transfer_command sends is this file, and `python -c exec(...)` runs its main."""
+    assert remote_sh.TRANSFER_PY == Path(tp.__file__).read_text()
+    (tmp_path / "f").write_bytes(b"abc")
+    command = remote_sh.transfer_command(sys.executable, "list", os.fsencode(tmp_path), b"f")
+    code = base64.b64decode(command.split('b64decode("')[1].split('")')[0])
+    assert code.decode() == remote_sh.TRANSFER_PY
+    r = subprocess.run(["/bin/sh", "-c", command], capture_output=True, timeout=30)
+    mtime = (tmp_path / "f").stat().st_mtime_ns
+    assert r.stdout == tp.GREETING + f"\nf 3 {mtime} {b'f'.hex()}\ne\n".encode()
