@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli, write_config
-from tests.test_validate import BAD_FETCH_PATHS
+from tests.unit.test_validate import BAD_FETCH_PATHS
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli, write_config
-from tests.test_validate import BAD_RUN_IDS
+from tests.unit.test_validate import BAD_RUN_IDS
 
 
 def wait_state(cli: Cli, run_id: str, workdir: str, want: str, timeout: float = 20) -> None:

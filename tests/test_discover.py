@@ -19,7 +19,7 @@ from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.index import RunRecord
 from tests.conftest import Cli
 from tests.sshd import SshHosts
-from tests.test_remote_sh import sh
+from tests.unit.test_remote_sh import sh
 
 STARTED = 1_700_000_000  # 2023-11-14T22:13:20Z
 

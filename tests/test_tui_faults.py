@@ -19,8 +19,8 @@ from rtrain_tui.tui.screens.start_screen import StartScreen
 from rtrain_tui.tui.widgets.log_pane import LogPane
 from tests.conftest import write_config
 from tests.sshd import SshHosts
-from tests.test_index import lock_held_elsewhere
 from tests.test_tui import SIZE, notifications, open_start_form, screen_text, until
+from tests.unit.test_index import lock_held_elsewhere
 
 
 @pytest.fixture(autouse=True)

@@ -179,7 +179,7 @@ def test_one_line_is_not_one_lines(tmp_path: Path) -> None:
 # -- elapsed of an ended run: end − start, by the host's clock, never growing ----------
 def test_the_probe_reports_when_a_run_ended_only_when_asked(tmp_path: Path) -> None:
     from rtrain_tui.core import probes, remote_sh
-    from tests.test_remote_sh import sh
+    from tests.unit.test_remote_sh import sh
 
     for run_id, code in (("done", "0\n"), ("gone", None)):
         run_dir = tmp_path / run_id

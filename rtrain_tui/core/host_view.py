@@ -101,7 +101,7 @@ async def _progress(engine: Any, record: RunRecord, running: bool) -> str | None
     except (RemoteError, OSError):
         return None
     except Exception as exc:  # noqa: BLE001
-        # The parsers never raise on log text (tests/test_props_log_parsers.py); should
+        # The parsers never raise on log text (tests/unit/test_props_log_parsers.py); should
         # one still, it costs this run's cell, never the host's refresh (the states of
         # every other run on it), and it says so.
         return f"progress unreadable: {type(exc).__name__}"

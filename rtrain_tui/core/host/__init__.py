@@ -3,7 +3,7 @@
 Nothing here is installed on a host: each file is read once (importlib.resources) and
 sent as text, exactly as an f-string was before, over the host's long-lived `sh` or as
 a file the run directory gets (`run.sh`). Keeping it in files lets shellcheck and
-`dash -n` see every line (tests/test_host_scripts_lint.py) and a script change read as
+`dash -n` see every line (tests/unit/test_host_scripts_lint.py) and a script change read as
 a diff of shell, not of Python strings. Lines that start with `##` are notes for the
 reader of the file and are not sent (a probe goes out every 2 s per host: its notes
 would make it a third longer); `#` comments and `# shellcheck` directives are sent.

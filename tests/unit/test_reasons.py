@@ -133,7 +133,7 @@ def test_host_text_in_a_reason_is_made_inert() -> None:
 
 def _stand_in_crashes() -> dict[str, tuple[int, list[str]]]:
     """The stand-in trainer's real-world failure texts (tests/remote/py/praisonai_train)."""
-    path = Path(__file__).parent / "remote" / "py" / "praisonai_train" / "hf_style.py"
+    path = Path(__file__).parent.parent / "remote" / "py" / "praisonai_train" / "hf_style.py"
     spec = importlib.util.spec_from_file_location("hf_style_crashes", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from rtrain_tui.log_view import CLEAR_LINE, LogWriter
-from tests.test_progress_fold import bar
+from tests.unit.test_progress_fold import bar
 
 
 class Terminal(io.StringIO):
