@@ -111,7 +111,7 @@ def _script_modules() -> list[object]:
     """The modules that build host scripts: remote_sh, the backends, the host package."""
     found = [remote_sh]
     for info in pkgutil.walk_packages(rtrain_tui.core.__path__, "rtrain_tui.core."):
-        if any(f".{part}" in info.name for part in ("backends", "host")):
+        if info.name.split(".")[2] in ("backends", "host"):  # rtrain_tui.core.<this>...
             found.append(importlib.import_module(info.name))
     return found
 
