@@ -11,7 +11,7 @@ from typing import Any
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.sanitize import safe_line
 
-# The status vocabulary of DESIGN.md. `failed (exit N)` is built by `failed_word`.
+# The status vocabulary of docs/design.md. `failed (exit N)` is built by `failed_word`.
 STARTING = "starting"  # in the index before launch; never a probe's answer
 QUEUED = "queued"  # waiting for a scheduler (Slurm); its reason travels beside the word
 RUNNING = "running"
@@ -299,7 +299,7 @@ class RunProbe:
 
     @property
     def state(self) -> str:
-        """The status word; the order of these checks is the precedence DESIGN.md sets.
+        """The status word; the order of these checks is the precedence docs/design.md sets.
 
         A verified stop of ours wins; then a recorded exit code (a run that completed on
         its own while a stop was under way completed); then live processes; then an

@@ -46,7 +46,7 @@ DEFAULT_WORKDIR = "~/.praisonai-train"
 DEFAULT_PYTHON = "python3"
 DEFAULT_TRAINER = "{python} -m praisonai_train llm {dataset} --config {config}"
 
-# The run directory's own files (DESIGN.md, plus what the wrapper and transfers write
+# The run directory's own files (docs/design.md, plus what the wrapper and transfers write
 # beside them): a dataset shipped under one of these names would replace it.
 RUN_DIR_FILES = frozenset({
     "config.yaml", "run.sh", "status", "train.pid", "train.log", "train.ident",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -75,3 +75,25 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
     after = readme.split("**Run the tests**", 1)[1]
     command = re.search(r"```sh\n(.*?)```", after, re.S).group(1).strip()  # type: ignore[union-attr]
     assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def cited_docs(text: str) -> set[str]:
+    """The pages under docs/ a file cites, and any citation of the old top-level
+    design file (never in the repository: its contracts are docs/design.md)."""
+    cited = set(re.findall(r"docs/[\w-]+\.md", text))
+    cited |= set(re.findall(r"(?<![\w/])DESIGN\.md", text))
+    return cited
+
+
+def test_cited_docs_finds_pages_and_the_old_design_file() -> None:
+    text = "see docs/design.md and docs/gpus.md; " + "DESIGN" + ".md says"
+    assert cited_docs(text) == {"docs/design.md", "docs/gpus.md", "DESIGN" + ".md"}
+
+
+def test_every_page_the_code_cites_is_in_docs() -> None:
+    sources = [*ROOT.glob("rtrain_tui/**/*.py"), *ROOT.glob("rtrain_tui/**/*.sh"),
+               *ROOT.glob("tests/**/*.py"), ROOT / "pyproject.toml", ROOT / ".ci" / "run"]
+    cited = {(f.relative_to(ROOT).as_posix(), page) for f in sources
+             for page in cited_docs(f.read_text(encoding="utf-8"))}
+    assert any(page == "docs/design.md" for _, page in cited)
+    assert {(f, page) for f, page in cited if not (ROOT / page).is_file()} == set()
