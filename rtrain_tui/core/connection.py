@@ -29,6 +29,7 @@ import inspect
 import math
 import os
 import secrets
+import shlex
 import socket
 import stat
 import time
@@ -61,6 +62,9 @@ DEFAULT_COMMAND_TIMEOUT = 30.0
 # Short enough that a follower notices a host that came back within ~3 s; a refused
 # connection costs little, a silent host costs its ConnectTimeout per attempt anyway.
 MAX_BACKOFF = 1.5
+# A script up to this size (quoted) is one `sh -c` argument; a bigger one goes through
+# a pipe. Linux takes at most 128 KiB per argument; the margin is for the quoting's growth.
+SCRIPT_ARG_LIMIT = 100 * 1024
 MAX_SHELLS = 3  # scripts of one host run side by side, so one slow script blocks none
 SFTP_CALL_TIMEOUT = 20.0  # one SFTP request (open, stat, read, readdir, write, …)
 LOG_LANE = "logs"  # the SFTP channel log followers share (HostConnection.sftp)
@@ -271,16 +275,17 @@ class _Shell:
         """
         # At the shell's top level, not in a framed script's subshell, so it stays set.
         self._process.stdin.write(b"RT_SHELL=$$; export RT_SHELL\n")
-        # The very form `run` uses under timeout(1), tried once: on a host without
+        # The very forms `run` uses under timeout(1), tried once: on a host without
         # timeout(1) or /dev/fd, scripts run in a plain subshell instead.
-        out = await self.run(_under_timeout("echo rt_timeout=1", 10, "__rtrain_probe__"))
-        self.host_timeout = "rt_timeout=1" in out.splitlines()
+        out = await self.run(_under_timeout("echo rt_timeout=1", 10, piped=False)
+                             + _under_timeout("echo rt_piped=1", 10, piped=True))
+        self.host_timeout = {"rt_timeout=1", "rt_piped=1"} <= set(out.splitlines())
 
     async def run(self, script: str, limit: float | None = None) -> str:
         self._count += 1
         marker = f"__rtrain_{self._nonce}_{self._count}__".encode()
         if limit is not None and self.host_timeout:
-            command = _under_timeout(script, limit, marker.decode())
+            command = _under_timeout(script, limit)
         else:
             command = f"(\n{script}\n) </dev/null 2>&1\n"
         self._process.stdin.write(f"{command}printf '\\n%s\\n' '{marker.decode()}'\n".encode())
@@ -358,25 +363,33 @@ class _Slot:
             self._slots.release()
 
 
-def _under_timeout(script: str, limit: float, delimiter: str) -> str:
+def _under_timeout(script: str, limit: float, piped: bool | None = None) -> str:
     """A command line that runs `script` in a child `sh` under timeout(1).
 
     timeout(1) leads a process group of its own and KILLs all of it: the script and
-    anything it started (a wedged nvidia-smi) die on the host. The script travels as a
-    here-document on fd 3, never as an argument: Linux refuses any one argument over
-    128 KiB (MAX_ARG_STRLEN), and the probe of 2,000 runs in a long workdir is larger.
-    The child reads it as the file /dev/fd/3 (its own descriptor, closed on exec) and
-    first closes fd 3 itself, so nothing the script starts (a detached run, the
-    background GPU sampler) holds the here-document's pipe; its stdin stays `</dev/null`.
-    No fork more than `sh -c` (a `cat` to read it whole cost 1-2 ms a script). A host
-    without /dev/fd fails `_Shell.start`'s trial of this form and runs scripts in a
-    plain subshell. The delimiter holds the shell's random nonce; a script holding it
-    would end early, so it is refused.
+    anything it started (a wedged nvidia-smi) die on the host. Nothing on the way needs
+    the host's disk: a here-document would (bash, the /bin/sh of RHEL, Fedora and Arch,
+    writes one bigger than a pipe holds to a file in $TMPDIR, every one before 5.1), so
+    a full /tmp made every probe fail. A script that fits `SCRIPT_ARG_LIMIT` quoted is
+    the argument of `sh -c`: no fork more. Linux refuses any one argument over 128 KiB
+    (MAX_ARG_STRLEN), and the probe of 2,000 runs in a long workdir is larger: such a
+    script (or any, with `piped`) is written by the shell's builtin printf (no argument
+    limit) into a pipe that the child reads as the file /dev/fd/3, closing fd 3 first,
+    so nothing the script starts (a detached run, the background GPU sampler) holds
+    the pipe. Either way the script's stdin is `</dev/null`. A host without timeout(1)
+    or /dev/fd fails `_Shell.start`'s trial of both forms and runs scripts in a plain
+    subshell.
     """
-    if f"\n{delimiter}\n" in f"\n{script}\n":
-        raise ValueError("a script holds its own here-document delimiter")
-    return (f"timeout -s KILL {math.ceil(limit)} sh /dev/fd/3 3<<'{delimiter}' </dev/null 2>&1\n"
-            f"exec 3<&-\n{script.rstrip(chr(10))}\n{delimiter}\n")
+    # The script is quoted whole: its `$` are for the child sh to expand.
+    lint = "# shellcheck disable=SC2016  # the script, expanded by the child sh\n"
+    head = f"timeout -s KILL {math.ceil(limit)} sh"
+    quoted = shlex.quote(script)
+    if piped is None:
+        piped = len(quoted.encode()) > SCRIPT_ARG_LIMIT
+    if not piped:
+        return f"{lint}{head} -c {quoted} </dev/null 2>&1\n"
+    body = shlex.quote(f"exec 3<&-\n{script.rstrip(chr(10))}")
+    return f"{lint}printf '%s\\n' {body} | {head} /dev/fd/3 3<&0 </dev/null 2>&1\n"
 
 
 @dataclass(frozen=True)

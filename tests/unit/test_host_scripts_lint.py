@@ -89,7 +89,9 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "slurm.preflight": (slurm.preflight, lambda: slurm.preflight("python3", WORKDIR)),
     # How the long-lived shell runs each script under timeout(1) (connection.py).
     "connection.under_timeout": (connection._under_timeout, lambda: connection._under_timeout(
-        remote_sh.mark_stopped(WORKDIR, "r1", 0), 30, "__rtrain_0123_7__")),
+        remote_sh.mark_stopped(WORKDIR, "r1", 0), 30)),
+    "connection.under_timeout_piped": (connection._under_timeout, lambda: connection._under_timeout(
+        remote_sh.mark_stopped(WORKDIR, "r1", 0), 30, piped=True)),
 }
 
 # Public functions in the script modules that return a fragment or a checked value, not
