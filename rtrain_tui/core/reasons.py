@@ -118,15 +118,21 @@ def _unglued(line: str) -> str:
 
 def _last_traceback_line(lines: list[str]) -> str:
     """The exception line that ends the last `Traceback (most recent call last):`,
-    skipping torchrun's own (it only says that a worker failed)."""
-    starts = [i for i, line in enumerate(lines) if _TRACEBACK in line]
-    for start in reversed(starts):
-        for line in lines[start + 1:]:
-            line = _unglued(line)
-            if line[:1] not in (" ", "\t", "") and _EXCEPTION_LINE.match(line):
-                if _LAUNCHER_ERROR not in line.split(":")[0]:
-                    return line.strip()
-                break
+    skipping torchrun's own (it only says that a worker failed).
+
+    One pass from the end, each line read once: scanning on from every `Traceback`
+    line read a tail of 963 of them ~460,000 times (0.6 s on the app's event loop).
+    """
+    first = next((i for i, line in enumerate(lines) if _TRACEBACK in line), None)
+    if first is None:
+        return ""
+    after = ""  # the first exception line below the line at hand
+    for i in range(len(lines) - 1, first - 1, -1):
+        if _TRACEBACK in lines[i] and after and _LAUNCHER_ERROR not in after.split(":")[0]:
+            return after
+        line = _unglued(lines[i])
+        if line[:1] not in (" ", "\t", "") and _EXCEPTION_LINE.match(line):
+            after = line.strip()
     return ""
 
 
