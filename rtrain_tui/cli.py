@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rtrain_tui import __version__
-from rtrain_tui.core import backends, hostconfig, metrics_format, probes, validate
+from rtrain_tui.core import backends, host_view, hostconfig, metrics_format, probes, validate
 from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.connection import ConnectionPool
@@ -39,7 +39,6 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunIndex, default_index_path
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.metrics_sync import sync_metrics
-from rtrain_tui.core.run_reason import reason_for
 from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.sshconfig import default_ssh_config, list_hosts, shown_path
 from rtrain_tui.log_view import LogWriter
@@ -604,21 +603,22 @@ async def cmd_tail(engine: Engine, args: argparse.Namespace) -> int:
 async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     probe = await engine.require_run(args.host, args.workdir, args.run_id)
     engine.remember_state(args.host, args.workdir, args.run_id, probe.state)
-    # The same reason the runs table and the end-of-run toast show (one function).
-    reason = await reason_for(engine, args.host, args.workdir, args.run_id, probe)
+    # Worded as the runs table words it (core.host_view): the same state word, and the
+    # same reason the row and the end-of-run toast show (one function).
+    line = await host_view.run_line(engine, args.host, args.workdir, args.run_id, probe)
     if args.json:
         print(json.dumps({
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
-            "state": probe.state, "pid": probe.pid, "exit_code": probe.exit_code,
+            "state": line.state, "pid": probe.pid, "exit_code": probe.exit_code,
             "exists": probe.exists, "stop_requested": probe.stop_requested,
-            "reason": reason, "queue_position": probe.queue_place,
+            "reason": line.reason, "queue_position": line.queue_place,
             "slurm_job_id": probe.job_id or None, "slurm_state": probe.slurm_state or None,
         }, indent=2))
         return 0
     # Exactly one status word on stdout: scripts parse it. Why goes beside it, on stderr.
-    print(probe.state, flush=True)
-    if reason:
-        _err(f"{args.run_id} on {args.host}: {reason}")
+    print(line.state, flush=True)
+    if line.reason:
+        _err(f"{args.run_id} on {args.host}: {line.reason}")
     return 0
 
 
@@ -752,7 +752,8 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
             if left:
                 _err(f"{left} run{'' if left == 1 else 's'} on the demo host not refreshed: "
                      "add --demo (rtrain-tui --demo runs --refresh).")
-        await engine.refresh(records)
+        # The app's refresh, without the progress column this table does not have.
+        await host_view.refresh(engine, records, words=False)
         report = engine.index.load_report()
     runs = report.records
     if args.json:

@@ -14,6 +14,7 @@ from rtrain_tui.core import host_view, probes
 from rtrain_tui.core.host_view import RunLine
 from rtrain_tui.core.index import RunRecord
 from rtrain_tui.core.metrics import Summary
+from rtrain_tui.core.probes import RunProbe
 
 
 def test_waiting_text_says_the_schedulers_reason_or_that_it_waits_in_the_queue() -> None:
@@ -66,3 +67,18 @@ def test_lines_for_words_queued_runs_from_the_schedulers_word_and_leaves_the_res
         RunLine(recs[0].key, probes.QUEUED, "waiting: Priority", waiting="waiting: Priority"),
         RunLine(recs[1].key, probes.QUEUED, "waiting in the queue", waiting="waiting in the queue"),
     )
+
+
+def test_run_line_words_status_as_the_row_does_from_the_probe_alone() -> None:
+    """What `status` prints: with the probe given and a reason in it, no host is asked."""
+    queued = RunProbe(exists=True, queued=True, reason="Resources", queue_place=2)
+    line = asyncio.run(host_view.run_line(None, "h", "~/w", "r", queued))
+    assert line == RunLine(("h", "~/w", "r"), probes.QUEUED, reason="Resources",
+                           waiting="waiting: Resources", queue_place=2)
+    timeout = RunProbe(exists=True, launched=True, exit_code=143, reason="TIMEOUT")
+    line = asyncio.run(host_view.run_line(None, "h", "~/w", "r", timeout))
+    assert (line.state, line.reason, line.waiting, line.settled) == \
+        ("failed (exit 143)", "TIMEOUT", "", True)
+    running = RunProbe(exists=True, launched=True, alive=True)
+    line = asyncio.run(host_view.run_line(None, "h", "~/w", "r", running))
+    assert (line.state, line.reason, line.settled) == (probes.RUNNING, "", False)
