@@ -383,8 +383,12 @@ class Engine:
                 if options is not None:
                     job = out.get("job", "")
                     if not job.replace("_", "").isdigit():
-                        raise RemoteError(f"{req.host}: sbatch gave no job id for {run_id}; "
-                                          f"`rtrain-tui status {req.host} {run_id}` will tell more.")
+                        # sbatch said yes: the job may well be queued, so nothing is undone.
+                        said = safe_line(out.get("unknown", ""))[:200].strip()
+                        raise RemoteError(
+                            f"{req.host}: sbatch took {run_id} but printed no job id"
+                            + (f" (it printed: {said})" if said else "")
+                            + f"; the job may be queued: check with squeue on {req.host}.")
                     record = replace(record, state=probes.QUEUED, updated_at=index_now(), slurm_job_id=job)
                     return StartedRun(req.host, run_id, run_dir, 0, record, job_id=job,
                                       submit_message=safe_line(out.get("message", ""))[:300],

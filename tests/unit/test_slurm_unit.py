@@ -281,15 +281,14 @@ def test_bad_host_config_is_one_line_naming_the_file(tmp_path: Path, text: str, 
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("stdout", ["42", "42;rtraintest"])
-def test_submit_takes_the_job_id_from_stdout_alone_and_keeps_stderr_as_a_message(
-        tmp_path: Path, stdout: str) -> None:
-    """A stand-in `sbatch` that talks on stderr before and after the id, as clusters do."""
+def _submit_with(tmp_path: Path, stdout: str) -> tuple[list[str], Path]:
+    """Run `submit` with a stand-in `sbatch` that prints `stdout` (exit 0) and talks on
+    stderr before and after it, as clusters do; its answer lines and the run dir."""
     from rtrain_tui.core.backends.slurm import submit
 
     (tmp_path / "bin").mkdir()
     sbatch = tmp_path / "bin" / "sbatch"
-    sbatch.write_text(f"#!/bin/sh\necho 'sbatch: notice one' >&2\necho '{stdout}'\n"
+    sbatch.write_text(f"#!/bin/sh\necho 'sbatch: notice one' >&2\nprintf '%s\\n' '{stdout}'\n"
                       "echo 'sbatch: notice two' >&2\n")
     sbatch.chmod(0o755)
     run_dir = tmp_path / "run"
@@ -298,5 +297,24 @@ def test_submit_takes_the_job_id_from_stdout_alone_and_keeps_stderr_as_a_message
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
     p = subprocess.run(["/bin/sh", "-c", submit(str(run_dir), TOKEN)], env=env,
                        capture_output=True, text=True, timeout=20)
-    assert p.stdout.splitlines() == ["job=42", "message=sbatch: notice one sbatch: notice two "]
+    return p.stdout.splitlines(), run_dir
+
+
+# A site's wrapper around sbatch may print a banner before the id (on stdout).
+@pytest.mark.parametrize("stdout", ["42", "42;rtraintest", "Welcome to the cluster!\n42",
+                                    "GPU-hours left: 12\n7;other\n42;rtraintest"])
+def test_submit_takes_the_job_id_from_stdout_alone_and_keeps_stderr_as_a_message(
+        tmp_path: Path, stdout: str) -> None:
+    answer, run_dir = _submit_with(tmp_path, stdout)
+    assert answer == ["job=42", "message=sbatch: notice one sbatch: notice two "]
     assert (run_dir / "slurm_job_id").read_text() == "42\n"
+
+
+def test_an_accepted_submit_with_no_job_id_in_sight_is_not_a_failed_one(tmp_path: Path) -> None:
+    """sbatch said yes (exit 0) but no line is a job id: the job may be queued, so the
+    start is not undone (launch.lock stays) and the answer says the id is unknown."""
+    answer, run_dir = _submit_with(tmp_path, "Submitted, have a nice day")
+    assert answer == ["unknown=Submitted, have a nice day ",
+                      "message=sbatch: notice one sbatch: notice two "]
+    assert (run_dir / "launch.lock").is_dir()
+    assert not (run_dir / "submit_error").exists() and not (run_dir / "slurm_job_id").exists()
