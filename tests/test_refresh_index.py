@@ -18,6 +18,7 @@ import pytest
 from rtrain_tui import cli
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, RunRecord, StartRequest
 from rtrain_tui.core import index as index_module
+from rtrain_tui.core import remote_sh
 from rtrain_tui.core.hostconfig import HostConfig
 from rtrain_tui.core.index import utc_now
 from rtrain_tui.core.probes import RunProbe
@@ -32,7 +33,10 @@ def test_a_start_that_finishes_during_a_refresh_is_never_dropped(
     """`start` in one terminal while the app refreshes: the refresh probed the run before
     its launch, found the start's lock free afterwards, and forgot a run that was
     training. Here the interleaving is pinned: the refresh's probe is answered while the
-    start is uploading, and the start finishes before the refresh settles the entry."""
+    start is uploading, and the start finishes before the refresh settles the entry.
+    That refresh leaves the entry `starting` as it is, without asking the host to remove
+    the run dir on the word of its stale probe (the host refused, seeing the launch; a
+    launch still on its way would not have been seen): only the next refresh settles it."""
     index = RunIndex(tmp_path / "runs.toml")
     config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.05)
     uploading, probed = threading.Event(), threading.Event()
@@ -68,10 +72,20 @@ def test_a_start_that_finishes_during_a_refresh_is_never_dropped(
         return answer
 
     refresher.probe_many = probe_then_let_the_start_finish  # type: ignore[method-assign]
+    conn = refresher.host("gpu")
+    real_run, sent = conn.run, []
+
+    async def run_and_note(script: str, timeout: float = 30.0) -> str:
+        sent.append(script)
+        return await real_run(script, timeout)
+
+    conn.run = run_and_note  # type: ignore[method-assign]
 
     async def refresh_twice() -> list[dict[tuple[str, str, str], str]]:
         try:
             first = await refresher.refresh()
+            token = index.load()[0].token
+            assert remote_sh.remove_unlaunched(workdir, "raced", token) not in sent
             refresher.probe_many = real_probe  # type: ignore[method-assign]
             return [first, await refresher.refresh()]
         finally:
