@@ -16,9 +16,8 @@ from types import SimpleNamespace
 import pytest
 
 from rtrain_tui import cli
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, RunRecord, StartRequest
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex, RunRecord, StartRequest, remote_sh
 from rtrain_tui.core import index as index_module
-from rtrain_tui.core import remote_sh
 from rtrain_tui.core.hostconfig import HostConfig
 from rtrain_tui.core.index import utc_now
 from rtrain_tui.core.probes import RunProbe
