@@ -32,8 +32,8 @@ def workdir_assign(workdir: str) -> str:
     return f"set -- {workdir}; wd=$1"
 
 
-def _run_dir_assign(workdir: str, run_id: str) -> str:
-    # `rd`: the run dir, tilde-expanded like the workdir (see run_dir_word).
+def run_dir_assign(workdir: str, run_id: str) -> str:
+    """`set -- RUNDIR; rd=$1`: the run dir in `$rd`, its `~` expanded (see run_dir_word)."""
     return f"set -- {run_dir_word(workdir, run_id)}; rd=$1\n"
 
 
@@ -81,7 +81,7 @@ def make_run_dir(workdir: str, run_id: str, token: str) -> str:
 
 def remove_unlaunched(workdir: str, run_id: str, token: str) -> str:
     """Remove a run dir we created but never launched (a start that failed or was cancelled)."""
-    return (_run_dir_assign(workdir, run_id) + host.assign(tok=check_token(token))
+    return (run_dir_assign(workdir, run_id) + host.assign(tok=check_token(token))
             + host.text("remove_unlaunched.sh"))
 
 
@@ -174,13 +174,13 @@ def stop_signal(workdir: str, run_id: str, nonce: str, signal: str = "TERM") -> 
     """
     if signal not in ("TERM", "KILL"):
         raise ValueError(signal)
-    return (_LIVENESS + _run_dir_assign(workdir, run_id)
+    return (_LIVENESS + run_dir_assign(workdir, run_id)
             + host.assign(tok=check_token(nonce), sig=signal) + host.text("stop_signal.sh"))
 
 
 def run_alive_count(workdir: str, run_id: str) -> str:
     """Print how many live (non-zombie) members the run has."""
-    return _LIVENESS + _run_dir_assign(workdir, run_id) + host.text("run_alive_count.sh")
+    return _LIVENESS + run_dir_assign(workdir, run_id) + host.text("run_alive_count.sh")
 
 
 def mark_stopped(workdir: str, run_id: str, code: int) -> str:
@@ -189,7 +189,7 @@ def mark_stopped(workdir: str, run_id: str, code: int) -> str:
     `status` lets `praisonai train remote tail` of the run end and agree; `stopped` is
     ours, so rtrain-tui still says `stopped`. Idempotent.
     """
-    return (_run_dir_assign(workdir, run_id) + host.assign(code=int(code))
+    return (run_dir_assign(workdir, run_id) + host.assign(code=int(code))
             + host.text("mark_stopped.sh"))
 
 

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -104,6 +105,7 @@ NOT_SCRIPTS = {
     "rtrain_tui.core.remote_sh.check_token",  # a validated value
     "rtrain_tui.core.remote_sh.run_dir_word",  # one word of a script
     "rtrain_tui.core.remote_sh.workdir_assign",  # the first line of several scripts
+    "rtrain_tui.core.remote_sh.run_dir_assign",  # likewise
     "rtrain_tui.core.backends.check_backend",  # a validated value
     "rtrain_tui.core.backends.slurm.options.check_sbatch_arg",  # a validated value
 }
@@ -162,16 +164,19 @@ def test_every_script_builder_is_linted() -> None:
 
 
 def test_every_host_file_is_in_a_linted_script() -> None:
-    """No `.sh` file in core/host escapes the lint: each one's lines (slots aside) are
+    """No `.sh` file in the package escapes the lint: each one's lines (slots aside) are
     in some rendered sample."""
     rendered = [make() for _, make in SCRIPTS.values()]
-    files = sorted(p.name for p in resources.files(host).iterdir() if p.name.endswith(".sh"))
-    assert files, "no host scripts found: is core/host in the package data?"
+    core = Path(rtrain_tui.core.__file__).parent
+    files = sorted(core.rglob("*.sh"))
+    assert core / "host" / "liveness.sh" in files and core / "backends" / "slurm" / "submit.sh" in files
     unused = []
-    for name in files:
-        pieces = [p for p in re.split(r"^#@ [a-z_]+\n", host.text(name), flags=re.M) if p]
-        if not any(all(p in text for p in pieces) for text in rendered):
-            unused.append(name)
+    for path in files:
+        package = ".".join(("rtrain_tui", "core", *path.parent.relative_to(core).parts))
+        text = host.text(path.name, package)
+        pieces = [p for p in re.split(r"^#@ [a-z_]+\n", text, flags=re.M) if p]
+        if not any(all(p in r for p in pieces) for r in rendered):
+            unused.append(str(path.relative_to(core)))
     assert not unused, f"host files in no sample of SCRIPTS: {unused}"
 
 

@@ -1,4 +1,5 @@
-"""The shell text sent to hosts, kept as real `.sh` files beside this module.
+"""The shell text sent to hosts, kept as real `.sh` files beside this module (the shared
+ones and the box's) and beside each backend's scripts (`backends/slurm/*.sh`).
 
 Nothing here is installed on a host: each file is read once (importlib.resources) and
 sent as text, exactly as an f-string was before, over the host's long-lived `sh` or as
@@ -31,22 +32,22 @@ _SLOT = re.compile(r"^#@ ([a-z_]+)\n", re.M)
 
 
 @functools.cache
-def text(name: str) -> str:
-    """The file `name` of this package, as sent: without its `##` lines."""
-    body = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+def text(name: str, package: str = __name__) -> str:
+    """The file `name` of `package` (this one, or a backend's), as sent: without its `##` lines."""
+    body = source(name, package)
     return "".join(line for line in body.splitlines(keepends=True)
                    if not line.lstrip().startswith("##"))
 
 
 @functools.cache
-def source(name: str) -> str:
-    """The file `name` of this package exactly as it is (a program sent as text)."""
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+def source(name: str, package: str = __name__) -> str:
+    """The file `name` of `package` exactly as it is (a program sent as text)."""
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
-def render(name: str, **slots: str) -> str:
+def render(name: str, package: str = __name__, **slots: str) -> str:
     """The file with each `#@ NAME` line replaced by `slots[NAME]` (whole lines or "")."""
-    body = text(name)
+    body = text(name, package)
     wanted = set(_SLOT.findall(body))
     if wanted != set(slots):
         raise ValueError(f"{name} has slots {sorted(wanted)}, given {sorted(slots)}")

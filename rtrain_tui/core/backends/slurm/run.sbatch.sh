@@ -1,0 +1,26 @@
+#!/bin/sh
+#@ sbatch
+# Written by rtrain-tui: the batch script of one training run. Slurm runs it on the
+# first node of the job, in the run directory; its output is train.log.
+## `#@ sbatch` are the #SBATCH lines (before any command: sbatch reads no further);
+## `#@ token` sets RTRAIN_RUN; `#@ launch` starts the trainer in the background
+## (launch_one.sh or launch_nodes.sh). The batch shell forwards TERM/INT/HUP to it (a
+## trap, not `exec`, so the shell survives to write the trainer's exit code into
+## `status`, as the direct wrapper does).
+#@ token
+export RTRAIN_RUN
+echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
+#@ unbuffered
+#@ exports
+trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
+#@ launch
+child=$!
+wait $child; rc=$?
+# A trapped signal interrupts `wait` (rc > 128) while the trainer still runs: wait again.
+while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done
+echo $rc > status.tmp && mv status.tmp status
+# Which attempt wrote `status` (Slurm runs this script again for a requeued job): an exit
+# code counts only while the job is still on that attempt. Written second, so a probe
+# between the two never pairs an old code with the new attempt.
+echo "${SLURM_RESTART_COUNT:-0}" > status_attempt.tmp && mv status_attempt.tmp status_attempt
+exit $rc
