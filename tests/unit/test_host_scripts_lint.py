@@ -29,6 +29,7 @@ import rtrain_tui.core
 from rtrain_tui.core import connection, host, remote_sh
 from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.engine import trainer_command
+from rtrain_tui.core.template import render as render_trainer
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 WORKDIR = "~/.praisonai-train"
@@ -79,7 +80,9 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "slurm.batch_script": (slurm.batch_script, lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV, SLURM, 2)),
     "slurm.batch_script_nodes": (slurm.batch_script, lambda: slurm.batch_script(
-        "r1", TOKEN, TRAINER, {}, slurm.SlurmOptions(nodes=2, gpus_per_node=4), 4)),
+        "r1", TOKEN, render_trainer(slurm.MULTI_NODE_TRAINER, "~/venv/bin/python", "t.jsonl", 4,
+                                    slurm.trainer_values(2)),
+        {}, slurm.SlurmOptions(nodes=2, gpus_per_node=4), 4)),
     "slurm.submit": (slurm.submit, lambda: slurm.submit(RUN_DIR, TOKEN)),
     "slurm.run_states": (slurm.run_states, lambda: slurm.run_states(
         [(WORKDIR, "r1"), ("/data/runs", "r2")])),
