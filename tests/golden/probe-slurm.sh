@@ -1,0 +1,38 @@
+read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
+ids=
+probe() {
+  rd=$2
+  if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
+  read_file "$rd/slurm_job_id"; job=$rf
+  case $job in ''|*[!0-9_]*) job=;; *) ids="$ids${ids:+,}$job";; esac
+  read_file "$rd/status"; code=$rf
+  read_file "$rd/status_attempt"; attempt=$rf
+  stop=0; [ -s "$rd/stop_requested" ] && stop=1
+  stopped=0; [ -e "$rd/stopped" ] && stopped=1
+  launched=0; [ -e "$rd/launch.lock" ] && launched=1
+  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\n' \
+    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched"
+}
+probe 0 ~/.praisonai-train/r1
+probe 1 /data/runs/r2
+[ -n "$ids" ] || exit 0
+sq=$(squeue -h -t all -j "$ids" -O 'JobID:|,State:|,Reason:|,exit_code:|,RestartCnt:|' 2>/dev/null)
+printf '%s\n' "$sq" | sed -n 's/^\([0-9]\)/J	\1/p'
+case $sq in *'|PENDING|'*)
+  # Our waiting jobs' places in their partition's queue, in Slurm's priority order
+  # (every user's pending jobs; bounded): `Q<TAB>ID|PLACE`.
+  squeue -h -t PD --sort=-p,i -O 'JobID:|,Partition:|' 2>/dev/null | head -n 20000 |
+    awk -F'|' -v ids=",$ids," '{ n[$2]++ } index(ids, "," $1 ",") { print "Q\t" $1 "|" n[$2] }'
+esac
+oldifs=$IFS; IFS=,
+for id in $ids; do
+  case "
+$sq" in *"
+$id|"*) continue;; esac
+  out=$(scontrol -o show job "$id" 2>/dev/null) && printf 'C\t%s\n' "$out"
+  missing="$missing${missing:+,}$id"
+done
+IFS=$oldifs
+if [ -n "$missing" ]; then
+  sacct -n -P -X -j "$missing" -o JobID,State,ExitCode 2>/dev/null | sed 's/^/A	/'
+fi
