@@ -1,0 +1,70 @@
+"""The scripts that matter most, rendered with fixed sample values, equal their golden
+copies in tests/golden/: a change to what a host runs is a reviewed diff of shell.
+
+Covered: the box's wrapper (`run.sh`), Slurm's `run.sbatch` (one node and several),
+and the refresh probe of each backend (the box's as a refresh sends it: new runs
+listed, then the runs' states and the GPU sample).
+
+After an intended change, rewrite the copies and commit them on their own, as with the
+snapshot SVGs:
+
+    RTRAIN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/test_golden_scripts.py
+
+then read `git diff tests/golden/`: it is exactly what hosts will run differently.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import remote_sh
+from rtrain_tui.core.backends import slurm
+from rtrain_tui.core.engine import trainer_command
+from rtrain_tui.core.template import render as render_trainer
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+TOKEN = "0123456789abcdef0123456789abcdef"
+TRAINER = trainer_command("{python} -m praisonai_train llm {dataset} --config {config}",
+                          "~/venv/bin/python", "data set's.jsonl", 2)
+# As the engine renders it for a job of several nodes: the per-node fields are Slurm's.
+MULTI_NODE = render_trainer(slurm.MULTI_NODE_TRAINER, "~/venv/bin/python", "train.jsonl", 4,
+                            slurm.trainer_values(2))
+ENV = {"HF_HOME": "/scratch/it's here", "WANDB_MODE": "offline"}
+
+GOLDENS: dict[str, Callable[[], str]] = {
+    "run.sh": lambda: remote_sh.wrapper(TRAINER, ENV),
+    "run.sbatch": lambda: slurm.batch_script(
+        "r1", TOKEN, TRAINER, ENV,
+        slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
+                           sbatch_args=("--constraint=a100",)), 2),
+    "run-nodes.sbatch": lambda: slurm.batch_script(
+        "r1", TOKEN, MULTI_NODE, {}, slurm.SlurmOptions(nodes=2, gpus_per_node=4), 4),
+    "probe-direct.sh": lambda: remote_sh.find_runs(
+        ["~/.praisonai-train", "/data/runs"], [{"r1"}, set()], remote_sh.FIND_LIMIT)
+        + remote_sh.run_states([("~/.praisonai-train", "r1"), ("/data/runs", "r-2.b")],
+                               need_end=[1], gpus=True),
+    "probe-slurm.sh": lambda: slurm.run_states(
+        [("~/.praisonai-train", "r1"), ("/data/runs", "r2")]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDENS))
+def test_script_equals_its_golden_copy(name: str) -> None:
+    text = GOLDENS[name]()
+    path = GOLDEN / name
+    if os.environ.get("RTRAIN_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden copy {path}: see this module's docstring to write it"
+    assert text == path.read_text(), (
+        f"{name} differs from {path}: if the change is intended, update the copies "
+        "(RTRAIN_UPDATE_GOLDEN=1, see this module's docstring) and commit them on their own")
+
+
+def test_every_golden_copy_has_its_script() -> None:
+    """A script dropped from GOLDENS leaves no stale copy behind."""
+    assert sorted(p.name for p in GOLDEN.iterdir()) == sorted(GOLDENS)
