@@ -235,6 +235,11 @@ def transfer_command(python: str, mode: str, *args: bytes | int) -> str:
             f"'import base64;exec(base64.b64decode(\"{code}\"))' {mode} {' '.join(words)}")
 
 
+def free_kb(directory: str) -> str:
+    """Print the free KiB where `directory` is (an upload that failed asks why)."""
+    return host.assign(d=directory) + host.text("free_kb.sh")
+
+
 def upload_prepare(cache_dir: str, size: int) -> str:
     """Before shipping a dataset: make the store, drop stale parts, report space and twins.
 

@@ -642,16 +642,10 @@ def _no_space(conn: HostConnection, where: str, why: str = "") -> RemoteError:
 
 async def _free_kb(conn: HostConnection, directory: str) -> int | None:
     try:
-        out = await conn.run(f"df -Pk {_q(directory)} 2>/dev/null | awk 'NR==2 {{print $4}}'")
+        out = await conn.run(remote_sh.free_kb(directory))
     except RemoteError:
         return None
     return int(out.strip()) if out.strip().isdigit() else None
-
-
-def _q(s: str) -> str:
-    import shlex
-
-    return shlex.quote(s)
 
 
 async def upload_file(

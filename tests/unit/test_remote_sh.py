@@ -135,6 +135,14 @@ def test_link_or_copy_sent_again_links_nothing_new_and_says_linked(tmp_path: Pat
     assert dst.read_text() == "rows\n"
 
 
+def test_free_kb_says_the_space_where_a_directory_is_and_nothing_when_it_cannot(
+        tmp_path: Path) -> None:
+    odd = tmp_path / "it's here"
+    odd.mkdir()
+    assert sh(remote_sh.free_kb(str(odd))).strip().isdigit()
+    assert sh(remote_sh.free_kb(str(tmp_path / "missing"))) == ""
+
+
 def test_zombie_wrapper_is_dead(tmp_path: Path) -> None:
     """A zombie answers kill -0; it must still read as gone."""
     zombie = subprocess.Popen(["true"])
