@@ -101,3 +101,46 @@ def test_a_read_stuck_in_the_log_lane_never_delays_the_refreshs_reads(
             await engine.close()
 
     asyncio.run(go())
+
+
+def test_a_run_whose_progress_read_got_no_answer_is_left_unread_for_a_while(
+        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A running run's train.log on a hung NFS mount: its stat gets no answer, and every
+    refresh waited the whole SFTP bound for it again before the next one could start.
+    After one such wait the run's progress is not read for a while (the other runs' are)."""
+    from rtrain_tui.core import connection, host_view, probes
+
+    monkeypatch.setattr(connection, "SFTP_CALL_TIMEOUT", 2.0)
+    work = tmp_path / "work"
+    (work / "slow").mkdir(parents=True)
+    (work / "slow" / "train.log").write_text("{'loss': 2.5, 'learning_rate': 1e-4, 'epoch': 0.1}\n")
+    fifo = tmp_path / "stuck"
+    os.mkfifo(fifo)
+    run = RunRecord("gpu", "slow", str(work), state=probes.RUNNING)
+    states = {run.key: probes.RUNNING}
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        try:
+            # The refresh's channel held by a request the host never answers, as a stat
+            # on a hung NFS mount holds it; the run's own reads behind it get no answer.
+            sftp = await engine.host("gpu").sftp()
+            sftp.call_timeout = 60.0
+            stuck = asyncio.ensure_future(sftp.open(str(fifo), "rb"))
+            await asyncio.sleep(0)  # the request is on its way, under its own bound
+            sftp.call_timeout = 2.0
+            stalled: dict[tuple[str, str, str], float] = {}
+            assert await host_view.lines_for(engine, [run], states, stalled=stalled) == ()
+            assert run.key in stalled
+            stuck.cancel()
+            # The host answers again, but the run is not read until its while is over.
+            assert await host_view.lines_for(engine, [run], states, stalled=stalled) == ()
+            stalled[run.key] = 0.0  # its while is over
+            lines = await host_view.lines_for(engine, [run], states, stalled=stalled)
+            assert [(line.key, line.progress is not None) for line in lines] == [(run.key, True)]
+            assert run.key not in stalled
+        finally:
+            _release(fifo)
+            await engine.close()
+
+    asyncio.run(go())

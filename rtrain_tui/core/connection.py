@@ -45,6 +45,7 @@ from rtrain_tui.core.errors import (
     NotRegularFileError,
     PermanentError,
     RemoteError,
+    StuckError,
     UnknownHostError,
     UnreachableError,
     ValidationError,
@@ -841,7 +842,7 @@ class BoundedSFTP:
                 return await call
         except TimeoutError:
             self._conn.abandon_sftp(self._sftp)
-            raise RemoteError(
+            raise StuckError(
                 f"{self._conn.alias}: an SFTP {what} got no answer within "
                 f"{self.call_timeout:g} s (a stuck file or an overloaded host); it was "
                 "abandoned and other work on the host goes on."

@@ -42,6 +42,11 @@ class NotRegularFileError(RemoteError):
     a FIFO blocks the host's sftp-server, and every request behind it, until a writer comes."""
 
 
+class StuckError(RemoteError):
+    """The host never answered an SFTP call in time (a stuck file, a hung NFS mount); the
+    channel it held was abandoned. Asking again soon would most likely wait as long."""
+
+
 class IndexCorruptError(RemoteError):
     """The local run index cannot be parsed; it is left untouched."""
 

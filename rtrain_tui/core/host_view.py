@@ -15,12 +15,13 @@ keys), a queued run from what its probe said (it has no log yet).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import time
+from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rtrain_tui.core import probes
-from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.errors import RemoteError, StuckError
 from rtrain_tui.core.index import RunRecord
 from rtrain_tui.core.logparse import progress_of
 from rtrain_tui.core.logstream import read_tail
@@ -34,6 +35,7 @@ RunKey = tuple[str, str, str]
 PROGRESS_WIDTH = 28  # the log's last line, when it holds no metrics
 REASON_WIDTH = 38  # a failure reason in the runs table (elapsed still fits at 140 columns); the toast and `status --json` have it whole
 QUEUE_WAIT = "waiting in the queue"  # a queued run whose scheduler gave no reason
+STALL_QUIET = 60.0  # seconds a run whose progress read got no answer is left unread
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,9 @@ def progress_text(summary: Summary, running: bool, tail: Sequence[str] | None = 
 
 
 async def _progress(engine: Any, record: RunRecord, running: bool) -> str | None:
-    """The run's progress text, reading only new log bytes; None when it cannot be read."""
+    """The run's progress text, reading only new log bytes; None when it cannot be read.
+
+    Raises StuckError when the host never answered a read (see `lines_for`)."""
     try:
         parser = await sync_metrics(engine, record.host, record.workdir, record.run_id)
         summary = parser.summary()
@@ -98,6 +102,8 @@ async def _progress(engine: Any, record: RunRecord, running: bool) -> str | None
             tail = await read_tail(engine, record.host, record.workdir, record.run_id)
             cell = progress_text(summary, running, tail)
         return cell
+    except StuckError:
+        raise
     except (RemoteError, OSError):
         return None
     except Exception as exc:  # noqa: BLE001
@@ -108,25 +114,43 @@ async def _progress(engine: Any, record: RunRecord, running: bool) -> str | None
 
 
 async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[RunKey, str],
-                    settled: Collection[RunKey] = ()) -> tuple[RunLine, ...]:
+                    settled: Collection[RunKey] = (),
+                    stalled: MutableMapping[RunKey, float] | None = None) -> tuple[RunLine, ...]:
     """The lines a refresh that answered `states` gives `records` (one host's, in order).
 
     Running runs get their live progress; an ended run not yet in `settled` its final
     values and, when it failed or was lost, why (costs a probe and a log tail); a queued
     run why it waits, from the scheduler's word the refresh heard (`engine.reasons`).
+
+    `stalled` (the caller's memory, {key: time.monotonic() until which}): a running run
+    whose read got no answer (its log on a hung NFS mount) is not read again for
+    `STALL_QUIET` seconds; each try waited the whole SFTP bound (20 s), and the host's
+    next refresh waited behind it.
     """
     lines: dict[RunKey, RunLine] = {}
     for r in records:
         if states.get(r.key) == probes.RUNNING:
-            cell = await _progress(engine, r, running=True)
+            if stalled is not None and stalled.get(r.key, 0.0) > time.monotonic():
+                continue
+            try:
+                cell = await _progress(engine, r, running=True)
+            except StuckError:
+                if stalled is not None:
+                    stalled[r.key] = time.monotonic() + STALL_QUIET
+                continue
+            if stalled is not None:
+                stalled.pop(r.key, None)
             if cell is not None:
                 lines[r.key] = RunLine(r.key, probes.RUNNING, cell)
     # An ended run shows its final values (and why it failed) once, not what the last
     # poll before its end happened to catch.
     ended = [r for r in records if r.key not in settled and probes.is_final(states.get(r.key, ""))]
     for r in ended:
-        lines[r.key] = RunLine(r.key, states[r.key], await _progress(engine, r, running=False),
-                               settled=True)
+        try:
+            cell = await _progress(engine, r, running=False)
+        except StuckError:
+            cell = None
+        lines[r.key] = RunLine(r.key, states[r.key], cell, settled=True)
     for r in ended:
         if needs_reason(states[r.key]):
             try:
