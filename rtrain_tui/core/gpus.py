@@ -52,7 +52,7 @@ class HostGpus:
     error: str = ""
     taken_at: float = 0.0  # time.time() on this machine
     timed_out: bool = False
-    # A probe's sample was taken in the background (remote_sh._GPU_SAMPLE_ASYNC): the
+    # A probe's sample was taken in the background (core/host/gpu_sample_async.sh): the
     # host's uptime then, so one sample read by two probes is kept once.
     host_stamp: int | None = None
     pending: bool = False  # no recent background sample yet: nothing to show or keep
