@@ -177,7 +177,7 @@ def test_the_apps_refresh_of_three_hosts_with_2000_runs_costs_little_index_work(
                 try:
                     meter.reset()
                     app.refresh_runs()
-                    await until(pilot, lambda: len(app._in_flight) == 0 and not app._discovering
+                    await until(pilot, lambda: len(app.refresher.in_flight) == 0 and not app.refresher.discovering
                                 and meter.cpu > 0, "the refresh")
                     await app.workers.wait_for_complete()
                 finally:

@@ -185,7 +185,7 @@ def test_a_lock_held_by_another_process_never_freezes_the_screen(hosts: SshHosts
             await app.workers.wait_for_complete()
             with lock_held_elsewhere(index.lock_path):
                 app.refresh_runs()
-                await until(pilot, lambda: "gpu" in app._in_flight, "the refresh to start")
+                await until(pilot, lambda: "gpu" in app.refresher.in_flight, "the refresh to start")
                 worst = 0.0
                 deadline = time.monotonic() + 2.5  # past the lock wait
                 while time.monotonic() < deadline:

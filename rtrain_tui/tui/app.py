@@ -2,16 +2,16 @@
 
 All engine calls run in named worker groups, so nothing blocks the screen; the run index
 is read only in threads (`read_index`), so a slow disk or a lock held by another process
-never freezes it either. Each host's refresh re-arms only after its previous one
-finished, so a slow or unreachable host never stacks probes and never delays the others.
-`make_app` is the one factory the CLI, the tests and the screenshot script use.
+never freezes it either. When each host is refreshed is `refresher.py`'s (it posts
+`messages.HostRefreshed`, shown here), what a row says is `core.host_view`'s, the layout
+is `screens/main_screen.py`'s. `make_app` is the one factory the CLI, the tests and the
+screenshot script use.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,15 +20,13 @@ from typing import TYPE_CHECKING
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
-from textual.timer import Timer
-from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
-from rtrain_tui.core import host_view, hostconfig, probes
+from rtrain_tui.core import hostconfig, probes
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
@@ -38,9 +36,12 @@ from rtrain_tui.core.probes import PreflightReport
 from rtrain_tui.core.sanitize import safe_line, safe_text
 from rtrain_tui.core.sshconfig import list_hosts
 from rtrain_tui.tui.held_toasts import HeldToasts
+from rtrain_tui.tui.messages import HostRefreshed
+from rtrain_tui.tui.refresher import Refresher
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.help_screen import HelpScreen
+from rtrain_tui.tui.screens.main_screen import MainScreen, main_layout
 from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
 from rtrain_tui.tui.screens.stop_screen import StopScreen
 from rtrain_tui.tui.widgets.host_list import HostList
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from rtrain_tui.demo.server import DemoHost  # imported when --demo asks for it
 
 Clock = Callable[[], datetime]
-EMPTY_RUNS = "No runs yet: press n to start a run."
 PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
 
 
@@ -113,16 +113,13 @@ class RTrainApp(HeldToasts):
         self._demo_host: DemoHost | None = None
         self.progress: dict[RunKey, str] = {}
         self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended
-        self._settled: set[RunKey] = set()  # ended runs whose final progress is shown
-        self._in_flight: set[str] = set()
         self._index_error = ""
         self._index_error_kind: type[RemoteError] = RemoteError
         self._index_problems: tuple[str, ...] = ()
-        self._host_timers: dict[str, Timer] = {}
-        self._next_find: dict[str, float] = {}  # when a host's refresh lists its workdirs next
         self._log_ids = itertools.count()  # tab ids are never reused, whatever closes first
-        self._discovering = False
         self._offered_slurm: set[str] = set()  # hosts we said "press m" for
+        self.refresher = Refresher(self, engine, self.read_index, refresh_seconds, poll_runs,
+                                   gpus_only=self._checked_reachable)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
@@ -131,29 +128,26 @@ class RTrainApp(HeldToasts):
         super().notify(safe_text(message), title=safe_line(title), severity=severity,
                        timeout=timeout, markup=markup)
 
-    # -- layout ------------------------------------------------------------------
+    # -- layout: the main screen's ------------------------------------------------
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(id="_default")
+
     def compose(self) -> ComposeResult:
-        yield Header()
-        with Horizontal(id="main"):
-            with Vertical(id="left"):
-                yield HostList(self.hosts, id="hosts")
-                yield PreflightPanel(id="preflight")
-            with Vertical(id="right"):
-                yield Input(placeholder="filter runs by host, id, state or progress (esc: close)",
-                            id="run-filter", classes="hidden")
-                yield RunsTable(self.clock, id="runs")
-                yield Static(EMPTY_RUNS, id="runs-empty", classes="hidden")
-                yield Static("No log open — select a run and press enter.", id="logs-empty")
-                yield TabbedContent(id="logs", classes="hidden")
-        yield Footer()
+        yield from main_layout(self.hosts, self.clock)
+
+    @property
+    def main_screen(self) -> MainScreen:
+        screen = self.default_screen
+        assert isinstance(screen, MainScreen)
+        return screen
 
     @property
     def host_list(self) -> HostList:
-        return self.query_one("#hosts", HostList)
+        return self.main_screen.host_list
 
     @property
     def runs_table(self) -> RunsTable:
-        return self.query_one("#runs", RunsTable)
+        return self.main_screen.runs_table
 
     def on_mount(self) -> None:
         # What OpenSSH would warn about (a missing IdentityFile) shows as a toast.
@@ -165,10 +159,10 @@ class RTrainApp(HeldToasts):
         if self.demo:
             self.call_after_refresh(self.start_demo)
         if self.poll_runs:
-            self.call_after_refresh(self.refresh_runs)
+            self.call_after_refresh(self.refresher.refresh_all)
             # Cheap and cannot stack: it only starts hosts that are neither being probed
             # nor already armed.
-            self.set_interval(self.refresh_seconds * 5, self._discover_hosts)
+            self.set_interval(self.refresh_seconds * 5, self.refresher.discover)
         self.host_list.focus()  # the runs table takes it once its runs are read
 
     async def on_unmount(self) -> None:
@@ -251,99 +245,45 @@ class RTrainApp(HeldToasts):
         report = await self.read_index()
         if report is None:
             return
-        self._show_runs(report.records, progress)
+        self.main_screen.show_runs(report.records, progress)
         if first and self.runs_table.row_count and self.focused is self.host_list:
             self.runs_table.focus()
 
-    def _show_runs(self, records: list[RunRecord], progress: dict[RunKey, str] | None) -> None:
-        """The table, or while the index has no runs at all, what to do about that."""
-        self.runs_table.set_runs(records, progress)
-        self.runs_table.set_class(not records, "hidden")
-        self.query_one("#runs-empty").set_class(bool(records), "hidden")
-
     def refresh_runs(self) -> None:
         """Refresh every host that has runs now (those already refreshing are left be)."""
-        self.run_worker(self._refresh_hosts_with_runs(only_new=False), group="discover",
-                        exit_on_error=False, description="refresh runs")
+        self.refresher.refresh_all()
 
-    def _discover_hosts(self) -> None:
-        """Start polling hosts that gained runs elsewhere (e.g. `rtrain-tui start`)."""
-        if not self._discovering:  # a slow read must not stack one more per tick
-            self.run_worker(self._refresh_hosts_with_runs(only_new=True), group="discover",
-                            exit_on_error=False, description="look for new runs")
-
-    async def _refresh_hosts_with_runs(self, only_new: bool) -> None:
-        self._discovering = True
+    @on(HostRefreshed)
+    def _host_refreshed(self, event: HostRefreshed) -> None:
+        """Show one host's refresh, then arm its next one."""
+        host = event.host
         try:
-            report = await self.read_index()
-        finally:
-            self._discovering = False
-        for host in sorted({r.host for r in report.records} if report else ()):
-            if not only_new or (host not in self._in_flight and host not in self._host_timers):
-                self._refresh_host_now(host)
-
-    def _refresh_host_now(self, host: str) -> None:
-        if host in self._in_flight:
-            return  # never two probes of one host at once
-        timer = self._host_timers.pop(host, None)
-        if timer is not None:
-            timer.stop()
-        self._in_flight.add(host)
-        self.run_worker(self._refresh_host(host), group=f"refresh:{host}", exit_on_error=False)
-
-    async def _refresh_host(self, host: str) -> None:
-        """One probe of one host; re-armed when it finishes, so a slow host delays only itself."""
-        try:
-            report = await self.read_index()
-            if report is None:
+            if event.trouble is not None:
+                self._index_trouble(event.trouble)
                 return
-            records = [r for r in report.records if r.host == host]
-            # The same probe reports the host's GPUs (the host panel's sparklines), and
-            # every fifth one lists its workdirs too: runs started elsewhere join the
-            # table within seconds, and the listing's forks (+7 ms on the host) are not
-            # paid on every refresh.
-            now = time.monotonic()
-            find = now >= self._next_find.get(host, 0.0)
-            if find and records:
-                self._next_find[host] = now + self.refresh_seconds * 5
-            view = (await host_view.refresh(self.engine, records, self._settled, sample_gpus=True,
-                                            find=find)).get(host) if records else None
-            view = view or host_view.HostView(host)
+            view = event.view
+            if view is None:
+                return  # the index could not be read; that was said
             if view.found:
                 self._found_elsewhere(host, list(view.found))
-            if not records and self._checked_reachable(host):
-                await self._poll_gpus(host)
+            if event.gpus_unreached:
+                self._show_reachability(host, False)
             self._gpus_changed(host)
             self._show_reachability(host, view.reached)
             for line in view.lines:
                 if line.progress is not None:
                     self.progress[line.key] = line.progress
-                if line.settled:
-                    self._settled.add(line.key)
                 if line.reason:
                     self.reasons[line.key] = line.reason
-            report = await self.read_index()
-            if report is not None:
-                self._show_runs(report.records, self.progress)
-                self._notify_transitions(report.records)
-        except (IndexCorruptError, IndexBusyError) as exc:
-            self._index_trouble(exc)
+            if event.records is not None:
+                self.main_screen.show_runs(event.records, self.progress)
+                self._notify_transitions(event.records)
         finally:
-            self._in_flight.discard(host)
-            if self.poll_runs:
-                self._host_timers[host] = self.set_timer(
-                    self.refresh_seconds, lambda: self._refresh_host_now(host))
+            self.refresher.finished(host)
 
     def _checked_reachable(self, host: str) -> bool:
         report = self.reports.get(host, (None, ""))[0]
         return report is not None and report.reachable
-
-    async def _poll_gpus(self, host: str) -> None:
-        """A checked host without runs is still polled, for its GPUs alone."""
-        try:
-            await self.engine.poll_gpus(host)
-        except RemoteError:
-            self._show_reachability(host, False)
 
     def _gpus_changed(self, host: str) -> None:
         if host == self.host_list.selected_alias and host not in self.checking:
@@ -380,18 +320,7 @@ class RTrainApp(HeldToasts):
                         exit_on_error=False, description="refresh runs")
 
     async def _refresh_now(self) -> None:
-        report = await self.read_index()
-        hosts = sorted({r.host for r in report.records}) if report else []
-        busy = [h for h in hosts if h in self._in_flight]  # their answer is on its way
-        todo = [h for h in hosts if h not in self._in_flight]
-        for host in todo:
-            timer = self._host_timers.pop(host, None)
-            if timer is not None:
-                timer.stop()
-            self._in_flight.add(host)
-        await asyncio.gather(*(self._refresh_host(h) for h in todo))
-        while any(h in self._in_flight for h in busy):
-            await asyncio.sleep(0.05)
+        await self.refresher.refresh_all_now()
         self.notify(f"refreshed {self.clock():%H:%M:%S}", title="Runs", timeout=3)
 
     # -- hosts and preflight -------------------------------------------------------
@@ -450,7 +379,7 @@ class RTrainApp(HeldToasts):
         if added:
             self._found_elsewhere(host, added)
             self.load_runs()
-            self._refresh_host_now(host)
+            self.refresher.refresh_now(host)
 
     def _found_elsewhere(self, host: str, added: list[RunRecord]) -> None:
         """Say which runs were found on the host (by a preflight or a refresh's listing);
@@ -499,9 +428,8 @@ class RTrainApp(HeldToasts):
         status = "ready" if report.ok else ("unreachable" if not report.reachable else "not ready")
         self.host_list.set_status(host, status, report.gpu_summary() if report.reachable else "")
         self.show_preflight()
-        if (self.poll_runs and report.reachable and report.gpus and host not in self._in_flight
-                and host not in self._host_timers):
-            self._refresh_host_now(host)  # from now on its GPUs are sampled with each refresh
+        if self.poll_runs and report.reachable and report.gpus and self.refresher.idle(host):
+            self.refresher.refresh_now(host)  # from now on its GPUs are sampled with each refresh
 
     # -- start ---------------------------------------------------------------------
     def action_new_run(self) -> None:
@@ -533,7 +461,7 @@ class RTrainApp(HeldToasts):
         self.last_states[started.record.key] = started.record.state  # running, or queued (Slurm)
         self.run_worker(self._show_started(started.record.key), group="index-load",
                         exclusive=True, exit_on_error=False, description="read the run index")
-        self._refresh_host_now(started.host)
+        self.refresher.refresh_now(started.host)
         self.open_log(started.record)
 
     async def _show_started(self, key: RunKey) -> None:
@@ -669,37 +597,10 @@ class RTrainApp(HeldToasts):
 
     # -- filter and help -----------------------------------------------------------
     def action_filter(self) -> None:
-        box = self.query_one("#run-filter", Input)
-        box.remove_class("hidden")
-        box.focus()
-
-    @on(Input.Changed, "#run-filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        self.runs_table.text_filter = event.value
-        self.runs_table.refilter()
-
-    @on(Input.Submitted, "#run-filter")
-    def _filter_done(self) -> None:
-        self.runs_table.focus()
-
-    def on_key(self, event) -> None:  # type: ignore[no-untyped-def]
-        box = self.query_one("#run-filter", Input)
-        if event.key == "escape" and box.has_focus:
-            box.value = ""
-            box.add_class("hidden")
-            self.runs_table.focus()
-            event.stop()
+        self.main_screen.open_filter()
 
     def action_toggle_hosts(self) -> None:
-        main = self.query_one("#main")
-        narrow = self.screen.has_class("-narrow")
-        # On a narrow terminal the sidebar is hidden unless asked for; elsewhere shown
-        # unless asked away: one class each way keeps the rule in the stylesheet.
-        main.toggle_class("-show-hosts" if narrow else "-hide-hosts")
-        main.remove_class("-hide-hosts" if narrow else "-show-hosts")
-        shown = main.has_class("-show-hosts") if narrow else not main.has_class("-hide-hosts")
-        # after the stylesheet applied the class: a hidden widget cannot take focus
-        self.call_after_refresh((self.host_list if shown else self.runs_table).focus)
+        self.main_screen.toggle_hosts()
 
     def action_host_filter(self) -> None:
         table = self.runs_table

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -10,7 +13,6 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Static
 
-from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
 
@@ -29,12 +31,19 @@ def explain(record: RunRecord, grace: float) -> str:
             "checks that all are gone. The trainer can save a checkpoint in between.")
 
 
+class Stopper(Protocol):
+    """What a stop needs: the engine's ladder (`Engine.stop`), nothing else of it."""
+
+    async def stop(self, host: str, workdir: str, run_id: str, grace: float = ...,
+                   on_step: Callable[[str], None] | None = ...) -> str: ...
+
+
 class StopScreen(ModalScreen[tuple[bool, str] | None]):
     """Dismisses with (ok, the engine's verdict), or None when cancelled."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Stop it")]
 
-    def __init__(self, engine: Engine | None, record: RunRecord, grace: float = 10.0) -> None:
+    def __init__(self, engine: Stopper | None, record: RunRecord, grace: float = 10.0) -> None:
         super().__init__()
         self.engine = engine
         self.record = record

@@ -1,0 +1,27 @@
+"""App-wide messages: what workers tell the app (widget messages live in their widget)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.host_view import HostView
+from rtrain_tui.core.index import RunRecord
+
+
+@dataclass
+class HostRefreshed(Message):
+    """One refresh of one host is over; the app shows it, then re-arms the host.
+
+    Posted exactly once per refresh, whatever happened: the refresher arms the host's
+    next refresh only when the app has handled this (`Refresher.finished`), so the table
+    never shows an older refresh after a newer one.
+    """
+
+    host: str
+    view: HostView | None = None  # None: nothing to show (the index could not be read)
+    records: list[RunRecord] | None = None  # the index once the refresh wrote it
+    gpus_unreached: bool = False  # a host without runs did not answer its GPU poll
+    trouble: RemoteError | None = None  # the index was corrupt or busy on the way

@@ -1,0 +1,142 @@
+"""When each host is refreshed: never two probes of one host at once, each re-armed only
+after its last one was shown, one period per host.
+
+A slow or unreachable host therefore never stacks probes and never delays the others.
+The refresher does the I/O in named workers (`refresh:<host>`, `discover`) and posts one
+`HostRefreshed` per refresh; the app shows it and calls `finished`, which arms the
+next one. What a row says is `core.host_view`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from textual.timer import Timer
+
+from rtrain_tui.core import host_view
+from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
+from rtrain_tui.core.index import IndexReport
+from rtrain_tui.tui.messages import HostRefreshed
+
+RunKey = tuple[str, str, str]
+
+
+class Scheduler(Protocol):
+    """What the refresher needs of the app: workers, timers and a way to tell it."""
+
+    def run_worker(self, work: Any, *, group: str = ..., exit_on_error: bool = ...,
+                   description: str = ...) -> Any: ...
+    def set_timer(self, delay: float, callback: Callable[[], Any]) -> Timer: ...
+    def post_message(self, message: Any) -> bool: ...
+
+
+class Refresher:
+    def __init__(self, app: Scheduler, engine: Any,
+                 read_index: Callable[[], Awaitable[IndexReport | None]],
+                 period: float, rearm: bool, gpus_only: Callable[[str], bool]) -> None:
+        """`gpus_only(host)`: poll a host that has no runs for its GPUs alone (it was
+        checked and answered); `rearm`: arm each host's next refresh (the app's poll)."""
+        self.app = app
+        self.engine = engine
+        self.read_index = read_index
+        self.period = period
+        self.rearm = rearm
+        self.gpus_only = gpus_only
+        self.in_flight: set[str] = set()
+        self.discovering = False
+        self.settled: set[RunKey] = set()  # ended runs whose final line is shown
+        self._timers: dict[str, Timer] = {}
+        self._next_find: dict[str, float] = {}  # when a host's refresh lists its workdirs next
+        self._done: dict[str, int] = {}  # refreshes shown, per host (`refresh_all_now` waits on it)
+
+    def idle(self, host: str) -> bool:
+        """Neither being refreshed nor armed."""
+        return host not in self.in_flight and host not in self._timers
+
+    def refresh_all(self) -> None:
+        """Refresh every host that has runs now (those already refreshing are left be)."""
+        self.app.run_worker(self._refresh_hosts_with_runs(only_new=False), group="discover",
+                            exit_on_error=False, description="refresh runs")
+
+    def discover(self) -> None:
+        """Start polling hosts that gained runs elsewhere (e.g. `rtrain-tui start`)."""
+        if not self.discovering:  # a slow read must not stack one more per tick
+            self.app.run_worker(self._refresh_hosts_with_runs(only_new=True), group="discover",
+                                exit_on_error=False, description="look for new runs")
+
+    async def _refresh_hosts_with_runs(self, only_new: bool) -> None:
+        self.discovering = True
+        try:
+            report = await self.read_index()
+        finally:
+            self.discovering = False
+        for host in sorted({r.host for r in report.records} if report else ()):
+            if not only_new or self.idle(host):
+                self.refresh_now(host)
+
+    def refresh_now(self, host: str) -> None:
+        if host in self.in_flight:
+            return  # never two probes of one host at once
+        timer = self._timers.pop(host, None)
+        if timer is not None:
+            timer.stop()
+        self.in_flight.add(host)
+        self.app.run_worker(self._refresh_host(host), group=f"refresh:{host}", exit_on_error=False)
+
+    async def refresh_all_now(self) -> None:
+        """Refresh every host with runs, and return once each one's answer is shown
+        (a host already refreshing is waited for: its answer is on its way)."""
+        report = await self.read_index()
+        hosts = sorted({r.host for r in report.records}) if report else []
+        before = {h: self._done.get(h, 0) for h in hosts}
+        for host in hosts:
+            self.refresh_now(host)
+        while any(self._done.get(h, 0) == before[h] for h in hosts):
+            await asyncio.sleep(0.05)
+
+    async def _refresh_host(self, host: str) -> None:
+        """One probe of one host; always ends in one `HostRefreshed`."""
+        message = HostRefreshed(host)
+        try:
+            report = await self.read_index()
+            if report is None:
+                return
+            records = [r for r in report.records if r.host == host]
+            # The same probe reports the host's GPUs (the host panel's sparklines), and
+            # every fifth one lists its workdirs too: runs started elsewhere join the
+            # table within seconds, and the listing's forks (+7 ms on the host) are not
+            # paid on every refresh.
+            now = time.monotonic()
+            find = now >= self._next_find.get(host, 0.0)
+            if find and records:
+                self._next_find[host] = now + self.period * 5
+            view = (await host_view.refresh(self.engine, records, self.settled, sample_gpus=True,
+                                            find=find)).get(host) if records else None
+            message.view = view or host_view.HostView(host)
+            self.settled.update(line.key for line in message.view.lines if line.settled)
+            if not records and self.gpus_only(host):
+                message.gpus_unreached = not await self._poll_gpus(host)
+            report = await self.read_index()
+            message.records = report.records if report is not None else None
+        except (IndexCorruptError, IndexBusyError) as exc:
+            message.trouble = exc
+        finally:
+            self.app.post_message(message)
+
+    async def _poll_gpus(self, host: str) -> bool:
+        """A checked host without runs is still polled, for its GPUs alone; did it answer?"""
+        try:
+            await self.engine.poll_gpus(host)
+        except RemoteError:
+            return False
+        return True
+
+    def finished(self, host: str) -> None:
+        """The app showed the host's refresh: arm its next one."""
+        self.in_flight.discard(host)
+        self._done[host] = self._done.get(host, 0) + 1
+        if self.rearm:
+            self._timers[host] = self.app.set_timer(self.period, lambda: self.refresh_now(host))
