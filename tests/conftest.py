@@ -15,6 +15,10 @@ from hypothesis import settings
 
 from tests.sshd import SshHosts, find_sshd, start_hosts
 
+# The fault suite's report (tests/faults/report.py) is a plugin, not a conftest of its
+# folder: under pytest-xdist only the controller prints, and it loads no deeper conftest.
+pytest_plugins = ["tests.faults.report"]
+
 # Property tests explore new random inputs on a developer's machine; in CI (CI=1, set by
 # .ci/run) they run the same derandomized examples every time, so a landing is never
 # decided by chance. What a random run finds is added as an @example with its fix.

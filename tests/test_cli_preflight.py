@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from tests.conftest import Cli
 from tests.sshd import TWO_GPUS
 
@@ -45,6 +47,7 @@ def test_refused_port_says_cannot_reach(cli: Cli) -> None:
     assert "Traceback" not in r.err
 
 
+@pytest.mark.serial
 def test_silent_host_answers_within_its_connect_timeout(cli: Cli) -> None:
     """`silent` accepts TCP and never speaks; its ssh config says ConnectTimeout 2."""
     began = time.monotonic()
@@ -55,6 +58,7 @@ def test_silent_host_answers_within_its_connect_timeout(cli: Cli) -> None:
     assert took < 8, f"took {took:.1f} s, the bound is ConnectTimeout 2 s plus start-up"
 
 
+@pytest.mark.serial
 def test_wedged_nvidia_smi_cannot_hang_preflight(cli: Cli) -> None:
     cli.hosts.gpu_file.write_text("hang\n")
     try:

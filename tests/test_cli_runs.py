@@ -173,6 +173,7 @@ def test_stop_terminates_the_whole_group_and_tail_ends(cli: Cli, tmp_path: Path,
     assert again.out.splitlines()[0].startswith("argv=") and again.out.endswith("long on gpu: stopped\n")
 
 
+@pytest.mark.serial
 def test_trainer_ignoring_sigterm_is_killed_after_grace(cli: Cli, tmp_path: Path, workdir: str) -> None:
     start_long(cli, tmp_path, workdir, "stubborn", ignore_term=True)
     wait_state(cli, "stubborn", workdir, "running")

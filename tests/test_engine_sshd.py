@@ -150,6 +150,7 @@ def test_refresh_probes_each_host_once_for_many_runs(hosts: SshHosts, tmp_path: 
     assert set(states.values()) == {"completed"} and len(states) == 15
 
 
+@pytest.mark.serial
 def test_a_failed_host_is_retried_with_backoff_not_on_every_call(hosts: SshHosts, tmp_path: Path) -> None:
     """After `silent` times out once, the next caller is answered at once, not in 2 s."""
     import time

@@ -75,6 +75,7 @@ def test_fetching_dot_of_a_running_run_works(cli: Cli, live_run: Path, workdir: 
     assert not list(got.rglob("*.part"))
 
 
+@pytest.mark.serial
 def test_fifo_and_socket_are_skipped_named_in_a_warning_and_never_hang(
     cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
 ) -> None:

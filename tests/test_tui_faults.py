@@ -151,6 +151,7 @@ class SlowIndex(RunIndex):
         return super().load_report()
 
 
+@pytest.mark.serial
 def test_a_slow_index_read_never_freezes_the_screen(tmp_path: Path) -> None:
     (tmp_path / "ssh_config").write_text("Host a\n")
     index = SlowIndex(tmp_path / "runs.toml", delay=2.0)
@@ -172,6 +173,7 @@ def test_a_slow_index_read_never_freezes_the_screen(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
+@pytest.mark.serial
 def test_a_lock_held_by_another_process_never_freezes_the_screen(hosts: SshHosts, tmp_path: Path) -> None:
     """The run completed on the host while the index says running, so the refresh must
     write; another process holds the lock the whole time."""

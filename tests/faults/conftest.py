@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.proxy import FaultProxy
+from tests.faults.report import REPORT, ROWS, FaultRow
 from tests.sshd import SshHosts
 
 ALIAS = "viaproxy"
@@ -144,22 +145,6 @@ def lost_and_duplicated(shown: list[str], log: list[str]) -> tuple[int, int]:
     return sum((want - got).values()), sum((got - want).values())
 
 
-# -- the fault report ------------------------------------------------------------------
-@dataclass
-class FaultRow:
-    case: str
-    injected: str
-    result: str = "not run"
-    lost: int | None = None
-    duplicated: int | None = None
-    max_wait: float | None = None  # seconds from the host answering again to output
-    bound: float | None = None  # the wait the case allows
-
-
-REPORT: list[FaultRow] = []
-_ROWS: dict[str, FaultRow] = {}
-
-
 @pytest.fixture
 def fault_row(request: pytest.FixtureRequest) -> Callable[[str, str], FaultRow]:
     """Register this test's line in the fault report: `row = fault_row(case, injected)`."""
@@ -167,38 +152,7 @@ def fault_row(request: pytest.FixtureRequest) -> Callable[[str, str], FaultRow]:
     def make(case: str, injected: str) -> FaultRow:
         row = FaultRow(case, injected)
         REPORT.append(row)
-        _ROWS[request.node.nodeid] = row
+        ROWS[request.node.nodeid] = row
         return row
 
     return make
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    row = _ROWS.get(report.nodeid)
-    if row is None:
-        return
-    if report.when == "call" or report.failed:
-        row.result = "FAIL" if report.failed else ("pass" if report.passed else report.outcome)
-
-
-def format_report(rows: list[FaultRow]) -> str:
-    def fmt(v: object, unit: str = "") -> str:
-        if v is None:
-            return "-"
-        return f"{v:.1f}{unit}" if isinstance(v, float) else str(v)
-
-    table = [("case", "injected", "result", "lost", "dup", "max wait")] + [
-        (r.case, r.injected, r.result, fmt(r.lost), fmt(r.duplicated),
-         fmt(r.max_wait, " s") + (f" (≤ {r.bound:g} s)" if r.bound is not None and r.max_wait is not None else ""))
-        for r in rows
-    ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
-    lines.insert(1, "-|-".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
-    if REPORT:
-        terminalreporter.section("fault report")
-        terminalreporter.write_line(format_report(REPORT))

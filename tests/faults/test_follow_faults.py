@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import write_config
 from tests.faults.conftest import ALIAS, ProxyCli, Stream, lost_and_duplicated
 from tests.faults.proxy import FaultProxy
@@ -34,6 +36,7 @@ def check_clean(stream: Stream) -> None:
     assert not any("Traceback" in line for line in stream.err_lines), stream.err_lines
 
 
+@pytest.mark.serial
 def test_tail_resumes_after_an_sshd_restart_and_a_killed_session_with_every_line_once(
         pcli: ProxyCli, proxy: FaultProxy, tmp_path: Path, workdir: str, fault_row) -> None:  # type: ignore[no-untyped-def]
     row = fault_row("(1)+(3) tail: sshd restarted, then session killed",
@@ -62,6 +65,7 @@ def test_tail_resumes_after_an_sshd_restart_and_a_killed_session_with_every_line
     assert proxy.accepted >= 3  # it really did reconnect, twice
 
 
+@pytest.mark.serial
 def test_start_follow_survives_an_sshd_restart_with_every_line_once(
         pcli: ProxyCli, proxy: FaultProxy, tmp_path: Path, workdir: str, fault_row) -> None:  # type: ignore[no-untyped-def]
     row = fault_row("(1) start --follow: sshd restarted", "refuse 1.5 s after launch")
@@ -82,6 +86,7 @@ def test_start_follow_survives_an_sshd_restart_with_every_line_once(
     assert row.max_wait is not None and row.max_wait < RESUME_BOUND
 
 
+@pytest.mark.serial
 def test_tail_follows_again_within_3s_after_a_20s_outage(
         pcli: ProxyCli, proxy: FaultProxy, tmp_path: Path, workdir: str, fault_row) -> None:  # type: ignore[no-untyped-def]
     row = fault_row("(4) tail: host gone 20 s, then back", "refuse 20 s")
@@ -106,6 +111,7 @@ def test_tail_follows_again_within_3s_after_a_20s_outage(
     assert row.max_wait is not None and row.max_wait < RESUME_BOUND
 
 
+@pytest.mark.serial
 def test_tail_rides_out_a_frozen_host_and_follows_again_within_3s(
         pcli: ProxyCli, proxy: FaultProxy, tmp_path: Path, workdir: str, fault_row) -> None:  # type: ignore[no-untyped-def]
     row = fault_row("(4) tail: host frozen 6 s (SIGSTOP)", "stall 6 s, resume")
@@ -143,6 +149,7 @@ def test_tail_through_a_slow_link_shows_every_line_once(
     assert rc == 0 and shown == log, tail.err_lines
 
 
+@pytest.mark.serial
 def test_tail_of_a_host_whose_key_changed_exits_1_at_once_naming_the_fix(
         pcli: ProxyCli, proxy: FaultProxy, tmp_path: Path, workdir: str, fault_row) -> None:  # type: ignore[no-untyped-def]
     row = fault_row("(9) tail: host key changed", "other key in known_hosts")
@@ -159,6 +166,7 @@ def test_tail_of_a_host_whose_key_changed_exits_1_at_once_naming_the_fix(
     assert row.max_wait < 10
 
 
+@pytest.mark.serial
 def test_tail_of_a_name_that_is_no_alias_and_does_not_resolve_exits_1_at_once(
         pcli: ProxyCli, workdir: str, fault_row) -> None:  # type: ignore[no-untyped-def]
     row = fault_row("(9) tail: no such host (typo)", "alias not in config, name not in DNS")

@@ -22,6 +22,16 @@ from tests.slurm_cluster import PACKAGES, SlurmCluster, missing_binaries, start_
 from tests.sshd import SshHosts
 
 LOGIN = "cluster"
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `pytest -n N --dist loadgroup` (CI), every Slurm test goes to one worker:
+    each worker would otherwise start a cluster of its own (three slurmd and a munged),
+    which two shared cores cannot carry beside the other workers."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
 from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.hostconfig import HostConfig, HostSettings
@@ -149,6 +151,7 @@ def _has_marker(environ: Path, marker: bytes) -> bool:
         return False
 
 
+@pytest.mark.serial
 def test_stop_of_a_queued_run_cancels_it_at_once(scli: SlurmCli, tmp_path: Path, workdir: str,
                                                  slurm: SlurmCluster) -> None:
     start(scli, tmp_path, workdir, "hog", "--gpus", "2", steps=200, step_seconds=0.1)

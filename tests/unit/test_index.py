@@ -329,6 +329,7 @@ def lock_held_elsewhere(lock_path: Path) -> Iterator[None]:
         holder.wait()
 
 
+@pytest.mark.serial
 def test_a_lock_held_elsewhere_is_an_error_after_a_bounded_wait(tmp_path: Path) -> None:
     index = RunIndex(tmp_path / "runs.toml", lock_timeout=0.5)
     rec = RunRecord(host="h", run_id="r", workdir="~/w", state="running")

@@ -361,6 +361,7 @@ def test_a_run_that_ends_before_its_log_is_first_seen_still_shows_its_last_lines
     assert states[-1] == StreamState("ended", "completed")
 
 
+@pytest.mark.serial
 def test_a_run_ending_is_noticed_by_its_status_file_before_the_next_state_probe(host: FakeHost) -> None:
     host.log.write_text("step 1\n")
 
@@ -380,6 +381,7 @@ def test_a_run_ending_is_noticed_by_its_status_file_before_the_next_state_probe(
 
 
 # -- failures -------------------------------------------------------------------------
+@pytest.mark.serial
 def test_permanent_failures_end_the_stream_at_once(host: FakeHost) -> None:
     for error in (HostKeyChangedError("cannot reach h: its host key changed"),
                   UnknownHostError("cannot reach nope: no such host")):
@@ -390,6 +392,7 @@ def test_permanent_failures_end_the_stream_at_once(host: FakeHost) -> None:
         assert time.monotonic() - began < 0.5
 
 
+@pytest.mark.serial
 def test_transient_failures_retry_at_most_a_second_apart_and_resume_without_loss(host: FakeHost) -> None:
     host.log.write_text("".join(f"line {i}\n" for i in range(10)))
     stamps: dict[str, float] = {}
@@ -421,6 +424,7 @@ def test_transient_failures_retry_at_most_a_second_apart_and_resume_without_loss
     assert host.retry_nows >= 3  # our pace, not the connection's backoff, decides
 
 
+@pytest.mark.serial
 def test_a_host_never_reached_is_given_up_on_when_asked(host: FakeHost) -> None:
     host.error = UnreachableError("cannot reach h: connection refused")
     began = time.monotonic()
