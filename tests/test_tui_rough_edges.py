@@ -118,14 +118,16 @@ def test_j_k_home_end_move_the_log(tmp_path: Path) -> None:
             log = pane.log_widget
             log.focus()
             await pilot.press("home")
-            await pilot.pause()
+            # The Log's own home/end scroll with an animation: on a loaded machine (CI's
+            # parallel workers) one pause did not see it end.
+            await pilot.wait_for_scheduled_animations()
             assert log.scroll_y == 0 and not pane.follow
             await pilot.press("j", "j", "j")
             assert log.scroll_y == 3
             await pilot.press("k")
             assert log.scroll_y == 2
             await pilot.press("end")
-            await pilot.pause()
+            await pilot.wait_for_scheduled_animations()
             assert log.scroll_y == log.max_scroll_y and pane.follow  # back at the end: following
 
     asyncio.run(go())
