@@ -488,7 +488,7 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         env=validate.parse_env(args.env), trainer=args.trainer,
         gpu_ids=gpu_ids, allow_busy=args.allow_busy,
         backend=args.backend,
-        slurm=_slurm_options(engine.hosts, args)
+        options=_slurm_options(engine.hosts, args)
         if (args.backend or engine.backend_of_host(args.host)) == "slurm" else None,
     ).validated()
     def created(run_id: str, run_dir: str) -> None:
@@ -612,7 +612,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "state": line.state, "pid": probe.pid, "exit_code": probe.exit_code,
             "exists": probe.exists, "stop_requested": probe.stop_requested,
             "reason": line.reason, "queue_position": line.queue_place,
-            "slurm_job_id": probe.job_id or None, "slurm_state": probe.slurm_state or None,
+            "slurm_job_id": probe.job_id or None, "slurm_state": probe.scheduler_state or None,
         }, indent=2))
         return 0
     # Exactly one status word on stdout: scripts parse it. Why goes beside it, on stderr.
@@ -761,7 +761,7 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
              "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
              "workdir": r.workdir, "origin": r.origin or "started", "gpu_ids": r.gpu_ids,
-             "backend": engine.backend_of(r), "slurm_job_id": r.slurm_job_id or None}
+             "backend": engine.backend_of(r), "slurm_job_id": r.job_id or None}
             for r in runs
         ], indent=2))
         return 0

@@ -264,10 +264,10 @@ job=81240|gpu|PENDING|Resources|rtrain-qwen-long|
 CLUSTER_RUNS = [
     RunRecord("uni-cluster", "llama3-70b", "~/.praisonai-train", state="running",
               started_at="2026-11-29T13:40:00+00:00", updated_at="2026-11-29T13:41:10+00:00",
-              backend="slurm", slurm_job_id="81234"),
+              backend="slurm", job_id="81234"),
     RunRecord("uni-cluster", "qwen-long", "~/.praisonai-train", state="queued",
               started_at="2026-11-29T14:21:00+00:00", updated_at="2026-11-29T14:21:00+00:00",
-              backend="slurm", slurm_job_id="81240"),
+              backend="slurm", job_id="81240"),
 ]
 
 

@@ -8,6 +8,9 @@ is launched, and while it is in progress the starting process holds a lock file 
 by the run's token. A start that fails or is cancelled before its launch removes its run
 directory and its entry; one whose launch outcome is unknown (a dropped link, a killed
 client) stays `starting` until a refresh, finding the lock free, reads what happened.
+
+How a run is launched, probed and stopped is its backend's (`core/backends/`, the one its
+index record names); the engine asks it through `backends.Backend` and names none.
 """
 
 from __future__ import annotations
@@ -28,14 +31,13 @@ from typing import NamedTuple
 from rtrain_tui.core import gpus as gpu_choice
 from rtrain_tui.core import backends, hostconfig, probes, remote_sh, validate
 from rtrain_tui.core import template as trainer_template
-from rtrain_tui.core.backends import slurm
+from rtrain_tui.core.backends import Backend, BackendOptions, GpuChoice, LaunchSpec
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import IndexBusyError, NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.index import utc_now as index_now
 from rtrain_tui.core.probes import PreflightReport, RunProbe
-from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.core.transfer import (
     Progress, RemoteEntry, fetch, list_tree, ship_dataset, upload_file,
 )
@@ -57,7 +59,7 @@ class HostProbe(NamedTuple):
 
 
 # The commands whose `{dataset}` may be empty: `praisonai_train llm [DATASET]`.
-BUILT_IN_TRAINERS = (validate.DEFAULT_TRAINER, slurm.MULTI_NODE_TRAINER)
+BUILT_IN_TRAINERS = (validate.DEFAULT_TRAINER, *backends.built_in_trainers())
 
 
 @dataclass(frozen=True)
@@ -73,16 +75,18 @@ class StartRequest:
     trainer: str = validate.DEFAULT_TRAINER
     gpu_ids: tuple[int, ...] = ()  # chosen by hand; else the `gpus` least busy free ones
     allow_busy: bool = False  # take GPUs someone else is using rather than refuse
-    backend: str | None = None  # None: the host's config.toml setting (default `direct`)
-    slurm: slurm.SlurmOptions | None = None  # None: the host's config.toml defaults
+    backend: str | None = None  # None: the host's config.toml setting (see backends.DEFAULT)
+    # The backend's own options (e.g. a login node's partition); None: the host's
+    # config.toml defaults. A backend without options ignores them.
+    options: BackendOptions | None = None
 
     def validated(self) -> StartRequest:
         """Check every field the way the seed does; raises ValidationError."""
         validate.check_host(self.host)
         if self.backend is not None:
             backends.check_backend(self.backend)
-        if self.slurm is not None:
-            self.slurm.validated()
+        if self.options is not None:
+            self.options.validated()
         if self.run_id is not None:
             validate.check_run_id(self.run_id)
         validate.check_workdir(self.host, self.workdir)
@@ -121,9 +125,9 @@ class StartedRun:
     run_dir: str
     pid: int
     record: RunRecord
-    job_id: str = ""  # Slurm runs: the job, queued or running
-    # Slurm runs: what the cluster said on sbatch's stderr (a job_submit.lua notice),
-    # one line, control sequences removed; '' when it said nothing.
+    job_id: str = ""  # a scheduler's runs: the job, queued or running
+    # What the host said on launching (a cluster's job_submit.lua notice on sbatch's
+    # stderr), one line, control sequences removed; '' when it said nothing.
     submit_message: str = ""
     # Why the index could not take the launched run (its lock busy 10 s…); '' when it did.
     # The run is running all the same, and its `starting` entry lets the next refresh
@@ -193,10 +197,10 @@ class Engine:
         # and until when sampling is skipped after nvidia-smi timed out there.
         self.gpu_history: dict[str, gpu_choice.GpuHistory] = {}
         self._gpu_quiet_until: dict[str, float] = {}
-        # Why each run waits or ended, as the last refresh heard it (Slurm's reason): the
+        # Why each run waits or ended, as the last refresh heard it (a scheduler's reason): the
         # index keeps only the status word, the TUI shows this beside it.
         self.reasons: dict[tuple[str, str, str], str] = {}
-        # Each known run's backend as its index record says ("" = direct):
+        # Each known run's backend as its index record says ("" = backends.DEFAULT):
         # filled by refresh and start, so a probe need not re-read the index.
         self._kinds: dict[tuple[str, str, str], str] = {}
 
@@ -222,12 +226,12 @@ class Engine:
         """
         if record.backend:
             return record.backend
-        return self.backend_of_host(record.host) if record.origin == "found" else "direct"
+        return self.backend_of_host(record.host) if record.origin == "found" else backends.DEFAULT
 
     async def _backends(self, host: str, runs: Sequence[tuple[str, str]]) -> list[str]:
         """Each run's backend, as its index record says: fixed when it started, never
         following later changes to the host's config (marking a box as a login node
-        must not turn its running runs into `lost` Slurm jobs); an empty one as
+        must not turn its running runs into `lost` jobs); an empty one as
         `backend_of` reads it. Only a run the index does not know (`status` of a run
         started elsewhere) is taken to be what its host is now.
         """
@@ -238,7 +242,7 @@ class Engine:
             except RemoteError:
                 pass
         kinds = [self._kinds.get((host, w, r)) for w, r in runs]
-        default = self.backend_of_host(host) if None in kinds else "direct"
+        default = self.backend_of_host(host) if None in kinds else backends.DEFAULT
         return [default if kind is None else kind for kind in kinds]
 
     def host(self, alias: str) -> HostConnection:
@@ -259,36 +263,27 @@ class Engine:
     async def preflight(
         self, host: str, gpus: int = 1, python: str = validate.DEFAULT_PYTHON,
         workdir: str = validate.DEFAULT_WORKDIR, *, ship_bytes: int = 0,
-        backend: str | None = None, options: slurm.SlurmOptions | None = None,
+        backend: str | None = None, options: BackendOptions | None = None,
     ) -> PreflightReport:
-        """Is the host ready? `ship_bytes`: what a start will upload, checked against free space."""
+        """Is the host ready? `ship_bytes`: what a start will upload, checked against free space.
+
+        `backend` (default: the host's config) and its `options` (default: the host's
+        defaults for it) say what is asked of the host.
+        """
         validate.check_workdir(host, workdir)
         validate.check_python(python)
         validate.check_gpus(gpus)
-        backend = backends.check_backend(backend or self.backend_of_host(host))
-        if backend == "slurm":
-            options = (options or self.hosts.for_host(host).slurm).validated()
-            script = slurm.preflight(python, workdir)
-        else:
-            script = remote_sh.preflight(python, workdir)
+        kind = backends.get(backend or self.backend_of_host(host))
+        options = kind.options(self.hosts.for_host(host), options)
+        script = kind.preflight_script(python, workdir)
         conn = self.host(host)
         conn.retry_now()  # a preflight is always a fresh attempt, never a backed-off one
         try:
             out = await conn.run(script, timeout=30)
         except UnreachableError as exc:
-            return PreflightReport(host=host, reachable=False, error=str(exc), backend=backend)
-        if backend == "slurm":
-            assert options is not None
-            if options.gpus_per_node is None:
-                options = replace(options, gpus_per_node=gpus)
-            return slurm.parse_preflight(host, out, python, options)
-        report = probes.parse_preflight(host, out, python, gpus, ship_bytes)
-        if conn.direct is not None and report.slurm_login:
-            # The demo host runs its commands on this machine: the `sbatch` it sees is this
-            # machine's, never a login node to hand its runs to. Not offered as one.
-            report = replace(report, slurm_login=False,
-                             checks=tuple(c for c in report.checks if c.name != "slurm"))
-        return report
+            return PreflightReport(host=host, reachable=False, error=str(exc), backend=kind.name)
+        return kind.parse_preflight(host, out, python=python, gpus=gpus, ship_bytes=ship_bytes,
+                                    options=options, local=conn.direct is not None)
 
     # -- start -----------------------------------------------------------------
     async def start(
@@ -304,14 +299,9 @@ class Engine:
         trace = trace if trace is not None else StartTrace()
         req = request.validated()
         settings = self.hosts.for_host(req.host)
-        backend = req.backend or settings.backend
-        options = (req.slurm or settings.slurm).validated() if backend == "slurm" else None
-        if options is not None and (req.gpu_ids or req.allow_busy):
-            raise validate.ValidationError(
-                "--gpu-ids and --allow-busy do not apply to a Slurm host: the scheduler hands "
-                "out GPUs; use --gpus-per-node.")
-        if options is not None and options.nodes > 1 and req.trainer == validate.DEFAULT_TRAINER:
-            req = replace(req, trainer=slurm.MULTI_NODE_TRAINER)
+        kind = backends.get(req.backend or settings.backend)
+        options = kind.options(settings, req.options)
+        req = replace(req, trainer=kind.adapt_request(req.trainer, req.gpu_ids, req.allow_busy, options))
         # A broken index is found before anything touches the host. Index calls run in a
         # thread: another process holding its lock must never freeze the app.
         await asyncio.to_thread(self.index.check)
@@ -319,15 +309,16 @@ class Engine:
         step(f"preflight {req.host}")
         ship = await asyncio.to_thread(_local_size, req.config, req.dataset)
         report = await self.preflight(req.host, req.gpus, req.python, req.workdir,
-                                      ship_bytes=ship, backend=backend, options=options)
+                                      ship_bytes=ship, backend=kind.name, options=options)
         if not report.ok:
             raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
         # One start at a time chooses GPUs on a host, from choosing until its run (and the
         # GPUs it got) is in the index, where the next start sees them taken.
-        async with self._choosing_gpus(req, options) as chosen:
-            # On a Slurm login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
-            env, gpu_ids = ((dict(req.env), "") if options is not None
-                            else await self._gpu_env(req, step))
+        async with self._choosing_gpus(req, kind) as chosen:
+            # Where the client does not choose GPUs (a scheduler hands them out), the
+            # trainer's env is the request's.
+            env, gpu_ids = (await self._gpu_env(req, step) if isinstance(kind, GpuChoice)
+                            else (dict(req.env), ""))
             conn = self.host(req.host)
             token = secrets.token_hex(16)
             with self._starting(token):
@@ -336,7 +327,7 @@ class Engine:
                         host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
                         state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
                         config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
-                        token=token, gpu_ids=gpu_ids, backend=backend,
+                        token=token, gpu_ids=gpu_ids, backend=kind.name,
                     )
 
                 run_id, run_dir = await self._make_run_dir(conn, req, token, starting, trace)
@@ -355,21 +346,12 @@ class Engine:
                     if req.dataset is not None:
                         dataset_name = req.dataset.name
                         await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
-                    if options is not None:
-                        gpn = req.gpus if options.gpus_per_node is None else options.gpus_per_node
-                        command = trainer_template.render(req.trainer, req.python, dataset_name, gpn,
-                                                          slurm.trainer_values(options.nodes))
-                        await _write_remote_text(sftp, f"{run_dir}/run.sbatch", slurm.batch_script(
-                            run_id, token, command, req.env, options, req.gpus))
-                        step("submitting to Slurm")
-                        launching, trace.stage = True, LAUNCHING
-                        out = dict(probes.parse_key_values(await conn.run(slurm.submit(run_dir, token))))
-                    else:
-                        command = trainer_command(req.trainer, req.python, dataset_name, req.gpus)
-                        await _write_remote_text(sftp, f"{run_dir}/run.sh", remote_sh.wrapper(command, env))
-                        step("launching")
-                        launching, trace.stage = True, LAUNCHING
-                        out = dict(probes.parse_key_values(await conn.run(remote_sh.launch(run_dir, token))))
+                    spec = LaunchSpec(run_id, token, req.trainer, req.python, dataset_name,
+                                      req.gpus, env, options)
+                    await _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec))
+                    step(kind.launch_step)
+                    launching, trace.stage = True, LAUNCHING
+                    out = dict(probes.parse_key_values(await conn.run(kind.launch_script(run_dir, token))))
                 except BaseException:
                     if not launching:
                         await self._abandon(conn, record, trace)
@@ -380,36 +362,19 @@ class Engine:
                     await self._abandon(conn, record, trace)
                     raise RemoteError(f"{req.host}: the run did not launch ({out['error']}).")
                 trace.stage = LAUNCHED
-                if options is not None:
-                    job = out.get("job", "")
-                    if not job.replace("_", "").isdigit():
-                        # sbatch said yes: the job may well be queued, so nothing is undone.
-                        said = safe_line(out.get("unknown", ""))[:200].strip()
-                        raise RemoteError(
-                            f"{req.host}: sbatch took {run_id} but printed no job id"
-                            + (f" (it printed: {said})" if said else "")
-                            + f"; the job may be queued: check with squeue on {req.host}.")
-                    record = replace(record, state=probes.QUEUED, updated_at=index_now(), slurm_job_id=job)
-                    return StartedRun(req.host, run_id, run_dir, 0, record, job_id=job,
-                                      submit_message=safe_line(out.get("message", ""))[:300],
-                                      unrecorded=await self._record_launched(record))
-                if not out.get("pid", "").isdigit():
-                    raise RemoteError(
-                        f"{req.host}: {run_id} was launched but wrote no pid within 5 s; "
-                        f"`rtrain-tui status {req.host} {run_id}` will tell what it is doing."
-                    )
-                record = replace(record, state=probes.RUNNING, updated_at=index_now())
+                launched = kind.launched(req.host, run_id, out)
+                record = replace(record, state=launched.state, updated_at=index_now(),
+                                 job_id=launched.job_id)
                 unrecorded = await self._record_launched(record)
-            return StartedRun(req.host, run_id, run_dir, int(out["pid"]), record,
-                              unrecorded=unrecorded)
+            return StartedRun(req.host, run_id, run_dir, launched.pid, record, job_id=launched.job_id,
+                              submit_message=launched.message, unrecorded=unrecorded)
 
     @asynccontextmanager
-    async def _choosing_gpus(self, req: StartRequest,
-                             options: slurm.SlurmOptions | None) -> AsyncIterator[_HostLock]:
+    async def _choosing_gpus(self, req: StartRequest, kind: Backend) -> AsyncIterator[_HostLock]:
         """Hold the host's GPU-choice lock (a file lock, so it holds across processes too)
         when this start chooses GPUs; a lock that does nothing when it does not."""
         lock = _HostLock(_gpu_choice_lock(self.index, req.host))
-        if options is None and _chooses_gpus(req):
+        if isinstance(kind, GpuChoice) and _chooses_gpus(req):
             await lock.acquire(GPU_CHOICE_WAIT, f"another start on {req.host} is choosing GPUs")
         try:
             yield lock
@@ -547,14 +512,15 @@ class Engine:
 
     async def probe_host(
         self, host: str, runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
-        gpus: bool = False, backends: Sequence[str] | None = None, find: bool = False,
+        gpus: bool = False, kinds: Sequence[str] | None = None, find: bool = False,
     ) -> HostProbe:
-        """The runs' probes and, with `gpus`, a GPU sample: one script per kind of run.
+        """The runs' probes and, with `gpus`, a GPU sample: one script per backend.
 
-        `backends` (one per run; default: from the index, else the host's config) picks
-        the script: a box's runs and the GPU sample share one round trip, a login node's
-        Slurm jobs take one more. After nvidia-smi timed out on a host, its GPUs are not
-        sampled for a minute: a wedged driver must not slow every refresh by the timeout.
+        `kinds` (each run's backend; default: from the index, else the host's config)
+        picks the scripts, sent in the backends' order: the GPU sample shares a round
+        trip with the runs of the backend that chooses GPUs (a box's), each other backend
+        with runs there takes one more. After nvidia-smi timed out on a host, its GPUs are
+        not sampled for a minute: a wedged driver must not slow every refresh by the timeout.
 
         With `find`, the first script also lists the host's workdirs (the default one and
         those of `runs`) for run directories that `runs` lack, the newest
@@ -562,32 +528,32 @@ class Engine:
         there; when something is, one more probes it and it joins the index as `found`
         (see `_add_found`). A failure of that part leaves the probes above standing.
         """
-        if backends is None:
-            backends = await self._backends(host, runs)
+        if kinds is None:
+            kinds = await self._backends(host, runs)
         gpus = gpus and time.monotonic() >= self._gpu_quiet_until.get(host, 0.0)
         results: list[RunProbe | None] = [None] * len(runs)
         sample = None
         workdirs, listing = self._find_script(host, runs, remote_sh.FIND_LIMIT) if find else ([], "")
         listed = ""
-        direct = [i for i, b in enumerate(backends) if (b or "direct") == "direct"]
-        if direct or gpus or not runs:
-            wanted = set(need_end)
-            ends = [j for j, i in enumerate(direct) if i in wanted]
-            out = await self.host(host).run(
-                listing + remote_sh.run_states([runs[i] for i in direct], ends, gpus=gpus))
-            listed, listing = out, ""  # the listing rides with the first script only
-            for i, probe in zip(direct, probes.parse_run_states(out, len(direct), host)):
+        chooser = backends.gpu_chooser()
+        wanted = set(need_end)
+        for kind in backends.all_backends():
+            mine = [i for i, k in enumerate(kinds) if (k or backends.DEFAULT) == kind.name]
+            # The GPU sample, and a listing with no runs to ride with, go with the chooser's.
+            if not mine and not (kind is chooser and (gpus or not runs)):
+                continue
+            ends = [j for j, i in enumerate(mine) if i in wanted]
+            part = [runs[i] for i in mine]
+            with_gpus = gpus and kind is chooser
+            script = chooser.probe_with_gpus(part, ends) if with_gpus else kind.probe_script(part, ends)
+            out = await self.host(host).run(listing + script)
+            listed, listing = listed or out, ""  # the listing rides with the first script only
+            for i, probe in zip(mine, kind.parse_probe(out, len(mine), host)):
                 results[i] = probe
-            if gpus:
+            if with_gpus:
                 sample = gpu_choice.parse_gpu_sample(out)
                 if sample.timed_out:
                     self._gpu_quiet_until[host] = time.monotonic() + 60.0
-        on_slurm = [i for i, b in enumerate(backends) if b == "slurm"]
-        if on_slurm:
-            out = await self.host(host).run(listing + slurm.run_states([runs[i] for i in on_slurm]))
-            listed = listed or out
-            for i, probe in zip(on_slurm, slurm.parse_run_states(out, len(on_slurm), host)):
-                results[i] = probe
         added: list[RunRecord] = []
         if find:
             try:
@@ -684,8 +650,9 @@ class Engine:
         # Sampled now, not read from the background sample: a start must not choose by
         # a sample from before another run took a GPU.
         runs = [(r.workdir, r.run_id) for r in records]
-        out = await self.host(host).run(remote_sh.run_states(runs) + remote_sh.gpu_sample())
-        found = probes.parse_run_states(out, len(runs), host)
+        chooser = backends.gpu_chooser()
+        out = await self.host(host).run(chooser.sample_now_script(runs))
+        found = chooser.parse_probe(out, len(runs), host)
         sample = self._remember_gpus(host, gpu_choice.parse_gpu_sample(out), records, found)
         if not reserve:
             return sample
@@ -862,12 +829,10 @@ class Engine:
         self, host: str, workdir: str, run_id: str, grace: float = 10.0,
         on_step: StepCallback | None = None,
     ) -> str:
-        """The stop ladder: SIGTERM every process of the run, wait `grace`, SIGKILL, verify.
+        """The stop ladder of the run's backend: SIGTERM every process of the run, wait
+        `grace`, force what is left, verify; then the stop is recorded on the host.
 
-        "Every process" is decided on the host by the run's marker (see remote_sh), so
-        workers that left the group (torchrun's do) are stopped too, and a recycled pid
-        is never signalled. Returns the outcome line; raises RemoteError when the run
-        did not or may not stop.
+        Returns the outcome line; raises RemoteError when the run did not or may not stop.
         """
         validate.check_run_id(run_id)
         validate.check_workdir(host, workdir)
@@ -875,102 +840,13 @@ class Engine:
             raise validate.ValidationError(f"--grace must be 0 or more seconds, not {grace:g}.")
         step = on_step or (lambda _msg: None)
         conn = self.host(host)
-        nonce = secrets.token_hex(8)
-        if (await self._backends(host, [(workdir, run_id)]))[0] == "slurm":
-            return await self._stop_slurm(conn, workdir, run_id, grace, nonce, step)
-        facts = await self._signal(conn, workdir, run_id, nonce, "TERM")
-        if facts.get("result") == "not_running":
+        kind = backends.get((await self._backends(host, [(workdir, run_id)]))[0])
+        code = await kind.stop_ladder(conn, workdir, run_id, grace, secrets.token_hex(8), step)
+        if code is None:
             return f"{run_id} was not running on {host}"
-        step(f"SIGTERM sent to the run's {facts.get('count', '?')} process(es)")
-        step(f"waiting up to {grace:g} s for them to exit")
-        code = 143
-        if not await self._wait_run_gone(conn, workdir, run_id, grace):
-            facts = await self._signal(conn, workdir, run_id, nonce, "KILL")
-            code = 137
-            if facts.get("result") != "not_running":
-                step(f"SIGKILL sent to the run's {facts.get('count', '?')} process(es)")
-                if not await self._wait_run_gone(conn, workdir, run_id, 5.0):
-                    raise RemoteError(
-                        f"{run_id} did not stop on {host}: processes of it are still alive "
-                        "after SIGKILL (stuck in the kernel?); check them with `ps` on the host."
-                    )
         await conn.run(remote_sh.mark_stopped(workdir, run_id, code))
         await asyncio.to_thread(self.remember_state, host, workdir, run_id, probes.STOPPED)
         return f"stopped {run_id} on {host}"
-
-    async def _stop_slurm(self, conn: HostConnection, workdir: str, run_id: str, grace: float,
-                          nonce: str, step: StepCallback) -> str:
-        """Slurm's ladder: TERM to every process of the job, grace, `scancel`, verify.
-
-        A queued job is cancelled at once. "Stopped" is said only once Slurm reports the
-        job ended (no process of it left: COMPLETING still has some).
-        """
-        host = conn.alias
-        facts = await self._slurm_signal(conn, workdir, run_id, nonce, full_cancel=False)
-        if facts.get("result") == "not_running":
-            return f"{run_id} was not running on {host}"
-        if facts.get("queued") == "1":
-            step("the job was still queued: cancelled")
-            code = 143
-        else:
-            step(f"SIGTERM sent to every process of job {facts.get('job') or '?'} (scancel --full)")
-            step(f"waiting up to {grace:g} s for them to exit")
-            code = 143
-            if not await self._wait_job_gone(conn, workdir, run_id, grace):
-                await self._slurm_signal(conn, workdir, run_id, nonce, full_cancel=True)
-                step("scancel sent (Slurm kills what is left after its KillWait)")
-                code = 137
-        if not await self._wait_job_gone(conn, workdir, run_id, 60.0):
-            raise RemoteError(f"{run_id} did not stop on {host}: Slurm still reports its job active "
-                              "60 s after scancel; check it with `squeue` on the login node.")
-        await conn.run(remote_sh.mark_stopped(workdir, run_id, code))
-        await asyncio.to_thread(self.remember_state, host, workdir, run_id, probes.STOPPED)
-        return f"stopped {run_id} on {host}"
-
-    async def _slurm_signal(self, conn: HostConnection, workdir: str, run_id: str, nonce: str,
-                            full_cancel: bool) -> dict[str, str]:
-        out = await conn.run(slurm.stop_signal(workdir, run_id, nonce, full_cancel))
-        facts = dict(probes.parse_key_values(out))
-        if facts.get("result") not in ("signalled", "not_running"):
-            raise RemoteError(f"{conn.alias}: could not cancel {run_id}'s job: "
-                              f"{facts.get('why') or 'scancel failed'}"[:300])
-        return facts
-
-    async def _wait_job_gone(self, conn: HostConnection, workdir: str, run_id: str, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        script = slurm.job_state(workdir, run_id)
-        while True:
-            state = dict(probes.parse_key_values(await conn.run(script))).get("state", "")
-            if slurm.job_gone(state):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(min(0.3, max(0.0, deadline - time.monotonic())))
-
-    async def _signal(self, conn: HostConnection, workdir: str, run_id: str, nonce: str,
-                      signal: str) -> dict[str, str]:
-        script = remote_sh.stop_signal(workdir, run_id, nonce, signal)
-        facts = dict(probes.parse_key_values(await conn.run(script)))
-        result = facts.get("result")
-        if result == "refused":
-            raise RemoteError(
-                f"refused to stop {run_id} on {conn.alias}: its pid file resolves to process group "
-                f"{facts.get('group') or '?'}, this session's own; check {workdir}/{run_id}/train.pid."
-            )
-        if result not in ("signalled", "not_running"):
-            raise RemoteError(f"{conn.alias}: could not signal {run_id}: {' '.join(facts.values())[:200]}")
-        return facts
-
-    async def _wait_run_gone(self, conn: HostConnection, workdir: str, run_id: str, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        script = remote_sh.run_alive_count(workdir, run_id)
-        while True:
-            out = dict(probes.parse_key_values(await conn.run(script)))
-            if out.get("alive") == "0":
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
     def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
         # A run the index does not know changes nothing, and set_states then writes nothing.

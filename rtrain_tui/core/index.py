@@ -90,7 +90,8 @@ class RunRecord:
     gpu_ids: str = ""  # the CUDA_VISIBLE_DEVICES start chose (`0,3`); "" when it chose none
     backend: str = ""  # how it was launched: "direct" (a box) or "slurm"; "" (older
     # versions) means direct for a run started here, the host's setting for a found one
-    slurm_job_id: str = ""  # Slurm runs: the job id sbatch gave
+    job_id: str = ""  # a scheduler's job (Slurm: the id sbatch gave); older versions
+    # wrote it as `slurm_job_id`, still read
 
     @property
     def key(self) -> RunKey:
@@ -448,7 +449,9 @@ def _entry(table: dict[str, Any]) -> _Entry:
     """One [[runs]] table as read: a record, or None when it is to be skipped."""
     if _record_problems(table):
         return _Entry(None, table)
-    return _Entry(RunRecord(**{k: v for k, v in table.items() if k in _KNOWN}), table)
+    values = {new: table[old] for old, new in _OLD_NAMES.items() if old in table and new not in table}
+    values.update({k: v for k, v in table.items() if k in _KNOWN})
+    return _Entry(RunRecord(**values), table)
 
 
 def _problems(entries: Sequence[_Entry], name: str) -> list[str]:
@@ -460,9 +463,12 @@ def _problems(entries: Sequence[_Entry], name: str) -> list[str]:
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
                 "ended_at", "origin", "config", "dataset", "token", "gpu_ids", "backend",
-                "slurm_job_id")
+                "job_id", "slurm_job_id")
 _REQUIRED = ("host", "run_id", "workdir")
 _KNOWN = frozenset(f.name for f in fields(RunRecord))
+# Fields older versions wrote under another name: read into the new one (a table that
+# has both keeps both, and the new name wins).
+_OLD_NAMES = {"slurm_job_id": "job_id"}
 
 
 def _record_problems(table: dict[str, Any]) -> list[str]:

@@ -290,11 +290,12 @@ class RunProbe:
     ended_at: int | None = None  # epoch seconds on the host's clock, when asked for and known
     status_unwritten: bool = False  # the wrapper ended but could not write the exit code
     disk_free_kb: int | None = None  # free space of the run dir, probed when status_unwritten
-    # Set by a scheduler backend (backends/slurm): the job is waiting, why, and what Slurm says.
+    # Set by a scheduler backend (backends/slurm): the job is waiting, why, and what the
+    # scheduler says of it (its own word: Slurm's PENDING, RUNNING, TIMEOUT…).
     queued: bool = False
     reason: str = ""  # why it waits or why it ended (TIMEOUT, OUT_OF_MEMORY…): beside the word
     job_id: str = ""
-    slurm_state: str = ""
+    scheduler_state: str = ""
     queue_place: int | None = None  # a waiting job's place in its partition's queue (1 = next)
 
     @property

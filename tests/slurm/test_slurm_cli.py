@@ -177,7 +177,7 @@ def test_a_job_an_older_version_found_stays_a_slurm_job(scli: SlurmCli, tmp_path
     wait_for(scli, "waiter", workdir, lambda s: s["state"] == "queued")
     index = RunIndex(scli.index)
     # As an older version's `runs --discover` (or the app's auto-discovery) wrote it.
-    index.update(lambda runs: [replace(r, backend="", origin="found", token="", slurm_job_id="")
+    index.update(lambda runs: [replace(r, backend="", origin="found", token="", job_id="")
                                if r.run_id == "waiter" else r for r in runs])
     r = scli("runs", "--refresh", "--json")
     assert r.rc == 0, r.err

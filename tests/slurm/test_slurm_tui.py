@@ -146,7 +146,7 @@ def test_the_start_form_asks_a_login_node_for_partition_nodes_and_time(
         batch = (Path(workdir) / "fromform" / "run.sbatch").read_text()
         assert "#SBATCH --partition=gpu" in batch and "#SBATCH --time=0:10:00" in batch
         record = next(r for r in RunIndex(tmp_path / "runs.toml").load() if r.run_id == "fromform")
-        assert record.backend == "slurm" and record.slurm_job_id
+        assert record.backend == "slurm" and record.job_id
 
     asyncio.run(go())
 

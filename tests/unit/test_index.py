@@ -212,6 +212,19 @@ def test_a_rewrite_keeps_skipped_records_and_unknown_fields_verbatim(tmp_path: P
     assert len(index.problems()) == 7
 
 
+def test_a_job_id_older_versions_wrote_as_slurm_job_id_is_read_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "runs.toml"
+    path.write_text('[[runs]]\nhost = "login"\nrun_id = "old"\nworkdir = "~/w"\nstate = "queued"\n'
+                    'backend = "slurm"\nslurm_job_id = "4242"\n')
+    index = RunIndex(path)
+    assert index.get("login", "old").job_id == "4242"
+    index.set_states({("login", "~/w", "old"): ("running", False, "2026-11-29T14:00:00+00:00")})
+    table = tomllib.loads(path.read_text())["runs"][0]
+    # Rewritten under the new name, and the old one kept for the versions that read it.
+    assert (table["job_id"], table["slurm_job_id"], table["state"]) == ("4242", "4242", "running")
+    assert index.get("login", "old").job_id == "4242"
+
+
 def test_an_invalid_record_is_refused_before_it_reaches_the_file(tmp_path: Path) -> None:
     index = RunIndex(tmp_path / "runs.toml")
     with pytest.raises(ValidationError, match="run_id"):

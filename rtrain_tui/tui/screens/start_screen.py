@@ -80,7 +80,7 @@ def build_request(host: str, values: dict[str, str], allow_busy: bool = False,
         gpu_ids=validate.parse_gpu_ids(ids) if (ids := values.get("gpu_ids", "").strip()) else (),
         allow_busy=allow_busy,
         backend="slurm" if slurm is not None else None,
-        slurm=slurm_options(slurm, values) if slurm is not None else None,
+        options=slurm_options(slurm, values) if slurm is not None else None,
     ).validated()
 
 

@@ -13,22 +13,14 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Static
 
+from rtrain_tui.core.backends import backend_for
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
 
 
 def explain(record: RunRecord, grace: float) -> str:
-    """What the engine's stop ladder will do to this run, in its words (engine.stop)."""
-    if record.backend == "slurm":
-        return (f"Every process of its Slurm job gets SIGTERM; after {grace:g} s scancel "
-                "ends what is left, and stop waits until Slurm reports the job gone "
-                "(a queued job is cancelled at once). The trainer can save a checkpoint "
-                "in between.")
-    # Found by the marker the wrapper put in their environment, not by process group:
-    # torchrun's workers leave the group, and a recycled pid carries no marker.
-    return (f"Every process of the run (found on the host by the marker it was started "
-            f"with) gets SIGTERM; whatever is left after {grace:g} s gets SIGKILL, and stop "
-            "checks that all are gone. The trainer can save a checkpoint in between.")
+    """What the engine's stop ladder will do to this run, in its backend's words."""
+    return backend_for(record).describe_stop(grace)
 
 
 class Stopper(Protocol):

@@ -149,21 +149,21 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
     state = info.state
     reason = state if state in FAILURE_STATES and state != "FAILED" else ""
     if base.exit_code is not None or base.stopped:
-        return replace(base, reason=reason, slurm_state=state)
+        return replace(base, reason=reason, scheduler_state=state)
     if state in _PENDING:
         place = (places or {}).get(job_id)
         why = f"{info.reason}, {_ordinal(place)} in the queue" if place else info.reason
-        return replace(base, queued=True, reason=why, slurm_state=state, queue_place=place)
+        return replace(base, queued=True, reason=why, scheduler_state=state, queue_place=place)
     if state in _ACTIVE:
-        return replace(base, alive=True, slurm_state=state)
+        return replace(base, alive=True, scheduler_state=state)
     if state == "CANCELLED" and not base.stop_requested:
-        return replace(base, reason="CANCELLED", slurm_state=state)  # someone else's scancel: lost
+        return replace(base, reason="CANCELLED", scheduler_state=state)  # someone else's scancel: lost
     if state in FAILURE_STATES and not base.stop_requested:
         code = info.exit_code or (128 + info.signal if info.signal else 1)
-        return replace(base, exit_code=code, reason=reason, slurm_state=state)
+        return replace(base, exit_code=code, reason=reason, scheduler_state=state)
     if state == "COMPLETED" and info.exit_code == 0 and not base.stop_requested:
-        return replace(base, exit_code=0, slurm_state=state)
-    return replace(base, slurm_state=state)
+        return replace(base, exit_code=0, scheduler_state=state)
+    return replace(base, scheduler_state=state)
 
 
 def job_gone(state: str) -> bool:

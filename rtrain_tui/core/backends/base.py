@@ -1,0 +1,161 @@
+"""The one interface between the engine and a kind of host.
+
+A backend decides only how a run is launched, probed and stopped there, as `sh` text
+sent over the shared connection, and what a start may ask of it. The engine keeps what
+every backend shares: the start transaction (index entry, run dir, uploads, undoing a
+start that never launched), refresh, discovery, fetch, recording a verified stop.
+
+Shaped after dstack's `Compute(ABC)`: the few methods every backend has are abstract; a
+capability only some have is a subclass the engine tests for (`GpuChoice`: the client
+chooses the run's GPUs, and the host's GPU sample rides with its probe). A third backend
+is one more folder beside `direct/` and `slurm/`, added to the registry in `__init__.py`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Protocol, Self
+
+if TYPE_CHECKING:
+    from rtrain_tui.core.hostconfig import HostSettings
+    from rtrain_tui.core.probes import PreflightReport, RunProbe
+
+StepCallback = Callable[[str], None]
+Runs = Sequence[tuple[str, str]]  # (workdir, run id), in the order answers come back
+
+
+class HostShell(Protocol):
+    """What a backend needs of a host's connection (`HostConnection` is one): its name,
+    and a script run in the host's `sh`, answering its output (stdout and stderr)."""
+
+    alias: str
+
+    async def run(self, script: str, timeout: float = ...) -> str: ...
+
+
+class BackendOptions(Protocol):
+    """A backend's own start options (e.g. `SlurmOptions`), opaque to the engine."""
+
+    def validated(self) -> Self: ...
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What a launch needs to write the run's launch file; every value already validated."""
+
+    run_id: str
+    token: str
+    trainer: str  # the template, as the request (or `adapt_request`) has it
+    python: str
+    dataset: str | None  # the shipped dataset's file name in the run dir
+    gpus: int
+    env: Mapping[str, str] = field(default_factory=dict)  # the trainer's, with chosen GPUs
+    options: BackendOptions | None = None
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What a launch answered: a pid (a box) or a job id (a scheduler), and the state now."""
+
+    state: str
+    pid: int = 0
+    job_id: str = ""
+    # What the host said on launching (a cluster's job_submit notice), one line,
+    # control sequences removed; '' when it said nothing.
+    message: str = ""
+
+
+class Backend(ABC):
+    """How runs are launched, probed and stopped on one kind of host (see the module doc)."""
+
+    name: ClassVar[str]
+    launch_file: ClassVar[str]  # the file in the run dir that the launch starts
+    launch_step: ClassVar[str]  # what a start's progress says while launching
+    # Trainer templates of its own whose `{dataset}` may be empty, like the default one.
+    built_in_trainers: ClassVar[tuple[str, ...]] = ()
+
+    # -- option checks ------------------------------------------------------------------
+    def options(self, settings: HostSettings, given: BackendOptions | None) -> BackendOptions | None:
+        """The validated options of a start or preflight: `given`, else the host's defaults.
+
+        Raises ValidationError. A backend without options of its own answers None.
+        """
+        return None
+
+    def adapt_request(self, trainer: str, gpu_ids: Sequence[int], allow_busy: bool,
+                      options: BackendOptions | None) -> str:
+        """The trainer template this backend runs; refuses what does not apply to it."""
+        return trainer
+
+    # -- preflight ----------------------------------------------------------------------
+    @abstractmethod
+    def preflight_script(self, python: str, workdir: str) -> str:
+        """The facts script a preflight sends."""
+
+    @abstractmethod
+    def parse_preflight(self, host: str, output: str, *, python: str, gpus: int,
+                        ship_bytes: int, options: BackendOptions | None,
+                        local: bool) -> PreflightReport:
+        """The preflight verdict from what the script printed (`local`: the demo host,
+        whose commands run on this machine)."""
+
+    # -- launch ---------------------------------------------------------------------------
+    @abstractmethod
+    def launch_text(self, spec: LaunchSpec) -> str:
+        """The text of `launch_file`, written into the run dir before `launch_script`."""
+
+    @abstractmethod
+    def launch_script(self, run_dir: str, token: str) -> str:
+        """Start the run once. Idempotent: sent again (a dropped link) it launches nothing
+        and answers the one launch. Prints `key=value` lines; `error=...` when nothing was
+        launched (the start is then undone)."""
+
+    @abstractmethod
+    def launched(self, host: str, run_id: str, answer: Mapping[str, str]) -> Launched:
+        """Read a launch's answer that holds no `error`; RemoteError when it says too
+        little (the run may be running: nothing is undone)."""
+
+    # -- probe ----------------------------------------------------------------------------
+    @abstractmethod
+    def probe_script(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
+        """One script for all of this backend's runs on a host: one line per run, by its
+        position. Runs at the positions in `need_end` also say when they ended, if known.
+        It may follow another script's text in one round trip, and print lines of its own
+        that do not start with a digit."""
+
+    @abstractmethod
+    def parse_probe(self, output: str, count: int, host: str) -> list[RunProbe]:
+        """The `count` runs' probes; RemoteError when the answer is about none of them."""
+
+    # -- stop -----------------------------------------------------------------------------
+    @abstractmethod
+    async def stop_ladder(self, conn: HostShell, workdir: str, run_id: str, grace: float,
+                          nonce: str, step: StepCallback) -> int | None:
+        """Signal, wait `grace`, force, verify that nothing of the run is left.
+
+        Returns the exit code to record for the stop (143 after TERM, 137 after a forced
+        end), or None when the run was not running. Raises RemoteError when it did not or
+        may not stop. Idempotent: `nonce` marks this stop on the host, so a re-sent step
+        never reads our own stop as "not running".
+        """
+
+    def describe_stop(self, grace: float) -> str:
+        """What the stop ladder will do, in words, for a confirmation."""
+        return f"The run gets SIGTERM; after {grace:g} s what is left is ended."
+
+
+class GpuChoice(Backend):
+    """Capability: the client chooses a run's GPUs (CUDA_VISIBLE_DEVICES) on this host,
+    from a sample of its GPUs taken with the same probe. A backend that has it derives
+    from this instead of `Backend`; the engine asks `isinstance(kind, GpuChoice)`."""
+
+    @abstractmethod
+    def probe_with_gpus(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
+        """`probe_script` that also reports the host's GPUs (the last background sample,
+        and starts the next one): still one round trip."""
+
+    @abstractmethod
+    def sample_now_script(self, runs: Runs) -> str:
+        """`probe_script` plus a GPU sample taken now (slower: it waits for nvidia-smi)."""

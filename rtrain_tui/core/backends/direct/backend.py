@@ -1,0 +1,126 @@
+"""The direct backend's launch, probe, stop ladder and preflight (see the package doc)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from rtrain_tui.core import probes, remote_sh
+from rtrain_tui.core import template as trainer_template
+from rtrain_tui.core.backends.base import (
+    BackendOptions, GpuChoice, HostShell, Launched, LaunchSpec, Runs, StepCallback,
+)
+from rtrain_tui.core.errors import RemoteError
+
+
+
+class DirectBackend(GpuChoice):
+    name = "direct"
+    launch_file = "run.sh"
+    launch_step = "launching"
+
+    # -- preflight ----------------------------------------------------------------------
+    def preflight_script(self, python: str, workdir: str) -> str:
+        return remote_sh.preflight(python, workdir)
+
+    def parse_preflight(self, host: str, output: str, *, python: str, gpus: int,
+                        ship_bytes: int, options: BackendOptions | None,
+                        local: bool) -> probes.PreflightReport:
+        report = probes.parse_preflight(host, output, python, gpus, ship_bytes)
+        if local and report.slurm_login:
+            # The demo host runs its commands on this machine: the `sbatch` it sees is this
+            # machine's, never a login node to hand its runs to. Not offered as one.
+            report = replace(report, slurm_login=False,
+                             checks=tuple(c for c in report.checks if c.name != "slurm"))
+        return report
+
+    # -- launch ---------------------------------------------------------------------------
+    def launch_text(self, spec: LaunchSpec) -> str:
+        command = trainer_template.render(spec.trainer, spec.python, spec.dataset, spec.gpus)
+        return remote_sh.wrapper(command, dict(spec.env))
+
+    def launch_script(self, run_dir: str, token: str) -> str:
+        return remote_sh.launch(run_dir, token)
+
+    def launched(self, host: str, run_id: str, answer: Mapping[str, str]) -> Launched:
+        if not answer.get("pid", "").isdigit():
+            raise RemoteError(
+                f"{host}: {run_id} was launched but wrote no pid within 5 s; "
+                f"`rtrain-tui status {host} {run_id}` will tell what it is doing."
+            )
+        return Launched(probes.RUNNING, pid=int(answer["pid"]))
+
+    # -- probe ----------------------------------------------------------------------------
+    def probe_script(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
+        return remote_sh.run_states(runs, need_end)
+
+    def probe_with_gpus(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
+        return remote_sh.run_states(runs, need_end, gpus=True)
+
+    def sample_now_script(self, runs: Runs) -> str:
+        return remote_sh.run_states(runs) + remote_sh.gpu_sample()
+
+    def parse_probe(self, output: str, count: int, host: str) -> list[probes.RunProbe]:
+        return probes.parse_run_states(output, count, host)
+
+    # -- stop -----------------------------------------------------------------------------
+    async def stop_ladder(self, conn: HostShell, workdir: str, run_id: str, grace: float,
+                          nonce: str, step: StepCallback) -> int | None:
+        """SIGTERM every process of the run, wait `grace`, SIGKILL, verify.
+
+        "Every process" is decided on the host by the run's marker (see remote_sh), so
+        workers that left the group (torchrun's do) are stopped too, and a recycled pid
+        is never signalled.
+        """
+        facts = await _signal(conn, workdir, run_id, nonce, "TERM")
+        if facts.get("result") == "not_running":
+            return None
+        step(f"SIGTERM sent to the run's {facts.get('count', '?')} process(es)")
+        step(f"waiting up to {grace:g} s for them to exit")
+        if await _wait_run_gone(conn, workdir, run_id, grace):
+            return 143
+        facts = await _signal(conn, workdir, run_id, nonce, "KILL")
+        if facts.get("result") != "not_running":
+            step(f"SIGKILL sent to the run's {facts.get('count', '?')} process(es)")
+            if not await _wait_run_gone(conn, workdir, run_id, 5.0):
+                raise RemoteError(
+                    f"{run_id} did not stop on {conn.alias}: processes of it are still alive "
+                    "after SIGKILL (stuck in the kernel?); check them with `ps` on the host."
+                )
+        return 137
+
+    def describe_stop(self, grace: float) -> str:
+        # Found by the marker the wrapper put in their environment, not by process group:
+        # torchrun's workers leave the group, and a recycled pid carries no marker.
+        return (f"Every process of the run (found on the host by the marker it was started "
+                f"with) gets SIGTERM; whatever is left after {grace:g} s gets SIGKILL, and stop "
+                "checks that all are gone. The trainer can save a checkpoint in between.")
+
+
+async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
+                  signal: str) -> dict[str, str]:
+    script = remote_sh.stop_signal(workdir, run_id, nonce, signal)
+    facts = dict(probes.parse_key_values(await conn.run(script)))
+    result = facts.get("result")
+    if result == "refused":
+        raise RemoteError(
+            f"refused to stop {run_id} on {conn.alias}: its pid file resolves to process group "
+            f"{facts.get('group') or '?'}, this session's own; check {workdir}/{run_id}/train.pid."
+        )
+    if result not in ("signalled", "not_running"):
+        raise RemoteError(f"{conn.alias}: could not signal {run_id}: {' '.join(facts.values())[:200]}")
+    return facts
+
+
+async def _wait_run_gone(conn: HostShell, workdir: str, run_id: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    script = remote_sh.run_alive_count(workdir, run_id)
+    while True:
+        out = dict(probes.parse_key_values(await conn.run(script)))
+        if out.get("alive") == "0":
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))

@@ -1,0 +1,145 @@
+"""The Slurm backend's launch, probe, stop ladder, preflight and option checks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from rtrain_tui.core import probes, validate
+from rtrain_tui.core import template as trainer_template
+from rtrain_tui.core.backends.base import (
+    Backend, BackendOptions, HostShell, Launched, LaunchSpec, Runs, StepCallback,
+)
+from rtrain_tui.core.backends.slurm import parse, scripts
+from rtrain_tui.core.backends.slurm.options import MULTI_NODE_TRAINER, SlurmOptions, trainer_values
+from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.sanitize import safe_line
+
+if TYPE_CHECKING:
+    from rtrain_tui.core.hostconfig import HostSettings
+
+
+class SlurmBackend(Backend):
+    name = "slurm"
+    launch_file = "run.sbatch"
+    launch_step = "submitting to Slurm"
+    built_in_trainers = (MULTI_NODE_TRAINER,)
+
+    # -- option checks ------------------------------------------------------------------
+    def options(self, settings: HostSettings, given: BackendOptions | None) -> SlurmOptions:
+        options = given if given is not None else settings.slurm
+        if not isinstance(options, SlurmOptions):
+            raise TypeError(f"Slurm options expected, not {options!r}")
+        return options.validated()
+
+    def adapt_request(self, trainer: str, gpu_ids: Sequence[int], allow_busy: bool,
+                      options: BackendOptions | None) -> str:
+        if gpu_ids or allow_busy:
+            raise validate.ValidationError(
+                "--gpu-ids and --allow-busy do not apply to a Slurm host: the scheduler hands "
+                "out GPUs; use --gpus-per-node.")
+        assert isinstance(options, SlurmOptions)
+        if options.nodes > 1 and trainer == validate.DEFAULT_TRAINER:
+            return MULTI_NODE_TRAINER
+        return trainer
+
+    # -- preflight ----------------------------------------------------------------------
+    def preflight_script(self, python: str, workdir: str) -> str:
+        return scripts.preflight(python, workdir)
+
+    def parse_preflight(self, host: str, output: str, *, python: str, gpus: int,
+                        ship_bytes: int, options: BackendOptions | None,
+                        local: bool) -> probes.PreflightReport:
+        assert isinstance(options, SlurmOptions)
+        if options.gpus_per_node is None:
+            options = replace(options, gpus_per_node=gpus)
+        return parse.parse_preflight(host, output, python, options)
+
+    # -- launch ---------------------------------------------------------------------------
+    def launch_text(self, spec: LaunchSpec) -> str:
+        options = spec.options
+        assert isinstance(options, SlurmOptions)
+        gpn = spec.gpus if options.gpus_per_node is None else options.gpus_per_node
+        command = trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn,
+                                          trainer_values(options.nodes))
+        # On a login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
+        return scripts.batch_script(spec.run_id, spec.token, command, spec.env, options, spec.gpus)
+
+    def launch_script(self, run_dir: str, token: str) -> str:
+        return scripts.submit(run_dir, token)
+
+    def launched(self, host: str, run_id: str, answer: Mapping[str, str]) -> Launched:
+        job = answer.get("job", "")
+        if not job.replace("_", "").isdigit():
+            # sbatch said yes: the job may well be queued, so nothing is undone.
+            said = safe_line(answer.get("unknown", ""))[:200].strip()
+            raise RemoteError(
+                f"{host}: sbatch took {run_id} but printed no job id"
+                + (f" (it printed: {said})" if said else "")
+                + f"; the job may be queued: check with squeue on {host}.")
+        return Launched(probes.QUEUED, job_id=job,
+                        message=safe_line(answer.get("message", ""))[:300])
+
+    # -- probe ----------------------------------------------------------------------------
+    def probe_script(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
+        return scripts.run_states(runs)  # Slurm says when a job ended; no `date` needed
+
+    def parse_probe(self, output: str, count: int, host: str) -> list[probes.RunProbe]:
+        return parse.parse_run_states(output, count, host)
+
+    # -- stop -----------------------------------------------------------------------------
+    async def stop_ladder(self, conn: HostShell, workdir: str, run_id: str, grace: float,
+                          nonce: str, step: StepCallback) -> int | None:
+        """TERM to every process of the job, grace, `scancel`, verify.
+
+        A queued job is cancelled at once. Stopped only once Slurm reports the job ended
+        (no process of it left: COMPLETING still has some).
+        """
+        facts = await _signal(conn, workdir, run_id, nonce, full_cancel=False)
+        if facts.get("result") == "not_running":
+            return None
+        code = 143
+        if facts.get("queued") == "1":
+            step("the job was still queued: cancelled")
+        else:
+            step(f"SIGTERM sent to every process of job {facts.get('job') or '?'} (scancel --full)")
+            step(f"waiting up to {grace:g} s for them to exit")
+            if not await _wait_job_gone(conn, workdir, run_id, grace):
+                await _signal(conn, workdir, run_id, nonce, full_cancel=True)
+                step("scancel sent (Slurm kills what is left after its KillWait)")
+                code = 137
+        if not await _wait_job_gone(conn, workdir, run_id, 60.0):
+            raise RemoteError(f"{run_id} did not stop on {conn.alias}: Slurm still reports its job "
+                              "active 60 s after scancel; check it with `squeue` on the login node.")
+        return code
+
+    def describe_stop(self, grace: float) -> str:
+        return (f"Every process of its Slurm job gets SIGTERM; after {grace:g} s scancel "
+                "ends what is left, and stop waits until Slurm reports the job gone "
+                "(a queued job is cancelled at once). The trainer can save a checkpoint "
+                "in between.")
+
+
+async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
+                  full_cancel: bool) -> dict[str, str]:
+    out = await conn.run(scripts.stop_signal(workdir, run_id, nonce, full_cancel))
+    facts = dict(probes.parse_key_values(out))
+    if facts.get("result") not in ("signalled", "not_running"):
+        raise RemoteError(f"{conn.alias}: could not cancel {run_id}'s job: "
+                          f"{facts.get('why') or 'scancel failed'}"[:300])
+    return facts
+
+
+async def _wait_job_gone(conn: HostShell, workdir: str, run_id: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    script = scripts.job_state(workdir, run_id)
+    while True:
+        state = dict(probes.parse_key_values(await conn.run(script))).get("state", "")
+        if parse.job_gone(state):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(min(0.3, max(0.0, deadline - time.monotonic())))
