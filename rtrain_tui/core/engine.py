@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from rtrain_tui.core import gpus as gpu_choice
 from rtrain_tui.core import backends, hostconfig, probes, remote_sh, validate
+from rtrain_tui.core import gpus as gpu_choice
 from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.backends import Backend, BackendOptions, GpuChoice, LaunchSpec
 from rtrain_tui.core.bounded import bounded
@@ -39,7 +39,12 @@ from rtrain_tui.core.index import RunIndex, RunRecord
 from rtrain_tui.core.index import utc_now as index_now
 from rtrain_tui.core.probes import PreflightReport, RunProbe
 from rtrain_tui.core.transfer import (
-    Progress, RemoteEntry, fetch, list_tree, ship_dataset, upload_file,
+    Progress,
+    RemoteEntry,
+    fetch,
+    list_tree,
+    ship_dataset,
+    upload_file,
 )
 
 StepCallback = Callable[[str], None]
@@ -424,7 +429,7 @@ class Engine:
             out = await bounded(asyncio.shield(conn.run(
                 remote_sh.remove_unlaunched(record.workdir, record.run_id, record.token),
                 timeout=CLEANUP_TIMEOUT)), CLEANUP_TIMEOUT)
-        except (RemoteError, asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, RemoteError, asyncio.CancelledError):
             out = ""
         removed = dict(probes.parse_key_values(out)).get("removed")
         try:

@@ -6,7 +6,7 @@ probe answers one line per run, in order; a stop sent again answers the same, an
 later stop finds nothing running. A new backend joins `backends.all_backends()` and is
 tested here with nothing added.
 
-Slurm runs against stand-in `sbatch`/`squeue`/`scancel` (tests/contract/slurm-bin), a
+Slurm runs against stand-in `sbatch`/`squeue`/`scancel` (tests/unit/slurm_stand_ins), a
 few lines of shell that keep jobs as files; the real scheduler is tests/slurm/'s.
 """
 
@@ -25,7 +25,7 @@ from rtrain_tui.core import backends, probes, remote_sh, validate
 from rtrain_tui.core.backends import Backend, LaunchSpec
 from rtrain_tui.core.hostconfig import HostSettings
 
-STAND_INS = Path(__file__).parent / "contract" / "slurm-bin"
+STAND_INS = Path(__file__).parent / "slurm_stand_ins"
 # The trainer: says it started (one line per start), then trains until stopped.
 TRAINER = "sh -c 'echo started >> launches.txt; exec sleep 120'"
 

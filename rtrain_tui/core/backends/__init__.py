@@ -13,7 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rtrain_tui.core.backends.base import (
-    Backend, BackendOptions, GpuChoice, HostShell, Launched, LaunchSpec, StepCallback,
+    Backend,
+    BackendOptions,
+    GpuChoice,
+    HostShell,
+    Launched,
+    LaunchSpec,
+    StepCallback,
 )
 from rtrain_tui.core.backends.direct import DirectBackend
 from rtrain_tui.core.backends.slurm.backend import SlurmBackend

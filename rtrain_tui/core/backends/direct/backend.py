@@ -10,10 +10,15 @@ from dataclasses import replace
 from rtrain_tui.core import probes, remote_sh
 from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.backends.base import (
-    BackendOptions, GpuChoice, HostShell, Launched, LaunchSpec, Runs, StepCallback,
+    BackendOptions,
+    GpuChoice,
+    HostShell,
+    Launched,
+    LaunchSpec,
+    Runs,
+    StepCallback,
 )
 from rtrain_tui.core.errors import RemoteError
-
 
 
 class DirectBackend(GpuChoice):

@@ -18,14 +18,29 @@ Files: `options.py` (what a start may ask for, validated), `scripts.py` (the she
 """
 
 from rtrain_tui.core.backends.slurm.options import (
-    MASTER_PORT, MULTI_NODE_TRAINER, SlurmOptions, check_sbatch_arg, trainer_values,
+    MASTER_PORT,
+    MULTI_NODE_TRAINER,
+    SlurmOptions,
+    check_sbatch_arg,
+    trainer_values,
 )
 from rtrain_tui.core.backends.slurm.parse import (
-    FAILURE_STATES, JobInfo, Partition, job_gone, parse_jobs, parse_partitions, parse_preflight,
+    FAILURE_STATES,
+    JobInfo,
+    Partition,
+    job_gone,
+    parse_jobs,
+    parse_partitions,
+    parse_preflight,
     parse_run_states,
 )
 from rtrain_tui.core.backends.slurm.scripts import (
-    batch_script, job_state, preflight, run_states, stop_signal, submit,
+    batch_script,
+    job_state,
+    preflight,
+    run_states,
+    stop_signal,
+    submit,
 )
 
 __all__ = [

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 from rtrain_tui.core import probes, validate
 from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.backends.base import (
-    Backend, BackendOptions, HostShell, Launched, LaunchSpec, Runs, StepCallback,
+    Backend,
+    BackendOptions,
+    HostShell,
+    Launched,
+    LaunchSpec,
+    Runs,
+    StepCallback,
 )
 from rtrain_tui.core.backends.slurm import parse, scripts
 from rtrain_tui.core.backends.slurm.options import MULTI_NODE_TRAINER, SlurmOptions, trainer_values
