@@ -144,3 +144,45 @@ def test_a_run_whose_progress_read_got_no_answer_is_left_unread_for_a_while(
             await engine.close()
 
     asyncio.run(go())
+
+
+def test_a_refresh_shows_the_hosts_states_before_a_hung_progress_read_ends(
+        hosts: SshHosts, tmp_path: Path, workdir: str) -> None:
+    """A running run whose train.log sits on a hung NFS mount: its progress read waits
+    the SFTP bound (20 s). The refresh's states (another run that ended) used to wait for
+    it; they are shown first, and the progress follows when it can."""
+    work = Path(workdir)
+    fifo = tmp_path / "stuck"
+    os.mkfifo(fifo)
+    index = RunIndex(tmp_path / "runs.toml")
+    slow = write_config(tmp_path / "slow.yaml", steps=100000, step_seconds=0.05)
+    quick = write_config(tmp_path / "quick.yaml", steps=3, step_seconds=0.05)
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), index)
+        await engine.start(StartRequest("gpu", slow, run_id="slow", workdir=str(work), gpus=0))
+        app = tui(hosts, tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            state = lambda run_id: {v.record.run_id: v.record.state  # noqa: E731
+                                    for v in app.runs_table.views.values()}.get(run_id)
+            await until(pilot, lambda: state("slow") == "running", "the running run")
+            await app.workers.wait_for_complete()
+            # The refresh's channel held by a request the host never answers, as a stat
+            # on a hung NFS mount holds it: slow's progress read waits its whole bound.
+            sftp = await app.engine.host("gpu").sftp()
+            stuck = asyncio.ensure_future(sftp.open(str(fifo), "rb"))
+            await asyncio.sleep(0)
+            await engine.start(StartRequest("gpu", quick, run_id="quick", workdir=str(work), gpus=0))
+            status = work / "quick" / "status"
+            await until(pilot, status.exists, "the quick run's end on the host")
+            await pilot.press("r")
+            await until(pilot, lambda: state("quick") == "completed", "the ended run's state",
+                        timeout=10)
+            stuck.cancel()
+        await engine.stop("gpu", str(work), "slow", grace=1)
+        await engine.close()
+
+    try:
+        asyncio.run(go())
+    finally:
+        _release(fifo)

@@ -257,6 +257,8 @@ class RTrainApp(HeldToasts):
     def _host_refreshed(self, event: HostRefreshed) -> None:
         """Show one host's refresh, then arm its next one."""
         host = event.host
+        if not self.is_running:
+            return  # the app is closing: its widgets may be gone, and nothing is re-armed
         try:
             if event.trouble is not None:
                 self._index_trouble(event.trouble)
@@ -277,9 +279,11 @@ class RTrainApp(HeldToasts):
                     self.reasons[line.key] = line.reason
             if event.records is not None:
                 self.main_screen.show_runs(event.records, self.progress)
-                self._notify_transitions(event.records)
+                if event.final:  # an ended run's toast says why: that comes with the lines
+                    self._notify_transitions(event.records)
         finally:
-            self.refresher.finished(host)
+            if event.final:
+                self.refresher.finished(host)
 
     def _checked_reachable(self, host: str) -> bool:
         report = self.reports.get(host, (None, ""))[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from textual.timer import Timer
@@ -50,6 +51,8 @@ class Refresher:
         self.settled: set[RunKey] = set()  # ended runs whose final line is shown
         self._timers: dict[str, Timer] = {}
         self._next_find: dict[str, float] = {}  # when a host's refresh lists its workdirs next
+        # Runs whose progress read got no answer, left unread until then (host_view.lines_for).
+        self.stalled: dict[RunKey, float] = {}
         self._done: dict[str, int] = {}  # refreshes shown, per host (`refresh_all_now` waits on it)
 
     def idle(self, host: str) -> bool:
@@ -113,14 +116,20 @@ class Refresher:
             find = now >= self._next_find.get(host, 0.0)
             if find and records:
                 self._next_find[host] = now + self.period * 5
-            view = (await host_view.refresh(self.engine, records, self.settled, sample_gpus=True,
-                                            find=find)).get(host) if records else None
+            view = (await host_view.refresh(self.engine, records, sample_gpus=True, find=find,
+                                            words=False)).get(host) if records else None
             message.view = view or host_view.HostView(host)
-            self.settled.update(line.key for line in message.view.lines if line.settled)
             if not records and self.gpus_only(host):
                 message.gpus_unreached = not await self._poll_gpus(host)
             report = await self.read_index()
             message.records = report.records if report is not None else None
+            if view is not None:
+                # The states first: a run's progress read can wait its whole bound.
+                self.app.post_message(replace(message, final=False))
+                lines = await host_view.lines_for(self.engine, records, view.states,
+                                                  self.settled, self.stalled)
+                message.view = replace(view, lines=lines, found=())
+                self.settled.update(line.key for line in lines if line.settled)
         except (IndexCorruptError, IndexBusyError) as exc:
             message.trouble = exc
         finally:
