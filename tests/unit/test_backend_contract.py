@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import secrets
 import subprocess
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ import pytest
 from rtrain_tui.core import backends, probes, remote_sh, validate
 from rtrain_tui.core.backends import Backend, LaunchSpec
 from rtrain_tui.core.hostconfig import HostSettings
+from rtrain_tui.core.index import RunRecord
 
 STAND_INS = Path(__file__).parent / "slurm_stand_ins"
 # The trainer: says it started (one line per start), then trains until stopped.
@@ -169,3 +171,26 @@ def test_a_stop_of_a_run_never_launched_says_not_running(
                                       lambda _m: None) is None
 
     asyncio.run(go())
+
+
+def test_the_engine_names_no_backend() -> None:
+    """It asks the run's backend (core/backends/base.py); a branch on a name is a seam leak."""
+    import rtrain_tui.core.engine as engine
+
+    src = Path(engine.__file__).read_text()
+    for name in backends.BACKENDS:
+        leaks = re.findall(rf"[\"']{name}[\"']|\bbackends\.{name}\b|\bimport {name}\b|\b{name}\.[a-z_]+\(",
+                           src)
+        assert not leaks, f"engine.py names the {name} backend: {leaks}"
+    assert "slurm" not in src.lower()
+
+
+@pytest.mark.parametrize("recorded, found, name", [
+    ("", "", backends.DEFAULT),  # older versions wrote no backend for a box run
+    ("direct", "", "direct"),
+    ("slurm", "", "slurm"),
+    ("slurm", "found", "slurm"),
+])
+def test_a_records_backend_is_the_one_it_names(recorded: str, found: str, name: str) -> None:
+    record = RunRecord(host="h", run_id="r", workdir="~/w", backend=recorded, origin=found)
+    assert backends.backend_for(record).name == name
