@@ -36,7 +36,7 @@ from rtrain_tui.core.engine import (
     StartTrace,
 )
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import RunIndex, default_index_path
+from rtrain_tui.core.index import PRUNABLE, RunIndex, default_index_path, parse_age, prunable
 from rtrain_tui.core.logstream import LogFollower, LogLines
 from rtrain_tui.core.metrics_sync import sync_metrics
 from rtrain_tui.core.sanitize import safe_line
@@ -213,6 +213,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first add the runs found on HOST (default: every host in the index) "
                    "that were started elsewhere, e.g. by `praisonai train remote`")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("--prune", action="store_true",
+                   help="remove old ended runs from the index (never anything on a host), "
+                   "saying which first; needs --older-than")
+    p.add_argument("--older-than", default=None, metavar="AGE",
+                   help="with --prune: runs that ended more than AGE ago (90d, 12w, 36h)")
+    p.add_argument("--state", default=None, metavar="STATES",
+                   help="with --prune: only these, comma-separated (default: "
+                   f"{','.join(PRUNABLE)})")
+    p.add_argument("--dry-run", action="store_true", help="with --prune: say what it would remove")
     return parser
 
 
@@ -734,7 +743,56 @@ async def _discover(engine: Engine, host: str, args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_rows(rows: list[dict[str, str | bool | None]]) -> str:
+    """`json.dumps(rows, indent=2)`, byte for byte, through the C encoder: with `indent`
+    json takes its Python one, ~40 µs a run (0.4 s for 10,000). The values are scalars,
+    so the item separator only ever falls between two fields."""
+    if not rows:
+        return "[]"
+    return "[\n" + ",\n".join(
+        "  {\n    " + json.dumps(row, separators=(",\n    ", ": "))[1:-1] + "\n  }"
+        for row in rows) + "\n]"
+
+
+def _prune(engine: Engine, args: argparse.Namespace) -> int:
+    """`runs --prune`: list the runs it will forget, then forget exactly those."""
+    if args.older_than is None:
+        raise validate.ValidationError("--prune needs --older-than, e.g. --older-than 90d.")
+    if args.refresh or args.discover is not None or args.json:
+        raise validate.ValidationError("--prune goes alone: not with --refresh, --discover or --json.")
+    states = [s.strip() for s in (args.state or ",".join(PRUNABLE)).split(",") if s.strip()]
+    age = parse_age(args.older_than)
+    report = engine.index.load_report()
+    for problem in report.problems:
+        _err(f"warning: {problem}")
+    listed = prunable(report.records, age, states)
+    what = f"{'/'.join(states)} runs that ended more than {args.older_than.strip()} ago"
+    if not listed:
+        print(f"nothing to prune: no {what}.")
+        return 0
+    n = f"{len(listed)} run{'' if len(listed) == 1 else 's'}"
+    print(f"{'would remove' if args.dry_run else 'removing'} {n} from the index "
+          f"({what}; nothing on any host is touched):")
+    rows = [("HOST", "RUN", "STATE", "ENDED")] + [
+        (r.host, r.run_id, r.state, r.ended_at or r.updated_at or r.started_at) for r in listed]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    if args.dry_run:
+        print("dry run: nothing was removed.")
+        return 0
+    removed = engine.index.remove_records(listed)
+    kept = len(listed) - len(removed)
+    print(f"removed {len(removed)} run{'' if len(removed) == 1 else 's'} from {engine.index.path}"
+          + (f"; {kept} changed since they were listed and were kept." if kept else "."))
+    return 0
+
+
 async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
+    if args.prune:
+        return _prune(engine, args)
+    if args.older_than is not None or args.state is not None or args.dry_run:
+        raise validate.ValidationError("--older-than, --state and --dry-run go with --prune.")
     if args.discover is not None:
         code = await _discover(engine, args.discover, args)
         if code:
@@ -757,13 +815,13 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
         report = engine.index.load_report()
     runs = report.records
     if args.json:
-        print(json.dumps([
+        print(_json_rows([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
              "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
              "workdir": r.workdir, "origin": r.origin or "started", "gpu_ids": r.gpu_ids,
              "backend": engine.backend_of(r), "slurm_job_id": r.job_id or None}
             for r in runs
-        ], indent=2))
+        ]))
         return 0
     if not runs and report.problems:
         _err(f"no usable runs: the index holds {len(report.problems)} that were skipped (above); "

@@ -143,7 +143,9 @@ def test_gpu_ids_choose_by_hand_in_the_order_given(cli: Cli, tmp_path: Path, wor
                 "--run-id", "hand")
         assert r.rc == 0, r.err
         assert "CUDA_VISIBLE_DEVICES=3,0 " in train_log(workdir, "hand", "CUDA_")
-        assert cli.index.read_text().count('gpu_ids = "3,0"') == 1
+        # Once ended, the run is in its month's archive beside runs.toml.
+        written = "".join(p.read_text() for p in cli.index.parent.glob("runs*.toml"))
+        assert written.count('gpu_ids = "3,0"') == 1
     finally:
         hosts.gpu_file.write_text(TWO_GPUS)
 

@@ -649,7 +649,9 @@ class Engine:
         progress, are marked taken: a trainer loading its model is not in nvidia-smi yet.
         """
         try:
-            records = [r for r in await asyncio.to_thread(self.index.load) if r.host == host]
+            # The live file's runs: an ended (archived) run holds no GPU and no process,
+            # and a start need not read a year of archives.
+            records = [r for r in await asyncio.to_thread(self.index.load_live) if r.host == host]
         except RemoteError:
             records = []  # a broken index only costs the run names
         # Sampled now, not read from the background sample: a start must not choose by

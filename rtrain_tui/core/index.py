@@ -20,6 +20,20 @@ their last known state. Four promises:
   and parses only a file that changed; a refresh that changes nothing is told so from
   the runs it names. A refresh of three hosts costs ~5 ms of index work, not ~1.4 s.
 
+Read once, write little (a year of runs is ~10,000 of them, ~5 MB of TOML that takes
+~1.2 s to parse and check and ~0.5 s to write): `runs.toml` holds the runs that can still
+change; a run whose state is final moves, on the next write, to the archive of the month
+it started in (`runs-2026-11.toml`, beside it), which changes rarely. So a write rewrites
+the live file (a hundred runs) and at most the archive a run ended into, and the lock is
+held for milliseconds. Each file's parsed form is kept on disk too (`.runs-parsed/`,
+JSON, keyed by a hash of the file's bytes), so a new process (`runs`, `status`) reads a
+year of runs in tens of milliseconds. An older single-file index is read as it is and
+migrated by its first write, every table kept. An archive that cannot be read is
+reported (a problem line), never written, and the live runs work without it. A run
+recorded in two files (a write cut off between its two renames, or a run id used again)
+is read once: from the file whose copy is newer (started, then updated), the archive's
+on a tie, since a move writes the archive first.
+
 Times are ISO 8601 in UTC (`utc_now()`, microsecond precision); older second-precision
 values still compare correctly because comparisons parse them.
 """
@@ -27,22 +41,24 @@ values still compare correctly because comparisons parse them.
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
+import re
 import stat
 import tempfile
 import time
 import tomllib
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
-from rtrain_tui.core import remote_sh, validate
+from rtrain_tui.core import probes, remote_sh, validate
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, ValidationError
 
 RunKey = tuple[str, str, str]  # (host, workdir, run_id)
@@ -127,19 +143,45 @@ def _document(data: dict[str, Any], entries: list[_Entry], name: str) -> _Docume
                      by_key if len(by_key) == len(records) else None)
 
 
+@dataclass(frozen=True)
+class _View:
+    """Every file of the index as read: the live file last, the archives before it."""
+
+    files: dict[Path, _Document]  # archives by month, then the live file
+    records: list[RunRecord]  # the usable runs, each once, in file order
+    problems: list[str]
+    losers: dict[Path, frozenset[RunKey]]  # runs a file holds that another file's copy shadows
+    broken: frozenset[Path]  # archives that cannot be read: never written
+    by_key: dict[RunKey, RunRecord] | None  # None if a key repeats within a file
+
+
 class RunIndex:
     def __init__(self, path: Path | None = None, lock_timeout: float = LOCK_TIMEOUT) -> None:
         self.path = path or default_index_path()
         self.lock_timeout = lock_timeout
-        # The bytes last parsed (or written) and what they hold. Parsing and checking
-        # 2,000 runs costs ~140 ms of CPU; reading and comparing the bytes, well under
-        # one. So every caller may read, and only a file that changed is parsed again
-        # (keyed by content, not by mtime: nothing another writer does can fool it).
-        self._cache: tuple[bytes, _Document] | None = None
+        # Per file, the bytes last parsed (or written) and what they hold. Parsing and
+        # checking 2,000 runs costs ~140 ms of CPU; reading and comparing the bytes, well
+        # under one. So every caller may read, and only a file that changed is parsed
+        # again (keyed by content, not by mtime: nothing another writer does can fool it).
+        self._cache: dict[Path, tuple[bytes, _Document]] = {}
+        self._settled: dict[Path, tuple[tuple[int, int, int, int], _Document]] = {}
+        self._last_view: tuple[tuple[tuple[Path, int], ...], _View] | None = None
 
     @property
     def lock_path(self) -> Path:
         return self.path.with_name(self.path.name + ".lock")
+
+    def archive_path(self, month: str) -> Path:
+        """The archive of the runs that started in `month` (`2026-11`)."""
+        return self.path.with_name(f"{self.path.stem}-{month}{self.path.suffix}")
+
+    def archives(self) -> list[Path]:
+        """The archive files there are, oldest month first."""
+        pattern = f"{self.path.stem}-[0-9][0-9][0-9][0-9]-[0-9][0-9]{self.path.suffix}"
+        try:
+            return sorted(self.path.parent.glob(pattern))
+        except OSError:
+            return []
 
     # -- reading ---------------------------------------------------------------------
     def load(self) -> list[RunRecord]:
@@ -147,27 +189,36 @@ class RunIndex:
         return self.load_report().records
 
     def load_report(self) -> IndexReport:
-        """The usable runs and, one line each, the records skipped (they stay in the file)."""
-        doc = self._read()
-        return IndexReport([e.record for e in doc.entries if e.record is not None], list(doc.problems))
+        """The usable runs and, one line each, the records skipped (they stay in the file)
+        and the archives that could not be read (left as they are)."""
+        view = self._view()
+        return IndexReport(list(view.records), list(view.problems))
+
+    def load_live(self) -> list[RunRecord]:
+        """The runs of the live file alone: every run that can still change (and ended
+        ones not yet archived), without reading a year of archives."""
+        return _records(self._read(self.path))
 
     def problems(self) -> list[str]:
         """One line per record that `load()` skips, naming its position and field."""
-        return list(self._read().problems)
+        return list(self._view().problems)
 
     def get(self, host: str, run_id: str) -> RunRecord | None:
-        for rec in self.load():
-            if rec.host == host and rec.run_id == run_id:
-                return rec
+        """The run `run_id` on `host`; the live file is asked first (it is small)."""
+        for records in (self.load_live, self.load):
+            for rec in reversed(records()):  # a later copy is the newer one
+                if rec.host == host and rec.run_id == run_id:
+                    return rec
         return None
 
     def check(self) -> None:
         """Raise IndexCorruptError unless the index can be read and written. Writes nothing.
 
         Meant for before anything irreversible (a launch), so a broken index is found
-        while there is still nothing to lose.
+        while there is still nothing to lose. Archives are not read: one that is broken
+        is reported by `load_report()` and costs no start.
         """
-        self._read()
+        self._read(self.path)
         where = self.path.parent
         while not where.exists():
             where = where.parent
@@ -179,12 +230,24 @@ class RunIndex:
 
     # -- writing ---------------------------------------------------------------------
     def add(self, record: RunRecord) -> None:
-        """Add `record`, or replace the run with its key (in place)."""
+        """Add `record`, or replace the run with its key (in place).
+
+        A run that can still change (a start's) is written to the live file alone: no
+        archive is read. Its copy is the newer one, so it shadows an archived run of the
+        same key (a run id used again) until the next full write drops that.
+        """
         bad = _record_problems(asdict(record))
         if bad:
             raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be recorded: "
                                   + "; ".join(bad))
-        self.update(lambda runs: [r for r in runs if r.key != record.key] + [record])
+
+        def change(runs: list[RunRecord]) -> list[RunRecord]:
+            return [r for r in runs if r.key != record.key] + [record]
+
+        if probes.is_final(record.state):
+            self.update(change)
+        else:
+            self._update_live(change)
 
     def add_new(self, records: Sequence[RunRecord]) -> list[RunRecord]:
         """Add the records whose key the index does not have yet, in one locked write.
@@ -208,16 +271,22 @@ class RunIndex:
 
     def remove(self, key: RunKey) -> bool:
         """Forget the run with `key`; False when there was none (and nothing was written)."""
-        found = False
+        return bool(self.remove_records(key=key))
+
+    def remove_records(self, listed: Sequence[RunRecord] = (), key: RunKey | None = None
+                       ) -> list[RunRecord]:
+        """Forget exactly the runs `listed` (a run changed since it was listed stays), or
+        every run with `key`; in one locked write. Returns those removed."""
+        wanted = set(listed)
+        removed: list[RunRecord] = []
 
         def change(runs: list[RunRecord]) -> list[RunRecord]:
-            nonlocal found
-            kept = [r for r in runs if r.key != key]
-            found = len(kept) != len(runs)
+            kept = [r for r in runs if r not in wanted and r.key != key]
+            removed[:] = [r for r in runs if r in wanted or r.key == key]
             return kept
 
         self.update(change)
-        return found
+        return list(removed)
 
     def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None,
                    ended: Mapping[RunKey, str] | None = None,
@@ -264,7 +333,7 @@ class RunIndex:
 
         # The usual refresh changes nothing: tell so from the runs it names alone (one
         # host's, of 2,000), without going through every run in the file.
-        by_key = self._read().by_key
+        by_key = self._view().by_key
         if by_key is not None and all(
                 by_key[k] is apply(by_key[k]) for k in {*states, *ended, *forget, *backends}
                 if k in by_key):
@@ -275,30 +344,139 @@ class RunIndex:
         """Re-read, apply `change`, write atomically — all under the lock.
 
         `change` must be pure: it may run twice (once to learn whether anything changes,
-        without the lock, then under it). Skipped records keep their place in the file.
+        without the lock, then under it). Skipped records keep their place in their
+        file. Only the files whose runs change are written; runs whose state is final
+        move to their month's archive (and the live file's ended runs with them).
         """
-        doc = self._read()
-        result = change(_records(doc))
-        if _same(doc, result) or _merge(doc, result, self.path.name).data == doc.data:
+        view = self._view()
+        result = change(list(view.records))
+        if _same(view.records, result) and not self._moves(view) or \
+                not _changed(view, self._plan(view, result)):
             return  # a no-op needs no lock and no write
+        self._mkdir()
+        with self._locked():
+            view = self._view()
+            self._write_plan(view, self._plan(view, change(list(view.records))))
+
+    # -- internals -------------------------------------------------------------------
+    def _corrupt(self, what: str, path: Path | None = None) -> IndexCorruptError:
+        what = " ".join(what.split())  # one line, whatever the parser said
+        return IndexCorruptError(
+            f"the run index {path or self.path} {what}; it was left untouched: "
+            "fix or move it away, or pass --index to use another file."
+        )
+
+    def _mkdir(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise self._corrupt(f"cannot be written ({exc.strerror or exc})") from None
+
+    def _update_live(self, change: Callable[[list[RunRecord]], list[RunRecord]]) -> None:
+        """`update`, for a change that concerns the live file's runs alone. A live file
+        that holds ended runs (an older index; or an ended run whose archive is broken)
+        takes the full path, which moves them."""
+        doc = self._read(self.path)
+        if any(e.record is not None and self._home(e.record, frozenset()) != self.path
+               for e in doc.entries):
+            self.update(change)
+            return
+        result = change(_records(doc))
+        if _same(_records(doc), result) or _merge(doc, result, self.path.name).data == doc.data:
+            return
+        self._mkdir()
         with self._locked():
-            doc = self._read()
+            doc = self._read(self.path)
             merged = _merge(doc, change(_records(doc)), self.path.name)
             if merged.data != doc.data:
-                # What we wrote is what the next read would parse: it is not parsed again.
-                self._cache = (self._write(merged.data), merged)
+                self._cache[self.path] = (self._write(self.path, merged.data), merged)
 
-    # -- internals -------------------------------------------------------------------
-    def _corrupt(self, what: str) -> IndexCorruptError:
-        what = " ".join(what.split())  # one line, whatever the parser said
-        return IndexCorruptError(
-            f"the run index {self.path} {what}; it was left untouched: "
-            "fix or move it away, or pass --index to use another file."
-        )
+    def _home(self, record: RunRecord, broken: frozenset[Path]) -> Path:
+        """The file `record` belongs in: its start month's archive once its state is
+        final (unless that archive cannot be read), else the live file."""
+        if probes.is_final(record.state):
+            began = parse_time(record.started_at)
+            if began is not None:
+                archive = self.archive_path(f"{began.year:04d}-{began.month:02d}")
+                if archive not in broken:
+                    return archive
+        return self.path
+
+    def _moves(self, view: _View) -> bool:
+        """The live file holds runs that belong in an archive (an older index: its first
+        write migrates it), or a copy another file shadows."""
+        live = view.files.get(self.path)
+        return bool(view.losers) or live is not None and any(
+            e.record is not None and self._home(e.record, view.broken) != self.path
+            for e in live.entries)
+
+    def _plan(self, view: _View, result: list[RunRecord]) -> dict[Path, list[_Entry]]:
+        """Each file's entries once `result` is written; unusable tables stay in their
+        file, an unchanged run keeps its table byte for byte wherever it goes."""
+        waiting: dict[RunKey, list[int]] = {}
+        for i, rec in enumerate(result):
+            waiting.setdefault(rec.key, []).append(i)
+        placed: set[int] = set()
+        plan: dict[Path, list[_Entry]] = {path: [] for path in view.files}
+        plan.setdefault(self.path, [])
+        for path, doc in view.files.items():
+            shadowed = view.losers.get(path, frozenset())
+            for entry in doc.entries:
+                if entry.record is None:
+                    plan[path].append(entry)
+                    continue
+                if entry.record.key in shadowed:
+                    continue  # another file holds the newer copy: this one goes
+                slots = waiting.get(entry.record.key)
+                if not slots:
+                    continue  # removed by `change`
+                i = slots.pop(0)
+                placed.add(i)
+                new = result[i]
+                kept = (entry if new is entry.record or new == entry.record
+                        else _entry({**entry.table, **asdict(new)}))
+                home = path if kept.record is None else self._home(kept.record, view.broken)
+                plan.setdefault(home, []).append(kept)
+        for i, rec in enumerate(result):
+            if i not in placed:
+                plan.setdefault(self._home(rec, view.broken), []).append(_entry(asdict(rec)))
+        return plan
+
+    def _write_plan(self, view: _View, plan: dict[Path, list[_Entry]]) -> None:
+        """Write the files `plan` changes, so that a crash anywhere loses no run: files
+        that gain runs first (keeping, for now, those moving out of them), then the rest.
+        A run may be in two files for a moment; a read takes one copy."""
+        old = {path: view.files.get(path, _EMPTY) for path in plan}
+        changed = _changed(view, plan)
+        keys = {path: {e.record.key for e in entries if e.record is not None}
+                for path, entries in plan.items()}
+        staying = set().union(*keys.values())
+        for path in changed:  # first: the files that gain runs
+            had = {e.record.key for e in old[path].entries if e.record is not None}
+            if keys[path] - had:
+                leaving = [e for e in old[path].entries if e.record is not None
+                           and e.record.key not in keys[path] and e.record.key in staying]
+                self._store(path, old[path], plan[path] + leaving)
+        for path in changed:  # then each file as planned (a no-op where it already is)
+            self._store(path, old[path], plan[path])
+
+    def _store(self, path: Path, old: _Document, entries: list[_Entry]) -> None:
+        """Write one file with `entries` as its runs (its other keys kept), unless it
+        already holds them; an archive left with nothing in it is removed."""
+        data = {k: v for k, v in old.data.items() if k != "runs"}
+        if entries:  # no `runs = []`: a hand-appended [[runs]] table must still parse
+            data["runs"] = [e.table for e in entries]
+        doc = _document(data, entries, path.name)
+        current = self._cache.get(path)
+        if current is not None and current[1].data == data:
+            return
+        if path != self.path and not entries and set(data) <= {"runs"}:
+            path.unlink(missing_ok=True)
+            self._cache.pop(path, None)
+            return
+        raw = self._write(path, data)
+        self._cache[path] = (raw, doc)
+        self._persist(path, raw, doc)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -331,67 +509,240 @@ class RunIndex:
         finally:
             os.close(fd)
 
-    def _read(self) -> _Document:
+    def _view(self) -> _View:
+        """Every file, read (each parsed only when it changed) and put together."""
+        files: dict[Path, _Document] = {}
+        problems: list[str] = []
+        broken: set[Path] = set()
+        for path in self.archives():
+            try:
+                files[path] = self._read(path)
+            except IndexCorruptError as exc:
+                broken.add(path)
+                problems.append(f"{exc} Its runs are not shown; the live runs are.")
+        files[self.path] = self._read(self.path)
+        docs = tuple((path, id(doc)) for path, doc in files.items())
+        if self._last_view is not None and self._last_view[0] == docs and not problems:
+            return self._last_view[1]  # nothing changed since: not put together again
+        # A run in two files: the newer copy (started, then updated) is read, the
+        # archive's on a tie (a move writes the archive first). Told by set sizes first:
+        # going through 10,000 runs one by one costs more than the rest of a read.
+        keysets = [doc.by_key.keys() if doc.by_key is not None
+                   else {e.record.key for e in doc.entries if e.record is not None}
+                   for doc in files.values()]
+        losers: dict[Path, set[RunKey]] = {}
+        if sum(map(len, keysets)) != len(set().union(*keysets)):
+            losers = self._losers(files)
+        records = [e.record for path, doc in files.items() for e in doc.entries
+                   if e.record is not None and e.record.key not in losers.get(path, ())]
+        by_key: dict[RunKey, RunRecord] | None = {}
+        for doc in files.values():
+            if by_key is not None and doc.by_key is not None:
+                by_key.update(doc.by_key)
+            else:
+                by_key = None
+        if losers:
+            by_key = {r.key: r for r in records}
+            if len(by_key) != len(records):
+                by_key = None
+        for doc in files.values():
+            problems.extend(doc.problems)
+        view = _View(files, records, problems, {p: frozenset(k) for p, k in losers.items()},
+                     frozenset(broken), by_key)
+        self._last_view = (docs, view)
+        return view
+
+    def _losers(self, files: dict[Path, _Document]) -> dict[Path, set[RunKey]]:
+        """Per file, the runs it holds whose copy in another file is the one read."""
+        copies: dict[RunKey, dict[Path, RunRecord]] = {}
+        for path, doc in files.items():
+            for entry in doc.entries:
+                if entry.record is not None:
+                    copies.setdefault(entry.record.key, {}).setdefault(path, entry.record)
+        losers: dict[Path, set[RunKey]] = {}
+        for key, found in copies.items():
+            if len(found) > 1:
+                best = max(found, key=lambda path: (
+                    parse_time(found[path].started_at) or _EPOCH,
+                    parse_time(found[path].updated_at) or _EPOCH, path != self.path))
+                for path in found:
+                    if path != best:
+                        losers.setdefault(path, set()).add(key)
+        return losers
+
+    def _read(self, path: Path) -> _Document:
         try:
-            st = os.stat(self.path)
+            st = os.stat(path)
         except FileNotFoundError:
             return _Document({}, [], [], {})
         except OSError as exc:
-            raise self._corrupt(f"cannot be read ({exc.strerror or exc})") from None
+            raise self._corrupt(f"cannot be read ({exc.strerror or exc})", path) from None
         if stat.S_ISDIR(st.st_mode):
-            raise self._corrupt("is a directory, not a file")
+            raise self._corrupt("is a directory, not a file", path)
         if not stat.S_ISREG(st.st_mode):
-            raise self._corrupt("is not a regular file")  # a FIFO would block the read forever
+            raise self._corrupt("is not a regular file", path)  # a FIFO would block the read forever
+        # A file unchanged since a read that found it already a second old is not read
+        # again (a year of archives is 5 MB, read several times a refresh): any write
+        # since would have given it another mtime, size or inode. One younger than that
+        # could be rewritten within the clock's tick, so its bytes are compared.
+        seen = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+        settled = self._settled.get(path)
+        if settled is not None and settled[0] == seen:
+            return settled[1]
         try:
-            raw = self.path.read_bytes()
+            raw = path.read_bytes()
         except FileNotFoundError:
             return _Document({}, [], [], {})
         except OSError as exc:
-            raise self._corrupt(f"cannot be read ({exc.strerror or exc})") from None
-        cached = self._cache
+            raise self._corrupt(f"cannot be read ({exc.strerror or exc})", path) from None
+        cached = self._cache.get(path)
         if cached is not None and cached[0] == raw:
-            return cached[1]
-        doc = self._parse(raw)
-        self._cache = (raw, doc)
+            doc = cached[1]
+        else:
+            recalled = self._recall(path, raw)
+            if recalled is None:
+                doc = self._parse(path, raw)
+                self._persist(path, raw, doc)
+            else:
+                doc = recalled
+            self._cache[path] = (raw, doc)
+        if time.time() - st.st_mtime > _SETTLED_S and len(raw) == st.st_size:
+            self._settled[path] = (seen, doc)
+        else:
+            self._settled.pop(path, None)
         return doc
 
-    def _parse(self, raw: bytes) -> _Document:
+    def _parse(self, path: Path, raw: bytes) -> _Document:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise self._corrupt(f"is not UTF-8 text (bad byte at offset {exc.start})") from None
+            raise self._corrupt(f"is not UTF-8 text (bad byte at offset {exc.start})", path) from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise self._corrupt(f"is not valid TOML ({exc})") from None
+            raise self._corrupt(f"is not valid TOML ({exc})", path) from None
         tables = data.get("runs", [])
         if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-            raise self._corrupt("has a `runs` that is not a list of [[runs]] tables")
+            raise self._corrupt("has a `runs` that is not a list of [[runs]] tables", path)
         entries = [_entry(table) for table in tables]
-        return _document(data, entries, self.path.name)
+        return _document(data, entries, path.name)
 
-    def _write(self, data: dict[str, Any]) -> bytes:
+    # The parsed form on disk: JSON of the file's data and which tables are usable,
+    # keyed by a hash of the TOML's bytes (hashing 5 MB: ~10 ms; parsing them: ~1.2 s).
+    # A cache is only ever a shortcut: one that is missing, old or unreadable is
+    # ignored, and the TOML is parsed. Small files (a start's live file) are not worth it.
+    @property
+    def _parsed_dir(self) -> Path:
+        return self.path.with_name(f".{self.path.stem}-parsed")
+
+    def _recall(self, path: Path, raw: bytes) -> _Document | None:
+        if len(raw) < _PERSIST_BYTES:
+            return None
+        try:
+            saved = json.loads((self._parsed_dir / f"{path.name}.json").read_bytes())
+            if saved.get("key") != _cache_key(raw):
+                return None
+            data, usable = saved["data"], saved["usable"]
+            tables = data.get("runs", [])
+            entries = [_Entry(_record(t) if ok else None, t)
+                       for t, ok in zip(tables, usable, strict=True)]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return _document(data, entries, path.name)
+
+    def _persist(self, path: Path, raw: bytes, doc: _Document) -> None:
+        if len(raw) < _PERSIST_BYTES:
+            return
+        try:
+            text = json.dumps({"key": _cache_key(raw), "data": doc.data,
+                               "usable": [e.record is not None for e in doc.entries]})
+        except (TypeError, ValueError):
+            return  # a TOML date-time kept verbatim has no JSON form: parse that file
+        try:
+            self._parsed_dir.mkdir(exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self._parsed_dir, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, self._parsed_dir / f"{path.name}.json")
+        except OSError:
+            pass  # no cache: the next process parses the TOML, as it always could
+
+    def _write(self, path: Path, data: dict[str, Any]) -> bytes:
         """Write `data` atomically; returns the bytes the file now holds."""
         raw = tomli_w.dumps(data).encode("utf-8")
         try:
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".runs.", suffix=".tmp")
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".runs.", suffix=".tmp")
         except OSError as exc:
-            raise self._corrupt(f"cannot be written ({exc.strerror or exc})") from None
+            raise self._corrupt(f"cannot be written ({exc.strerror or exc})", path) from None
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(raw)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
         return raw
+
+
+_EPOCH = datetime.fromtimestamp(0, UTC)
+_SETTLED_S = 1.0  # a file older than this was not written within the clock's tick
+_EMPTY = _Document({}, [], [], {})
+_PERSIST_BYTES = 64 * 1024  # ~130 runs: below this, parsing costs less than the cache
+_CACHE_FORMAT = 1
+_rules: list[str] = []
+
+
+def _cache_key(raw: bytes) -> str:
+    """The TOML's hash, and that of the code that judges its tables (this module and the
+    validators it calls): a cached verdict never outlives the rules that gave it."""
+    if not _rules:
+        code = hashlib.sha256()
+        for module in (__file__, validate.__file__, remote_sh.__file__):
+            code.update(Path(module).read_bytes())
+        _rules.append(code.hexdigest()[:16])
+    return f"{_CACHE_FORMAT}:{_rules[0]}:{hashlib.sha256(raw).hexdigest()}"
+
+
+PRUNABLE = ("completed", "failed", "stopped", "lost")  # `failed` covers `failed (exit N)`
+
+
+def parse_age(text: str) -> timedelta:
+    """`90d`, `12w`, `36h` as a duration; ValidationError otherwise."""
+    match = re.fullmatch(r"(\d{1,6})([hdw])", text.strip())
+    if not match:
+        raise ValidationError(f"--older-than {text!r} is not an age: a number and h, d or w "
+                              "(hours, days, weeks), e.g. 90d.")
+    hours = {"h": 1, "d": 24, "w": 24 * 7}[match.group(2)]
+    return timedelta(hours=int(match.group(1)) * hours)
+
+
+def prunable(records: Sequence[RunRecord], older_than: timedelta,
+             states: Sequence[str] = PRUNABLE, now: datetime | None = None) -> list[RunRecord]:
+    """The runs whose state is final and one of `states`, that ended more than
+    `older_than` before `now`: by their end time, else when their state last changed,
+    else when they started. A run with none of those times is never pruned."""
+    for state in states:
+        if state not in PRUNABLE:
+            raise ValidationError(f"--state {state!r}: only runs that ended can be pruned "
+                                  f"({', '.join(PRUNABLE)}).")
+    cutoff = (now or datetime.now(UTC)) - older_than
+    out = []
+    for rec in records:
+        word = "failed" if rec.state.startswith("failed") else rec.state
+        if word not in states or not probes.is_final(rec.state):
+            continue
+        when = next((t for t in map(parse_time, (rec.ended_at, rec.updated_at, rec.started_at))
+                     if t is not None), None)
+        if when is not None and when < cutoff:
+            out.append(rec)
+    return out
 
 
 def _changed_since(record: RunRecord, seen: datetime | None) -> bool:
@@ -406,10 +757,19 @@ def _records(doc: _Document) -> list[RunRecord]:
     return [e.record for e in doc.entries if e.record is not None]
 
 
-def _same(doc: _Document, result: list[RunRecord]) -> bool:
+def _changed(view: _View, plan: dict[Path, list[_Entry]]) -> list[Path]:
+    """The files whose entries `plan` changes (entries are compared by identity)."""
+    changed = []
+    for path, entries in plan.items():
+        old = view.files.get(path, _EMPTY).entries
+        if len(entries) != len(old) or any(a is not b for a, b in zip(entries, old)):
+            changed.append(path)
+    return changed
+
+
+def _same(records: list[RunRecord], result: list[RunRecord]) -> bool:
     """`change` gave back the very records it was given: a refresh that changed nothing
     is told apart in well under a millisecond, without merging 2,000 tables."""
-    records = _records(doc)
     return len(result) == len(records) and all(a is b for a, b in zip(result, records))
 
 
@@ -440,7 +800,7 @@ def _merge(doc: _Document, result: list[RunRecord], name: str) -> _Document:
                        else _entry({**entry.table, **asdict(new)}))
     entries.extend(_entry(asdict(rec)) for i, rec in enumerate(result) if i not in placed)
     data = {k: v for k, v in doc.data.items() if k != "runs"}
-    if entries or "runs" in doc.data:
+    if entries:  # no `runs = []`: a hand-appended [[runs]] table must still parse
         data["runs"] = [e.table for e in entries]
     return _document(data, entries, name)
 
@@ -449,9 +809,18 @@ def _entry(table: dict[str, Any]) -> _Entry:
     """One [[runs]] table as read: a record, or None when it is to be skipped."""
     if _record_problems(table):
         return _Entry(None, table)
-    values = {new: table[old] for old, new in _OLD_NAMES.items() if old in table and new not in table}
-    values.update({k: v for k, v in table.items() if k in _KNOWN})
-    return _Entry(RunRecord(**values), table)
+    return _Entry(_record(table), table)
+
+
+def _record(table: dict[str, Any]) -> RunRecord:
+    """A usable table's run (fields this version does not know are left out, fields
+    under an older name read into the new one)."""
+    try:
+        return RunRecord(**table)  # the usual table: only known fields, current names
+    except TypeError:
+        values = {new: table[old] for old, new in _OLD_NAMES.items() if old in table and new not in table}
+        values.update({k: v for k, v in table.items() if k in _KNOWN})
+        return RunRecord(**values)
 
 
 def _problems(entries: Sequence[_Entry], name: str) -> list[str]:
@@ -469,6 +838,7 @@ _KNOWN = frozenset(f.name for f in fields(RunRecord))
 # Fields older versions wrote under another name: read into the new one (a table that
 # has both keeps both, and the new name wins).
 _OLD_NAMES = {"slurm_job_id": "job_id"}
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode's Cc, as a search not a loop
 
 
 def _record_problems(table: dict[str, Any]) -> list[str]:
@@ -480,7 +850,7 @@ def _record_problems(table: dict[str, Any]) -> list[str]:
         value = table[name]
         if not isinstance(value, str):
             bad.append(f"{name} should be text, not {_describe(value)}")
-        elif any(unicodedata.category(c) == "Cc" for c in value):
+        elif _CONTROL.search(value):
             bad.append(f"{name} {value!r} contains control characters")
     if "stale" in table and not isinstance(table["stale"], bool):
         bad.append(f"stale should be true or false, not {_describe(table['stale'])}")

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest, StartTrace, remote_sh
+from tests.benchmarks.index import synthetic
 from tests.conftest import Cli, write_config
 
 FaultRowMaker = Callable[[str, str], object]  # the `fault_row` fixture (tests/faults/conftest.py)
@@ -139,6 +140,25 @@ def test_twenty_concurrent_starts_all_land_in_the_index(cli: Cli, tmp_path: Path
         assert p.returncode == 0, err
     assert sorted(r["run_id"] for r in runs(cli)) == [f"c{i:02d}" for i in range(20)]
     assert len(list(Path(workdir).glob("c*/train.pid"))) == 20
+
+
+def test_twenty_concurrent_starts_with_a_year_of_runs_all_land_in_the_index(
+        cli: Cli, tmp_path: Path, workdir: str, fault_row: FaultRowMaker) -> None:
+    """The same 20 starts with 10,000 runs already in the index (issue 17): each write
+    rewrote the whole file under the lock (~2 s), so 17 of 20 gave up after the lock's
+    10 s, four of them while their runs trained. Now a start writes the live file alone."""
+    fault_row('(8) 20 concurrent starts, 10,000 runs indexed', '20 CLI processes')
+    RunIndex(cli.index).add_new(synthetic(10_000))
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    procs = [cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--allow-busy",
+                       "--run-id", f"y{i:02d}", "--no-follow") for i in range(20)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    index = RunIndex(cli.index).load()
+    assert len(index) == 10_020
+    assert sorted(r.run_id for r in index if r.run_id.startswith("y")) == [f"y{i:02d}" for i in range(20)]
+    assert len(list(Path(workdir).glob("y*/train.pid"))) == 20
 
 
 def test_a_start_cancelled_while_its_run_dir_is_made_leaves_the_id_usable(

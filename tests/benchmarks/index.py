@@ -1,0 +1,165 @@
+"""Benchmark: the local index at a year of runs (issue 17's index goals), in one run.
+
+    python -m tests.benchmarks.index [--runs 10000] [--repeat 5]
+
+Builds an index of RUNS runs over 20 hosts, 100 of them live (the rest completed,
+failed or stopped, one every ~50 minutes over the past year), starts the test sshd pair
+(tests/sshd.py) and really starts one run on `gpu`, then times, each as a fresh process
+(what a user's shell pays, imports included):
+  * `rtrain-tui runs` and `rtrain-tui runs --json`;
+  * `rtrain-tui status gpu RUN` (it still asks the host, over a new connection);
+  * one start's own index work, as `Engine.start` does it: check the index, record the
+    run `starting`, record it `running` (a new process with a cold cache);
+  * 20 processes doing that at once (20 concurrent starts): how many succeed, the slowest.
+Medians of --repeat, wall time and (in brackets) CPU time. Prints a Markdown table with the goal beside each row; this machine
+is shared and noisy, so it is a table to read, not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from rtrain_tui.core import RunIndex, RunRecord
+from tests.conftest import write_config
+from tests.sshd import start_hosts
+
+HOSTS = ["gpu", "cpu"] + [f"h{i:02d}" for i in range(2, 20)]
+LIVE = 100
+
+# One start's index work, as Engine.start does it, in a process of its own.
+START_WORK = """
+import sys, time
+began = time.perf_counter()
+from dataclasses import replace
+from pathlib import Path
+from rtrain_tui.core.index import RunIndex, RunRecord, utc_now
+imported = time.perf_counter()
+index = RunIndex(Path(sys.argv[1]))
+index.check()
+rec = RunRecord("h07", sys.argv[2], "~/.praisonai-train", state="starting",
+                started_at=utc_now(), updated_at=utc_now(), token="ab" * 16, backend="direct")
+index.add(rec)
+index.add(replace(rec, state="running", updated_at=utc_now()))
+print(f"{time.perf_counter() - imported:.6f}")
+"""
+
+
+def synthetic(n: int) -> list[RunRecord]:
+    """`n` runs over HOSTS, the last LIVE of them running, one every ~50 minutes."""
+    rng = random.Random(17)
+    first = datetime.now(UTC) - timedelta(minutes=52 * n)
+    records = []
+    for i in range(n):
+        began = first + timedelta(minutes=52 * i)
+        live = i >= n - LIVE
+        state = "running" if live else rng.choice(["completed", "completed", "failed (exit 1)", "stopped"])
+        when = began.isoformat(timespec="microseconds")
+        records.append(RunRecord(
+            host=HOSTS[i % len(HOSTS)], run_id=f"run-{i:05d}", workdir="~/.praisonai-train",
+            state=state, started_at=when, updated_at=when,
+            ended_at="" if live else (began + timedelta(hours=3)).isoformat(timespec="microseconds"),
+            config="/home/me/configs/qwen-lora.yaml", dataset="/home/me/data/train.jsonl",
+            token=f"{rng.getrandbits(128):032x}", gpu_ids="0", backend="direct"))
+    return records
+
+
+def child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cold(fn, repeat: int) -> str:  # type: ignore[no-untyped-def]
+    """Median wall time of `fn` (a new process) and, in brackets, its median CPU time:
+    on a shared machine the CPU time is the steadier of the two."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        began, cpu = time.perf_counter(), child_cpu()
+        fn()
+        walls.append(time.perf_counter() - began)
+        cpus.append(child_cpu() - cpu)
+    return f"{statistics.median(walls):.2f} s ({statistics.median(cpus):.2f} s CPU)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="rtrain-bench-index-"))
+    hosts = start_hosts(root / "sshd")
+    try:
+        run(hosts, root, args.runs, args.repeat)
+    finally:
+        hosts.stop()
+
+
+def run(hosts, root: Path, n_runs: int, repeat: int) -> None:  # type: ignore[no-untyped-def]
+    index_path = root / "index" / "runs.toml"
+    index_path.parent.mkdir()
+    began = time.perf_counter()
+    RunIndex(index_path).add_new(synthetic(n_runs - 1))
+    print(f"built a {n_runs - 1}-run index in {time.perf_counter() - began:.1f} s", file=sys.stderr)
+    env = hosts.env()
+    workdir = str(root / "work")
+    cli = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(hosts.ssh_config),
+           "--index", str(index_path)]
+    config = write_config(root / "c.yaml", steps=100000, step_seconds=0.05)
+    began = time.perf_counter()
+    subprocess.run(cli + ["start", "gpu", "-c", str(config), "--workdir", workdir, "--gpus", "0",
+                          "--run-id", "live-one", "--no-follow"], env=env, check=True,
+                   capture_output=True)
+    start_wall = time.perf_counter() - began
+
+    def cli_run(*words: str) -> None:
+        subprocess.run(cli + list(words), env=env, check=True, capture_output=True)
+
+    counter = iter(range(1_000_000))
+
+    def start_work() -> float:
+        out = subprocess.run([sys.executable, "-c", START_WORK, str(index_path),
+                              f"bench-{next(counter)}"], env=env, check=True,
+                             capture_output=True, text=True).stdout
+        return float(out)
+
+    def concurrent_starts() -> tuple[int, float]:
+        began = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", START_WORK, str(index_path),
+                                   f"many-{next(counter)}"], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for _ in range(20)]
+        ok = sum(p.wait(timeout=300) == 0 for p in procs)
+        for p in procs:
+            p.communicate()
+        return ok, time.perf_counter() - began
+
+    start_work()  # the first write may migrate an older index: not what a start pays
+    rows = [
+        (f"`runs` ({n_runs:,} runs, new process)", cold(lambda: cli_run('runs'), repeat), "≤ 0.3 s"),
+        ("`runs --json` (new process)", cold(lambda: cli_run('runs', '--json'), repeat), "≤ 0.3 s"),
+        ("`status gpu RUN` (new process, asks the host)",
+         cold(lambda: cli_run('status', 'gpu', 'live-one', '--workdir', workdir), repeat),
+         "≤ 0.5 s"),
+        ("one `start`'s own index work (new process)",
+         f"{statistics.median(start_work() for _ in range(repeat)) * 1000:.0f} ms", "≤ 50 ms"),
+    ]
+    ok, slowest = concurrent_starts()
+    rows.append(("20 concurrent starts' index work", f"{ok}/20 succeed, all done in {slowest:.1f} s",
+                 "20/20"))
+    rows.append(("one whole `start` (new process, real sshd, for scale)", f"{start_wall:.2f} s", "—"))
+    print("| with the index at this size | measured | goal |")
+    print("|---|---:|---|")
+    for label, value, goal in rows:
+        print(f"| {label} | {value} | {goal} |", flush=True)
+    cli_run("stop", "gpu", "live-one", "--workdir", workdir, "--grace", "1")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""A year of runs in the index: ended runs in monthly archives, a parsed form kept on disk,
+older single-file indexes migrated whole, a broken archive left alone (issue 17)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from rtrain_tui.core import index as index_module
+from rtrain_tui.core.index import RunIndex, RunRecord, utc_now
+
+
+def _runs(n: int, first: datetime = datetime(2026, 1, 1, tzinfo=UTC), live: int = 0) -> list[RunRecord]:
+    """`n` runs one every 52 minutes from `first`; the last `live` of them running."""
+    out = []
+    for i in range(n):
+        began = (first + timedelta(minutes=52 * i)).isoformat(timespec="microseconds")
+        out.append(RunRecord(host=f"h{i % 20:02d}", run_id=f"run-{i:05d}", workdir="~/w",
+                             state="running" if i >= n - live else "completed",
+                             started_at=began, updated_at=began, token=f"{i:032x}"))
+    return out
+
+
+def _all_tables(directory: Path) -> list[dict[str, object]]:
+    return [t for p in sorted(directory.glob("*.toml"))
+            for t in tomllib.loads(p.read_text()).get("runs", [])]
+
+
+def test_ended_runs_move_to_their_months_archive_and_a_start_writes_the_live_file_alone(
+        tmp_path: Path) -> None:
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add_new(_runs(300, live=5))
+    names = sorted(p.name for p in tmp_path.glob("*.toml"))
+    assert names == ["runs-2026-01.toml", "runs.toml"]
+    assert {t["state"] for t in tomllib.loads((tmp_path / "runs.toml").read_text())["runs"]} == {"running"}
+    archive = (tmp_path / "runs-2026-01.toml").read_bytes()
+    new = RunRecord(host="h01", run_id="fresh", workdir="~/w", state="starting",
+                    started_at=utc_now(), updated_at=utc_now())
+    RunIndex(tmp_path / "runs.toml").add(new)
+    assert (tmp_path / "runs-2026-01.toml").read_bytes() == archive  # untouched
+    assert len(tomllib.loads((tmp_path / "runs.toml").read_text())["runs"]) == 6
+    # A live run that ends moves, and the index still holds each run once.
+    key = _runs(300, live=5)[-1].key
+    index.set_states({key: ("completed", False, utc_now())})
+    assert key not in {RunRecord(**t).key for t in tomllib.loads((tmp_path / "runs.toml").read_text())["runs"]}
+    keys = [r.key for r in RunIndex(tmp_path / "runs.toml").load()]
+    assert len(keys) == len(set(keys)) == 301
+
+
+def test_an_old_single_file_index_is_migrated_by_its_first_write_every_table_kept(
+        tmp_path: Path) -> None:
+    path = tmp_path / "runs.toml"
+    tables = [{**{k: v for k, v in r.__dict__.items()}, "note": "kept"} if i == 3 else dict(r.__dict__)
+              for i, r in enumerate(_runs(120, first=datetime(2025, 11, 29, tzinfo=UTC), live=4))]
+    odd = {"host": "h", "run_id": "odd", "workdir": "~/w", "state": "completed", "gpus": "two",
+           "started_at": "2025-12-01T00:00:00+00:00"}  # skipped (gpus), kept verbatim
+    tables.insert(7, odd)
+    path.write_text(tomli_w.dumps({"version": 1, "runs": tables}))
+    before = RunIndex(path).load_report()
+    RunIndex(path).add(RunRecord(host="h", run_id="after", workdir="~/w", state="running"))
+    after = RunIndex(path).load_report()
+    assert {r.key: r for r in after.records if r.run_id != "after"} == {r.key: r for r in before.records}
+    assert len(after.problems) == 1 and "odd" in after.problems[0]
+    found = _all_tables(tmp_path)
+    for table in tables:  # every table, byte for byte the same values, exactly once
+        assert found.count(table) == 1, table
+    live = tomllib.loads(path.read_text())
+    assert live["version"] == 1 and odd in live["runs"]  # odd ones stay in the live file
+    assert {p.name for p in tmp_path.glob("runs-*.toml")} == {"runs-2025-11.toml", "runs-2025-12.toml"}
+
+
+def test_a_corrupt_archive_is_reported_and_left_alone_while_live_runs_work(tmp_path: Path) -> None:
+    path = tmp_path / "runs.toml"
+    index = RunIndex(path)
+    index.add_new(_runs(100, first=datetime(2026, 3, 1, tzinfo=UTC), live=3))
+    archive = tmp_path / "runs-2026-03.toml"
+    assert archive.exists()
+    archive.write_bytes(b"[[runs]\nnot toml")
+    index = RunIndex(path)
+    report = index.load_report()
+    assert [r.state for r in report.records] == ["running"] * 3
+    assert len(report.problems) == 1
+    assert str(archive) in report.problems[0] and "left untouched" in report.problems[0]
+    # Starts, state changes and ends still work; an end whose archive is broken stays live.
+    index.add(RunRecord(host="h", run_id="new", workdir="~/w", state="running",
+                        started_at="2026-03-09T00:00:00+00:00"))
+    ended = report.records[0]
+    index.set_states({ended.key: ("completed", False, utc_now())})
+    live = {r.run_id: r.state for r in RunIndex(path).load()}
+    assert live == {"new": "running", ended.run_id: "completed",
+                    **{r.run_id: "running" for r in report.records[1:]}}
+    assert archive.read_bytes() == b"[[runs]\nnot toml"
+
+
+def test_a_new_process_reads_the_parsed_form_not_the_toml(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "runs.toml"
+    RunIndex(path).add_new(_runs(2000))
+    expected = RunIndex(path).load()
+
+    def no_parse(_text: str) -> object:
+        raise AssertionError("the TOML was parsed again")
+
+    monkeypatch.setattr(index_module.tomllib, "loads", no_parse)
+    assert RunIndex(path).load() == expected
+    # A file changed behind the cache's back (same size, same second) is parsed again.
+    monkeypatch.undo()
+    archive = tmp_path / "runs-2026-01.toml"
+    archive.write_bytes(archive.read_bytes().replace(b'run_id = "run-00000"', b'run_id = "run-0000X"'))
+    assert RunIndex(path).load()[0].run_id == "run-0000X"
+
+
+def test_a_run_in_two_files_is_read_once_the_newer_copy(tmp_path: Path) -> None:
+    """What a write cut off between its two renames leaves (the archive is written first)."""
+    path = tmp_path / "runs.toml"
+    run = _runs(1, first=datetime(2026, 5, 2, tzinfo=UTC))[0]
+    path.write_text(tomli_w.dumps({"runs": [dict(replace(run, state="running").__dict__)]}))
+    (tmp_path / "runs-2026-05.toml").write_text(
+        tomli_w.dumps({"runs": [dict(replace(run, ended_at="2026-05-03T00:00:00+00:00").__dict__)]}))
+    index = RunIndex(path)
+    assert [(r.state, r.ended_at) for r in index.load()] == [("completed", "2026-05-03T00:00:00+00:00")]
+    index.add(RunRecord(host="h", run_id="other", workdir="~/w", state="completed",
+                        started_at="2026-06-01T00:00:00+00:00"))
+    assert [t["run_id"] for t in _all_tables(tmp_path)].count(run.run_id) == 1
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from rtrain_tui.core.index import RunIndex, RunRecord, utc_now
+index, me = RunIndex(Path(sys.argv[1])), sys.argv[2]
+for i in range(10):
+    rec = RunRecord(host="h01", run_id=f"{me}-{i}", workdir="~/w", state="running",
+                    started_at=utc_now(), updated_at=utc_now())
+    index.add(rec)
+    if i % 2:
+        index.set_states({rec.key: ("completed", False, utc_now())})
+"""
+
+
+def test_two_writers_with_ten_thousand_runs_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "runs.toml"
+    old = _runs(10_000, first=datetime(2025, 12, 1, tzinfo=UTC), live=100)
+    path.write_text(tomli_w.dumps({"runs": [dict(r.__dict__) for r in old]}))  # an older index
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), who],
+                              stderr=subprocess.PIPE, text=True) for who in ("a", "b")]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    got = {r.key: r for r in RunIndex(path).load()}
+    assert len(got) == 10_020
+    assert all(got[r.key] == r for r in old)
+    assert {got[("h01", "~/w", f"{w}-{i}")].state for w in "ab" for i in range(1, 10, 2)} == {"completed"}
+    assert {got[("h01", "~/w", f"{w}-{i}")].state for w in "ab" for i in range(0, 10, 2)} == {"running"}
+
+
+def _cli(tmp_path: Path, *words: str) -> subprocess.CompletedProcess[str]:
+    env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "rtrain_tui", "--index", str(tmp_path / "runs.toml"),
+                           *words], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_prune_removes_only_the_runs_it_listed_and_a_dry_run_removes_none(tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+
+    def run(run_id: str, state: str, ended_days_ago: float) -> RunRecord:
+        ended = (now - timedelta(days=ended_days_ago)).isoformat()
+        return RunRecord(host="h", run_id=run_id, workdir="~/w", state=state,
+                         started_at=ended, updated_at=ended, ended_at="" if state == "running" else ended)
+
+    runs = [run("old-done", "completed", 200), run("old-failed", "failed (exit 1)", 120),
+            run("old-stopped", "stopped", 100), run("new-done", "completed", 10),
+            run("old-live", "running", 300), run("old-lost", "lost", 150)]
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add_new(runs)
+    before = {r.key: r for r in index.load()}
+
+    dry = _cli(tmp_path, "runs", "--prune", "--older-than", "90d", "--state", "completed,failed",
+               "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    listed = [line.split()[1] for line in dry.stdout.splitlines()[2:-1]]
+    assert listed == ["old-done", "old-failed"] and "nothing was removed" in dry.stdout
+    assert {r.key: r for r in RunIndex(tmp_path / "runs.toml").load()} == before
+
+    done = _cli(tmp_path, "runs", "--prune", "--older-than", "90d", "--state", "completed,failed")
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[1] for line in done.stdout.splitlines()[2:-1]] == listed
+    assert done.stdout.splitlines()[-1].startswith("removed 2 runs from ")
+    left = {r.run_id for r in RunIndex(tmp_path / "runs.toml").load()}
+    assert left == {"old-stopped", "new-done", "old-live", "old-lost"}
+
+    # Without --state: every ended state, never a live run, whatever its age.
+    rest = _cli(tmp_path, "runs", "--prune", "--older-than", "90d")
+    assert sorted(line.split()[1] for line in rest.stdout.splitlines()[2:-1]) == ["old-lost", "old-stopped"]
+    assert {r.run_id for r in RunIndex(tmp_path / "runs.toml").load()} == {"new-done", "old-live"}
+    refused = _cli(tmp_path, "runs", "--prune", "--older-than", "90d", "--state", "running")
+    assert refused.returncode != 0 and "only runs that ended" in refused.stderr
+
+
+def test_prune_keeps_a_run_that_changed_after_it_was_listed(tmp_path: Path) -> None:
+    index = RunIndex(tmp_path / "runs.toml")
+    old = RunRecord(host="h", run_id="r", workdir="~/w", state="completed",
+                    started_at="2020-01-01T00:00:00+00:00", ended_at="2020-01-02T00:00:00+00:00")
+    index.add(old)
+    listed = index_module.prunable(index.load(), timedelta(days=90))
+    assert listed == [old]
+    RunIndex(tmp_path / "runs.toml").add(replace(old, state="stopped"))  # another process
+    assert index.remove_records(listed) == []
+    assert [r.state for r in index.load()] == ["stopped"]
+
+
+@pytest.mark.parametrize("text", ["90", "d", "-3d", "3m", "1.5d", "90d\n5"])
+def test_an_age_that_is_not_one_is_refused(text: str) -> None:
+    with pytest.raises(index_module.ValidationError):
+        index_module.parse_age(text)
