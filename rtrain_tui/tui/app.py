@@ -11,7 +11,6 @@ screenshot script use.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,10 +19,8 @@ from typing import TYPE_CHECKING
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
-from textual.widgets import TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from rtrain_tui.core import hostconfig, probes
@@ -47,7 +44,6 @@ from rtrain_tui.tui.screens.stop_screen import StopScreen
 from rtrain_tui.tui.widgets.host_list import HostList
 from rtrain_tui.tui.widgets.log_pane import LogPane
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
-from rtrain_tui.tui.widgets.run_tab import RunTab
 from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 
 if TYPE_CHECKING:
@@ -109,14 +105,12 @@ class RTrainApp(HeldToasts):
         self.reports: dict[str, tuple[PreflightReport, str]] = {}
         self.checking: set[str] = set()
         self.last_states: dict[RunKey, str] = {}
-        self.log_panes: dict[RunKey, str] = {}
         self._demo_host: DemoHost | None = None
         self.progress: dict[RunKey, str] = {}
         self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended
         self._index_error = ""
         self._index_error_kind: type[RemoteError] = RemoteError
         self._index_problems: tuple[str, ...] = ()
-        self._log_ids = itertools.count()  # tab ids are never reused, whatever closes first
         self._offered_slurm: set[str] = set()  # hosts we said "press m" for
         self.refresher = Refresher(self, engine, self.read_index, refresh_seconds, poll_runs,
                                    gpus_only=self._checked_reachable)
@@ -484,22 +478,15 @@ class RTrainApp(HeldToasts):
             return
         self.open_log(view.record)
 
+    @property
+    def log_panes(self) -> dict[RunKey, str]:
+        return self.main_screen.log_panes
+
     def open_log(self, record: RunRecord, follow: bool = True, curves: bool = False) -> LogPane:
-        tabs = self.query_one("#logs", TabbedContent)
-        tabs.remove_class("hidden")
-        self.query_one("#logs-empty").add_class("hidden")
-        if record.key in self.log_panes:
-            tabs.active = self.log_panes[record.key]
-            return self.query_one(f"#{self.log_panes[record.key]} LogPane", LogPane)
-        pane_id = f"log-{next(self._log_ids)}"
-        self.log_panes[record.key] = pane_id
-        pane = LogPane(self.engine if follow else None, record)
-        tab = RunTab(pane, self.engine if follow else None, record,
-                     state_of=lambda: self._state_of(record), curves_first=curves)
-        # Plain Content: an alias from the ssh config may hold `[`, never read as markup.
-        tabs.add_pane(TabPane(Content(f"{record.host}/{record.run_id}"), tab, id=pane_id))
-        tabs.active = pane_id
-        return pane
+        """The run's tab (opened, or brought to the front); `follow=False`: no engine
+        behind it (the screenshots' and tests' fixed scenes)."""
+        return self.main_screen.open_log(record, self.engine if follow else None,
+                                         state_of=lambda: self._state_of(record), curves=curves)
 
     def _state_of(self, record: RunRecord) -> str:
         """The run's latest known state, as the refresh loop last saw it."""
@@ -509,26 +496,18 @@ class RTrainApp(HeldToasts):
     async def action_toggle_curves(self) -> None:
         """Show the selected run's curves in its tab (opening the tab if need be), or
         switch the open tab back to its log."""
-        tabs = self.query_one("#logs", TabbedContent)
+        screen = self.main_screen
         view = self.runs_table.selected
         # From the runs table (or with no tab open) `c` is about the selected run, not
         # whichever tab happens to be in front; inside a tab, about that tab.
-        if view is not None and (self.runs_table.has_focus or not self.log_panes):
-            pane_id = self.log_panes.get(view.key)
-            if pane_id is None:
+        if view is not None and (self.runs_table.has_focus or not screen.log_panes):
+            if not await screen.show_curves(view.key):
                 self.open_log(view.record, curves=True)  # its tab mounts showing the curves
-                return
-            tab = self.query_one(f"#{pane_id} RunTab", RunTab)
-            if tabs.active == pane_id or not tab.showing_curves:
-                await tab.toggle()
-            tabs.active = pane_id
             return
-        if view is None and not self.log_panes:
+        if view is None and not screen.log_panes:
             self.notify("No run selected.", severity="warning")
             return
-        if not tabs.active:
-            return
-        await self.query_one(f"#{tabs.active} RunTab", RunTab).toggle()
+        await screen.toggle_front_tab()
 
     def action_mark_run(self) -> None:
         view = self.runs_table.selected
@@ -548,15 +527,7 @@ class RTrainApp(HeldToasts):
         self.push_screen(CompareScreen(self.engine, records, state_of=self._state_of))
 
     def action_close_log(self) -> None:
-        tabs = self.query_one("#logs", TabbedContent)
-        active = tabs.active
-        if not active or active not in self.log_panes.values():
-            return  # nothing open, or this tab is already on its way out
-        self.log_panes = {k: v for k, v in self.log_panes.items() if v != active}
-        tabs.remove_pane(active)
-        if not self.log_panes:
-            tabs.add_class("hidden")
-            self.query_one("#logs-empty").remove_class("hidden")
+        self.main_screen.close_log()
 
     # -- fetch and stop ------------------------------------------------------------
     def _selected_record(self) -> RunRecord | None:

@@ -2,24 +2,28 @@
 runs table and the log tabs on the right.
 
 It owns what is only about its own widgets (the filter box, folding the host sidebar,
-the table or its empty-state text); the app does the rest (what runs there are, what a
+the table or its empty-state text, the log tabs: where a run's tab is opened); the app does the rest (what runs there are, what a
 key does to a run). It is the app's default screen, so the app's queries find its widgets.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from datetime import datetime
 
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static, TabbedContent
+from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
 from rtrain_tui.core.index import RunRecord
 from rtrain_tui.tui.widgets.host_list import HostList
+from rtrain_tui.tui.widgets.log_pane import LogPane
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
+from rtrain_tui.tui.widgets.run_tab import RunTab
 from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 
 EMPTY_RUNS = "No runs yet: press n to start a run."
@@ -47,6 +51,12 @@ def main_layout(hosts: list[str], clock: Callable[[], datetime]) -> ComposeResul
 
 class MainScreen(Screen[None]):
     """The app's default screen: the widgets of `main_layout`, and what only they do."""
+
+    def __init__(self, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name, id, classes)
+        self.log_panes: dict[RunKey, str] = {}  # each open run's tab id
+        self._log_ids = itertools.count()  # tab ids are never reused, whatever closes first
 
     @property
     def host_list(self) -> HostList:
@@ -96,3 +106,53 @@ class MainScreen(Screen[None]):
         shown = main.has_class("-show-hosts") if narrow else not main.has_class("-hide-hosts")
         # after the stylesheet applied the class: a hidden widget cannot take focus
         self.call_after_refresh((self.host_list if shown else self.runs_table).focus)
+
+    # -- the log tabs: one per open run --------------------------------------------
+    def open_log(self, record: RunRecord, source: object | None,
+                 state_of: Callable[[], str], curves: bool = False) -> LogPane:
+        """The run's tab, opened (following its log through `source`, the engine) or
+        brought to the front; `state_of` says the run's latest state to its curves."""
+        tabs = self.query_one("#logs", TabbedContent)
+        tabs.remove_class("hidden")
+        self.query_one("#logs-empty").add_class("hidden")
+        if record.key in self.log_panes:
+            tabs.active = self.log_panes[record.key]
+            return self.query_one(f"#{self.log_panes[record.key]} LogPane", LogPane)
+        pane_id = f"log-{next(self._log_ids)}"
+        self.log_panes[record.key] = pane_id
+        pane = LogPane(source, record)
+        tab = RunTab(pane, source, record, state_of=state_of, curves_first=curves)
+        # Plain Content: an alias from the ssh config may hold `[`, never read as markup.
+        tabs.add_pane(TabPane(Content(f"{record.host}/{record.run_id}"), tab, id=pane_id))
+        tabs.active = pane_id
+        return pane
+
+    async def show_curves(self, key: RunKey) -> bool:
+        """Bring the run's tab to the front showing its curves (a second `c` on the tab
+        in front switches back to its log); False when the run has no tab open."""
+        pane_id = self.log_panes.get(key)
+        if pane_id is None:
+            return False
+        tabs = self.query_one("#logs", TabbedContent)
+        tab = self.query_one(f"#{pane_id} RunTab", RunTab)
+        if tabs.active == pane_id or not tab.showing_curves:
+            await tab.toggle()
+        tabs.active = pane_id
+        return True
+
+    async def toggle_front_tab(self) -> None:
+        """Switch the tab in front between its log and its curves."""
+        tabs = self.query_one("#logs", TabbedContent)
+        if tabs.active:
+            await self.query_one(f"#{tabs.active} RunTab", RunTab).toggle()
+
+    def close_log(self) -> None:
+        tabs = self.query_one("#logs", TabbedContent)
+        active = tabs.active
+        if not active or active not in self.log_panes.values():
+            return  # nothing open, or this tab is already on its way out
+        self.log_panes = {k: v for k, v in self.log_panes.items() if v != active}
+        tabs.remove_pane(active)
+        if not self.log_panes:
+            tabs.add_class("hidden")
+            self.query_one("#logs-empty").remove_class("hidden")
