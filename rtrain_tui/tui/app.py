@@ -26,13 +26,14 @@ from textual.worker import Worker, WorkerState
 from rtrain_tui.core import hostconfig, probes
 from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
-from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
+from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.fetch_dirs import FetchDirs
 from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
 from rtrain_tui.core.probes import PreflightReport
 from rtrain_tui.core.sanitize import safe_line, safe_text
 from rtrain_tui.core.sshconfig import list_hosts
 from rtrain_tui.tui.held_toasts import HeldToasts
+from rtrain_tui.tui.index_reader import IndexReader
 from rtrain_tui.tui.messages import HostRefreshed
 from rtrain_tui.tui.refresher import Refresher
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
@@ -108,9 +109,7 @@ class RTrainApp(HeldToasts):
         self._demo_host: DemoHost | None = None
         self.progress: dict[RunKey, str] = {}
         self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended
-        self._index_error = ""
-        self._index_error_kind: type[RemoteError] = RemoteError
-        self._index_problems: tuple[str, ...] = ()
+        self.index_reader = IndexReader(engine.index, self.notify, self._mark_skipped)
         self._offered_slurm: set[str] = set()  # hosts we said "press m" for
         self.refresher = Refresher(self, engine, self.read_index, refresh_seconds, poll_runs,
                                    gpus_only=self._checked_reachable)
@@ -190,44 +189,13 @@ class RTrainApp(HeldToasts):
     def gpus_for(self, host: str) -> int:
         return 0 if self.demo and host == "demo" else 1
 
-    # -- the run index: read in threads, its troubles said once -------------------
+    # -- the run index: read in threads, its troubles said once (index_reader.py) ---
     async def read_index(self) -> IndexReport | None:
-        """The index, read in a thread; None when it cannot be used (and that is said once)."""
-        try:
-            report = await asyncio.to_thread(self.engine.index.load_report)
-        except IndexCorruptError as exc:
-            self._index_trouble(exc)
-            return None
-        self._index_recovered(IndexCorruptError)
-        self._index_skipped(report.problems)
-        return report
+        return await self.index_reader.read()
 
-    def _index_trouble(self, exc: RemoteError) -> None:
-        """Say it once per distinct problem, not on every poll; the file stays untouched."""
-        if str(exc) != self._index_error:
-            self._index_error = str(exc)
-            self._index_error_kind = type(exc)
-            severity: SeverityLevel = "warning" if isinstance(exc, IndexBusyError) else "error"
-            self.notify(str(exc), title="Run index", severity=severity, timeout=60)
-
-    def _index_recovered(self, kind: type[RemoteError]) -> None:
-        """A read that worked again: the same breakage later is news again. (A busy lock is
-        not reset by one host's refresh that needed no write: that would toast every tick.)"""
-        if self._index_error and issubclass(self._index_error_kind, kind):
-            self._index_error = ""
-
-    def _index_skipped(self, problems: list[str]) -> None:
-        """Records the index could not use: one warning per new set, and a mark on the table."""
-        if tuple(problems) == self._index_problems:
-            return
-        self._index_problems = tuple(problems)
+    def _mark_skipped(self, count: int) -> None:
         self.runs_table.border_title = "Runs" + (
-            f" · ⚠ {len(problems)} index record(s) skipped" if problems else "")
-        if problems:
-            shown = problems[:5] + ([f"… and {len(problems) - 5} more"] if len(problems) > 5 else [])
-            self.notify("\n".join(["These runs were skipped; they stay in the file as they are:",
-                                    *shown]),
-                        title="Run index", severity="warning", timeout=60, markup=False)
+            f" · ⚠ {count} index record(s) skipped" if count else "")
 
     # -- runs ----------------------------------------------------------------------
     def load_runs(self, progress: dict[RunKey, str] | None = None, first: bool = False) -> Worker[None]:
@@ -255,7 +223,7 @@ class RTrainApp(HeldToasts):
             return  # the app is closing: its widgets may be gone, and nothing is re-armed
         try:
             if event.trouble is not None:
-                self._index_trouble(event.trouble)
+                self.index_reader.trouble(event.trouble)
                 return
             view = event.view
             if view is None:
