@@ -289,3 +289,50 @@ def test_sftp_opens_cancelled_while_the_subsystem_starts_leak_no_session(
             await pool.close()
 
     assert asyncio.run(go()) is True
+
+
+class _AnswerHeldBack:
+    """A host shell whose answer to the stop's SIGTERM script comes late: the host has run
+    it (the signal is delivered) while the client is still waiting for the answer."""
+
+    def __init__(self, conn: object) -> None:
+        self._conn = conn
+        self.alias = conn.alias  # type: ignore[attr-defined]
+        self.term_ran = asyncio.Event()
+
+    async def run(self, script: str, timeout: float = 30.0) -> str:
+        out = await self._conn.run(script, timeout)  # type: ignore[attr-defined]
+        if "TERM" in script and "result=signalled" in out:
+            self.term_ran.set()
+            await asyncio.sleep(1.0)  # the answer is on its way
+        return out
+
+
+def test_a_stop_cancelled_while_sigterm_is_answered_still_says_it_was_sent(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    """Cancelled between the host delivering SIGTERM and its answer arriving: the step
+    that says SIGTERM was sent still runs, so the cancelled stop never tells its user that
+    no signal went out while the trainer is saving its checkpoint (it raced under load)."""
+    from rtrain_tui.core import backends
+
+    engine = make_engine(hosts, tmp_path)
+    workdir = str(tmp_path / "work")
+    config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.05, ignore_term=True)
+    steps: list[str] = []
+
+    async def go() -> None:
+        try:
+            await engine.start(StartRequest("gpu", config, run_id="r", workdir=workdir, gpus=0))
+            shell = _AnswerHeldBack(engine.host("gpu"))
+            stop = asyncio.create_task(backends.get("direct").stop_ladder(
+                shell, workdir, "r", 60.0, "feedc0de", steps.append))
+            await asyncio.wait_for(shell.term_ran.wait(), 20)
+            stop.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await stop
+        finally:
+            await engine.stop("gpu", workdir, "r", grace=0)
+            await engine.close()
+
+    asyncio.run(go())
+    assert steps and steps[0].startswith("SIGTERM sent to the run's "), steps

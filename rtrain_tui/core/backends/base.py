@@ -13,10 +13,11 @@ is one more folder beside `direct/` and `slurm/`, added to the registry in `__in
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol, Self
+from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
 
 if TYPE_CHECKING:
     from rtrain_tui.core.hostconfig import HostSettings
@@ -24,6 +25,27 @@ if TYPE_CHECKING:
 
 StepCallback = Callable[[str], None]
 Runs = Sequence[tuple[str, str]]  # (workdir, run id), in the order answers come back
+T = TypeVar("T")
+
+
+async def finish_when_cancelled(aw: Awaitable[T], bound: float = 10.0) -> T:
+    """Await `aw`; if the caller is cancelled meanwhile, let `aw` end first (at most
+    `bound` seconds), then let the cancel go on.
+
+    For a signal on its way to the host: once the script is sent the host may already
+    have delivered it, so the step that says "SIGTERM sent" must still run. Otherwise a
+    stop cancelled at that moment tells its user no signal was sent while the trainer is
+    already saving its checkpoint.
+    """
+    task = asyncio.ensure_future(aw)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait({task}, timeout=bound)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: the cancel is what the caller hears
+        task.cancel()  # still running after `bound`: given up with the caller
+        raise
 
 
 class HostShell(Protocol):

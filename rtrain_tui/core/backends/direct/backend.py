@@ -17,6 +17,7 @@ from rtrain_tui.core.backends.base import (
     LaunchSpec,
     Runs,
     StepCallback,
+    finish_when_cancelled,
 )
 from rtrain_tui.core.errors import RemoteError
 
@@ -79,16 +80,14 @@ class DirectBackend(GpuChoice):
         workers that left the group (torchrun's do) are stopped too, and a recycled pid
         is never signalled.
         """
-        facts = await _signal(conn, workdir, run_id, nonce, "TERM")
+        facts = await finish_when_cancelled(_signal_said(conn, workdir, run_id, nonce, "TERM", step))
         if facts.get("result") == "not_running":
             return None
-        step(f"SIGTERM sent to the run's {facts.get('count', '?')} process(es)")
         step(f"waiting up to {grace:g} s for them to exit")
         if await _wait_run_gone(conn, workdir, run_id, grace):
             return 143
-        facts = await _signal(conn, workdir, run_id, nonce, "KILL")
+        facts = await finish_when_cancelled(_signal_said(conn, workdir, run_id, nonce, "KILL", step))
         if facts.get("result") != "not_running":
-            step(f"SIGKILL sent to the run's {facts.get('count', '?')} process(es)")
             if not await _wait_run_gone(conn, workdir, run_id, 5.0):
                 raise RemoteError(
                     f"{run_id} did not stop on {conn.alias}: processes of it are still alive "
@@ -102,6 +101,15 @@ class DirectBackend(GpuChoice):
         return (f"Every process of the run (found on the host by the marker it was started "
                 f"with) gets SIGTERM; whatever is left after {grace:g} s gets SIGKILL, and stop "
                 "checks that all are gone. The trainer can save a checkpoint in between.")
+
+
+async def _signal_said(conn: HostShell, workdir: str, run_id: str, nonce: str, signal: str,
+                       step: StepCallback) -> dict[str, str]:
+    """Send `signal` to the run's processes and say so once the host answered."""
+    facts = await _signal(conn, workdir, run_id, nonce, signal)
+    if facts.get("result") != "not_running":
+        step(f"SIG{signal} sent to the run's {facts.get('count', '?')} process(es)")
+    return facts
 
 
 async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,

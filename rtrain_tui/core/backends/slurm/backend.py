@@ -18,6 +18,7 @@ from rtrain_tui.core.backends.base import (
     LaunchSpec,
     Runs,
     StepCallback,
+    finish_when_cancelled,
 )
 from rtrain_tui.core.backends.slurm import parse, scripts
 from rtrain_tui.core.backends.slurm.options import MULTI_NODE_TRAINER, SlurmOptions, trainer_values
@@ -104,18 +105,14 @@ class SlurmBackend(Backend):
         A queued job is cancelled at once. Stopped only once Slurm reports the job ended
         (no process of it left: COMPLETING still has some).
         """
-        facts = await _signal(conn, workdir, run_id, nonce, full_cancel=False)
+        facts = await finish_when_cancelled(_term_said(conn, workdir, run_id, nonce, step))
         if facts.get("result") == "not_running":
             return None
         code = 143
-        if facts.get("queued") == "1":
-            step("the job was still queued: cancelled")
-        else:
-            step(f"SIGTERM sent to every process of job {facts.get('job') or '?'} (scancel --full)")
+        if facts.get("queued") != "1":
             step(f"waiting up to {grace:g} s for them to exit")
             if not await _wait_job_gone(conn, workdir, run_id, grace):
-                await _signal(conn, workdir, run_id, nonce, full_cancel=True)
-                step("scancel sent (Slurm kills what is left after its KillWait)")
+                await finish_when_cancelled(_cancel_said(conn, workdir, run_id, nonce, step))
                 code = 137
         if not await _wait_job_gone(conn, workdir, run_id, 60.0):
             raise RemoteError(f"{run_id} did not stop on {conn.alias}: Slurm still reports its job "
@@ -127,6 +124,25 @@ class SlurmBackend(Backend):
                 "ends what is left, and stop waits until Slurm reports the job gone "
                 "(a queued job is cancelled at once). The trainer can save a checkpoint "
                 "in between.")
+
+
+async def _term_said(conn: HostShell, workdir: str, run_id: str, nonce: str,
+                     step: StepCallback) -> dict[str, str]:
+    """SIGTERM the job (or cancel it while queued) and say so once the host answered."""
+    facts = await _signal(conn, workdir, run_id, nonce, full_cancel=False)
+    if facts.get("result") == "not_running":
+        return facts
+    if facts.get("queued") == "1":
+        step("the job was still queued: cancelled")
+    else:
+        step(f"SIGTERM sent to every process of job {facts.get('job') or '?'} (scancel --full)")
+    return facts
+
+
+async def _cancel_said(conn: HostShell, workdir: str, run_id: str, nonce: str,
+                       step: StepCallback) -> None:
+    await _signal(conn, workdir, run_id, nonce, full_cancel=True)
+    step("scancel sent (Slurm kills what is left after its KillWait)")
 
 
 async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
