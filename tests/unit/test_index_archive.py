@@ -117,6 +117,23 @@ def test_a_new_process_reads_the_parsed_form_not_the_toml(tmp_path: Path,
     assert RunIndex(path).load()[0].run_id == "run-0000X"
 
 
+def test_a_start_leaves_the_live_files_parsed_form_for_the_next_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`start` is a new process that reads the live file: it should not parse its TOML."""
+    path = tmp_path / "runs.toml"
+    RunIndex(path).add_new(_runs(60, live=60))
+    RunIndex(path).add(RunRecord(host="h", run_id="new", workdir="~/w", state="starting"))
+    expected = RunIndex(path).load_live()
+
+    def no_parse(_text: str) -> object:
+        raise AssertionError("the TOML was parsed again")
+
+    monkeypatch.setattr(index_module.tomllib, "loads", no_parse)
+    index = RunIndex(path)
+    index.check()
+    assert index.load_live() == expected and expected[-1].run_id == "new"
+
+
 def test_a_run_in_two_files_is_read_once_the_newer_copy(tmp_path: Path) -> None:
     """What a write cut off between its two renames leaves (the archive is written first)."""
     path = tmp_path / "runs.toml"
