@@ -6,10 +6,13 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from rtrain_tui.core import ConnectionPool, Engine, LogFollower, LogLines, RunIndex, StreamState
 from tests.sshd import SshHosts
 
 
+@pytest.mark.serial
 def test_a_big_finished_log_opens_at_its_last_window_without_blocking_the_loop(
         hosts: SshHosts, tmp_path: Path) -> None:
     run_dir = tmp_path / "work" / "big"

@@ -181,7 +181,9 @@ def test_a_reason_with_brackets_shows_literally_in_the_runs_table(tmp_path: Path
 def test_compare_follows_a_live_run_until_it_ends(hosts: SshHosts, tmp_path: Path) -> None:
     """The compare view polls as the runs table does: a run still training when `C` was
     pressed moves on in the view (its step, its curve) to its end, and then is `finished`."""
-    start_run(hosts, tmp_path, "live", hf_style=True, steps=60, step_seconds=0.1)
+    go_on = tmp_path / "go_on"  # the run waits at step 30 until the view has seen it live
+    start_run(hosts, tmp_path, "live", hf_style=True, steps=60, step_seconds=0.1,
+              hold_at=30, hold_file=go_on)
 
     async def go() -> None:
         app = tui(hosts, tmp_path, poll_runs=True, refresh_seconds=0.3)
@@ -194,7 +196,8 @@ def test_compare_follows_a_live_run_until_it_ends(hosts: SshHosts, tmp_path: Pat
             screen: CompareScreen = app.screen  # type: ignore[assignment]
             assert "Loss of 1 run " in screen_text(app)
             first = next(iter(screen.metrics.values())).summary()
-            assert not first.finished, "the run ended before the view opened: make it longer"
+            assert not first.finished
+            go_on.touch()
             await until(pilot, lambda: next(iter(screen.metrics.values())).summary().finished,
                         "the view to follow the run to its end")
             assert len(next(iter(screen.metrics.values())).losses) == 30

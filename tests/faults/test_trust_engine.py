@@ -68,6 +68,7 @@ def test_a_script_that_times_out_is_killed_on_the_host(hosts: SshHosts, tmp_path
     assert processes_with(marker) == [], "the timed-out script still runs on the host"
 
 
+@pytest.mark.serial
 def test_one_stuck_script_does_not_hold_up_the_hosts_other_work(hosts: SshHosts, tmp_path: Path, fault_row: FaultRowMaker) -> None:
     fault_row('(4) stuck script vs probe', 'sleep 6 + probe')
     engine = make_engine(hosts, tmp_path)

@@ -319,6 +319,7 @@ def test_max_lines_window_finds_a_crlf_split_between_backward_chunks(
         assert lines == want, n
 
 
+@pytest.mark.serial
 def test_replaying_a_big_log_comes_in_bounded_batches_without_blocking_the_loop(host: FakeHost) -> None:
     _write_big_log(host.log, 1_000_000)
     host.finish()

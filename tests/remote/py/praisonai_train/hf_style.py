@@ -12,6 +12,7 @@ PyTorch and Python) and exit code: the names in CRASHES (cuda_oom, module,
 glued_traceback, torchrun_index, torchrun_sigkill).
 """
 
+import os
 import sys
 import time
 
@@ -138,6 +139,9 @@ def run(cfg):
     # transformers' ProgressCallback prints each dict with `tqdm.write`: it erases the bar
     # (`\r<spaces>\r`), prints the line, and draws the bar again.
     tqdm_write = cfg.get("tqdm_write") == "true"
+    # hold_at: N and hold_file: PATH: before step N, wait (at most 60 s) until PATH exists,
+    # so a test sees the run live for as long as it needs, however loaded the machine.
+    hold_at, hold_file = int(cfg.get("hold_at", 0)), cfg.get("hold_file", "")
     q = "'" if quoted else ""
     print("***** Running training *****\n  Num examples = 1,000\n  Num Epochs = 1\n"
           f"  Total optimization steps = {steps:,}\n  Number of trainable parameters = 4,194,304",
@@ -145,6 +149,10 @@ def run(cfg):
     began = time.monotonic()
     sys.stderr.write(f"\r  0%|          | 0/{steps} [00:00<?, ?it/s]")
     for n in range(1, steps + 1):
+        if n == hold_at:
+            held_until = time.monotonic() + 60
+            while not os.path.exists(hold_file) and time.monotonic() < held_until:
+                time.sleep(0.05)
         time.sleep(pause)
         sys.stderr.write(bar(n, steps, began))
         sys.stderr.flush()
