@@ -240,12 +240,15 @@ class Engine:
         `backend_of` reads it. Only a run the index does not know (`status` of a run
         started elsewhere) is taken to be what its host is now.
         """
-        if any((host, w, r) not in self._kinds for w, r in runs):
+        # The live file first: `status` of a live run need not read a year of archives.
+        for load in (self.index.load_live, self.index.load):
+            if all((host, w, r) in self._kinds for w, r in runs):
+                break
             try:
                 self._kinds.update({rec.key: self.backend_of(rec)
-                                    for rec in await asyncio.to_thread(self.index.load)})
+                                    for rec in await asyncio.to_thread(load)})
             except RemoteError:
-                pass
+                break
         kinds = [self._kinds.get((host, w, r)) for w, r in runs]
         default = self.backend_of_host(host) if None in kinds else backends.DEFAULT
         return [default if kind is None else kind for kind in kinds]

@@ -238,3 +238,19 @@ def test_prune_keeps_a_run_that_changed_after_it_was_listed(tmp_path: Path) -> N
 def test_an_age_that_is_not_one_is_refused(text: str) -> None:
     with pytest.raises(index_module.ValidationError):
         index_module.parse_age(text)
+
+
+def test_the_backend_of_a_live_run_is_found_without_reading_the_archives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status HOST RUN` of a live run, in a new process: the live file tells its backend."""
+    import asyncio
+
+    from rtrain_tui.core import ConnectionPool, Engine
+
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add_new(_runs(500, live=3))
+    live = index.load_live()[-1]
+    index = RunIndex(tmp_path / "runs.toml")
+    monkeypatch.setattr(index, "load", lambda: pytest.fail("the archives were read"))
+    engine = Engine(ConnectionPool(tmp_path / "ssh_config"), index)
+    assert asyncio.run(engine._backends(live.host, [(live.workdir, live.run_id)])) == ["direct"]
