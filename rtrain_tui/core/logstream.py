@@ -33,7 +33,7 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rtrain_tui.core import probes
 from rtrain_tui.core.bounded import bounded
@@ -45,6 +45,19 @@ from rtrain_tui.core.errors import (
     UnreachableError,
     ValidationError,
 )
+
+if TYPE_CHECKING:
+    from rtrain_tui.core.connection import HostConnection
+
+
+class LogSource(Protocol):
+    """What following or reading a run's log needs of the engine (`Engine` is one): the
+    host's connection, the run dir as an absolute path, and a probe of the run."""
+
+    def host(self, alias: str) -> HostConnection: ...
+    async def run_dir(self, host: str, workdir: str, run_id: str) -> str: ...
+    async def probe(self, host: str, workdir: str, run_id: str) -> probes.RunProbe: ...
+
 
 MAX_LINE = 8192  # longer lines are cut: one runaway line must not stall a pane
 CUT_MARK = f"… [line cut at {MAX_LINE} chars]"
@@ -157,7 +170,7 @@ class LogFollower:
     Raises `PermanentError` / `ValidationError` at once; never raises for an outage.
     """
 
-    def __init__(self, engine: Any, host: str, workdir: str, run_id: str,
+    def __init__(self, engine: LogSource, host: str, workdir: str, run_id: str,
                  poll: float = DEFAULT_POLL, state_every: float = DEFAULT_STATE_EVERY, *,
                  max_poll: float = DEFAULT_MAX_POLL, max_lines: int | None = None,
                  batch_lines: int = BATCH_LINES, retry_max: float = DEFAULT_RETRY_MAX,
@@ -389,7 +402,7 @@ async def _close(handle: Any) -> None:
         pass
 
 
-async def read_tail(engine: Any, host: str, workdir: str, run_id: str,
+async def read_tail(engine: LogSource, host: str, workdir: str, run_id: str,
                     nbytes: int = 4096) -> list[str]:
     """The last lines of a run's log (over SFTP: no process started on the host)."""
     import asyncssh

@@ -21,6 +21,7 @@ from typing import Any
 from rtrain_tui.core import metrics_cache, validate
 from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.logstream import LogSource
 from rtrain_tui.core.metrics import MetricsParser
 from rtrain_tui.core.metrics_cache import CachedMetrics
 
@@ -28,7 +29,7 @@ READ_SIZE = 1 << 20
 OP_TIMEOUT = 30.0  # a bound on each SFTP call, whatever the connection does
 
 
-async def sync_metrics(engine: Any, host: str, workdir: str, run_id: str,
+async def sync_metrics(engine: LogSource, host: str, workdir: str, run_id: str,
                        cache_dir: Path | None = None) -> MetricsParser:
     """The run's metrics, parsed from its log (and metrics.jsonl, if any) up to now.
 

@@ -23,6 +23,7 @@ from textual_plotext import PlotextPlot
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.logstream import LogSource
 from rtrain_tui.core.metrics import MetricsParser, downsample, format_eta
 from rtrain_tui.core.metrics_format import for_state, number
 from rtrain_tui.core.metrics_sync import sync_metrics
@@ -55,7 +56,7 @@ def look(i: int) -> tuple[str, str, str, str]:
 class CompareScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,C", "close", "Close")]
 
-    def __init__(self, engine: object | None, records: list[RunRecord],
+    def __init__(self, engine: LogSource | None, records: list[RunRecord],
                  state_of: Callable[[RunRecord], str] | None = None,
                  poll: float = DEFAULT_POLL) -> None:
         super().__init__()
@@ -90,6 +91,7 @@ class CompareScreen(ModalScreen[None]):
                             description="metrics of the marked runs")
 
     async def _load(self) -> None:
+        assert self.engine is not None  # started only with one (on_mount)
         for r in self.records:
             if r.key in self._done:
                 continue

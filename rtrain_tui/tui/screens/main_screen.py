@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
 from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.logstream import LogSource
 from rtrain_tui.tui.widgets.host_list import HostList
 from rtrain_tui.tui.widgets.log_pane import LogPane
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
@@ -108,7 +109,7 @@ class MainScreen(Screen[None]):
         self.call_after_refresh((self.host_list if shown else self.runs_table).focus)
 
     # -- the log tabs: one per open run --------------------------------------------
-    def open_log(self, record: RunRecord, source: object | None,
+    def open_log(self, record: RunRecord, source: LogSource | None,
                  state_of: Callable[[], str], curves: bool = False) -> LogPane:
         """The run's tab, opened (following its log through `source`, the engine) or
         brought to the front; `state_of` says the run's latest state to its curves."""

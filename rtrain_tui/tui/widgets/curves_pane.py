@@ -24,6 +24,7 @@ from textual_plotext import PlotextPlot
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.logstream import LogSource
 from rtrain_tui.core.metrics import Downsampler, MetricsParser, Summary, format_eta
 from rtrain_tui.core.metrics_format import for_state, summary_line
 from rtrain_tui.core.metrics_sync import sync_metrics
@@ -55,7 +56,7 @@ def progress_text(s: Summary) -> Text:
 
 
 class CurvesPane(Vertical):
-    def __init__(self, engine: object | None, record: RunRecord,
+    def __init__(self, engine: LogSource | None, record: RunRecord,
                  state_of: Callable[[], str] | None = None, poll: float = DEFAULT_POLL,
                  autostart: bool = False, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -99,6 +100,7 @@ class CurvesPane(Vertical):
                         exit_on_error=False, description=f"metrics of {self.record.run_id}")
 
     async def _poll_once(self) -> None:
+        assert self.engine is not None  # started only with one (start_polling)
         r = self.record
         ended = is_final(self.state_of())  # read before the sync: its bytes are then all in
         try:

@@ -20,7 +20,7 @@ from textual.widgets import Input, Static
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.logstream import LogFollower, LogLines
+from rtrain_tui.core.logstream import LogFollower, LogLines, LogSource
 from rtrain_tui.core.progress_fold import ProgressFolder
 from rtrain_tui.core.sanitize import safe_line
 from rtrain_tui.tui.badges import run_badge
@@ -40,7 +40,7 @@ class LogPane(Vertical):
         Binding("k", "scroll_lines(-1)", "Up", show=False),
     ]
 
-    def __init__(self, engine: object | None, record: RunRecord,
+    def __init__(self, engine: LogSource | None, record: RunRecord,
                  max_lines: int = DEFAULT_MAX_LINES, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.engine = engine
@@ -79,6 +79,7 @@ class LogPane(Vertical):
                             exit_on_error=False, description=f"follow {self.record.run_id}")
 
     async def _follow(self) -> None:
+        assert self.engine is not None  # started only with one (on_mount)
         r = self.record
         # Only the pane's window is read: a 200 MiB log opens as fast as a small one.
         follower = LogFollower(self.engine, r.host, r.workdir, r.run_id, max_lines=self.max_lines)

@@ -9,12 +9,13 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
 from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.logstream import LogSource
 from rtrain_tui.tui.widgets.curves_pane import CurvesPane
 from rtrain_tui.tui.widgets.log_pane import LogPane
 
 
 class RunTab(ContentSwitcher):
-    def __init__(self, log: LogPane, engine: object | None, record: RunRecord,
+    def __init__(self, log: LogPane, engine: LogSource | None, record: RunRecord,
                  state_of: Callable[[], str] | None = None, curves_first: bool = False,
                  **kwargs: object) -> None:
         log.id = log.id or "run-log"
