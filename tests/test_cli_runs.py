@@ -76,6 +76,20 @@ def test_trainer_template_and_gpus_reach_the_command(cli: Cli, tmp_path: Path, w
         Path(workdir) / "tmpl" / "run.sh").read_text()
 
 
+def test_every_command_of_a_compound_template_logs_and_its_cd_moves_no_status(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """`A; B && cd /`: A's output reached the wrapper's stdout, not train.log (only the
+    last command was redirected), and a `cd` in the template would move where `status`
+    is written."""
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "compound",
+            "--trainer", "echo compound-first; {python} -m praisonai_train llm --config {config} && cd /")
+    assert r.rc == 0, r.err
+    assert r.out.splitlines()[-1] == "compound on gpu: completed", r.out
+    assert "compound-first" in (Path(workdir) / "compound" / "train.log").read_text()
+    assert (Path(workdir) / "compound" / "status").read_text() == "0\n"
+
+
 def test_a_trainer_template_using_dataset_without_d_is_refused_before_anything_is_shipped(
         cli: Cli, tmp_path: Path, workdir: str) -> None:
     """It used to render `{dataset}` as nothing: the trainer failed on the host, no reason."""

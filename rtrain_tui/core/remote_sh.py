@@ -105,7 +105,10 @@ def wrapper(trainer_cmd: str, env: dict[str, str]) -> str:
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     return host.render("wrapper.sh", liveness=_LIVENESS, end_rest=_END_REST,
                        unbuffered=UNBUFFERED, exports=exports,
-                       trainer=f"{trainer_cmd} > train.log 2>&1 < /dev/null\n")
+                       # Braces: every command of a compound template (`cd x && python
+                       # ...`) logs to train.log, not only the last one; the newline ends
+                       # a template that ends in a comment.
+                       trainer=f"{{ {trainer_cmd}\n}} > train.log 2>&1 < /dev/null\n")
 
 
 def launch(run_dir: str, token: str) -> str:

@@ -135,7 +135,10 @@ trap 'rt_signalled=1' TERM INT HUP
 [ -n "${PYTHONUNBUFFERED+set}" ] || { PYTHONUNBUFFERED=1; export PYTHONUNBUFFERED; }
 export HF_HOME='/scratch/it'"'"'s here'
 export WANDB_MODE=offline
-~/venv/bin/python -m praisonai_train llm 'data set'"'"'s.jsonl' --config config.yaml > train.log 2>&1 < /dev/null
+rt_dir=$PWD
+{ ~/venv/bin/python -m praisonai_train llm 'data set'"'"'s.jsonl' --config config.yaml
+} > train.log 2>&1 < /dev/null
 rc=$?
+cd "$rt_dir" || exit "$rc"
 end_rest
 echo $rc > status.tmp && mv status.tmp status

@@ -10,7 +10,10 @@ echo $$ > train.pid.tmp && mv train.pid.tmp train.pid
 trap 'rt_signalled=1' TERM INT HUP
 #@ unbuffered
 #@ exports
+## A template's `cd` (it runs in this shell, in braces) must not move where status lands.
+rt_dir=$PWD
 #@ trainer
 rc=$?
+cd "$rt_dir" || exit "$rc"
 end_rest
 echo $rc > status.tmp && mv status.tmp status
