@@ -356,3 +356,22 @@ def test_ctrl_s_during_a_start_is_refused_never_a_second_start(hosts: SshHosts, 
             assert sorted(p.name for p in (tmp_path / "work").iterdir()) == [runs[0].run_id]
 
     asyncio.run(go())
+
+
+def test_a_refresh_that_lands_while_the_app_tears_its_widgets_down_is_dropped(tmp_path: Path) -> None:
+    """A refresh posted late (the app closing under a fast poll) found the host list gone:
+    its handler raised NoMatches and the app died with it (seen under load at exit)."""
+    from rtrain_tui.core.host_view import HostView
+    from rtrain_tui.tui.messages import HostRefreshed
+
+    (tmp_path / "ssh_config").write_text("Host a\n  HostName 127.0.0.1\n  Port 1\n")
+
+    async def go() -> None:
+        app = make_app(tmp_path / "ssh_config", RunIndex(tmp_path / "runs.toml"))
+        async with app.run_test(size=SIZE) as pilot:
+            await app.host_list.remove()  # what closing does to the screen's widgets
+            app.post_message(HostRefreshed("a", view=HostView("a")))
+            await pilot.pause(0.2)
+            assert app.is_running and app.return_code is None
+
+    asyncio.run(go())

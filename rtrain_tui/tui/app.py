@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
@@ -243,6 +244,10 @@ class RTrainApp(HeldToasts):
                 self.main_screen.show_runs(event.records, self.progress)
                 if event.final:  # an ended run's toast says why: that comes with the lines
                     self._notify_transitions(event.records)
+        except NoMatches:
+            # The screen's widgets are being removed (the app closes under a fast poll,
+            # and is_running is still true): there is nothing left to show this on.
+            return
         finally:
             if event.final:
                 self.refresher.finished(host)
