@@ -475,6 +475,7 @@ class RunIndex:
         if path != self.path and not entries and set(data) <= {"runs"}:
             path.unlink(missing_ok=True)
             self._cache.pop(path, None)
+            (self._parsed_dir / f"{path.name}.json").unlink(missing_ok=True)
             return
         raw = self._write(path, data)
         self._cache[path] = (raw, doc)

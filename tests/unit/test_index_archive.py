@@ -254,3 +254,14 @@ def test_the_backend_of_a_live_run_is_found_without_reading_the_archives(
     monkeypatch.setattr(index, "load", lambda: pytest.fail("the archives were read"))
     engine = Engine(ConnectionPool(tmp_path / "ssh_config"), index)
     assert asyncio.run(engine._backends(live.host, [(live.workdir, live.run_id)])) == ["direct"]
+
+
+def test_an_archive_emptied_by_a_prune_goes_with_its_parsed_form(tmp_path: Path) -> None:
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add_new(_runs(2000))
+    parsed = tmp_path / ".runs-parsed" / "runs-2026-01.toml.json"
+    assert parsed.exists()
+    january = [r for r in index.load() if r.started_at.startswith("2026-01")]
+    assert len(index.remove_records(january)) == len(january)
+    assert not (tmp_path / "runs-2026-01.toml").exists() and not parsed.exists()
+    assert len(RunIndex(tmp_path / "runs.toml").load()) == 2000 - len(january)
