@@ -8,16 +8,13 @@ import gc
 import json
 import threading
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from rtrain_tui import cli
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, RunRecord, StartRequest, remote_sh
-from rtrain_tui.core import index as index_module
 from rtrain_tui.core.hostconfig import HostConfig
 from rtrain_tui.core.index import utc_now
 from rtrain_tui.core.probes import RunProbe
@@ -105,13 +102,17 @@ class _Meter:
         self.parses = 0
         self.cpu = 0.0
         self._depth = threading.local()
-        def loads(text: str) -> dict[str, object]:
-            self.parses += 1
-            return tomllib.loads(text)
+        def counted(method: Callable[..., object]) -> Callable[..., object]:
+            def read(*args: object, **kw: object) -> object:
+                doc = method(*args, **kw)
+                self.parses += doc is not None
+                return doc
+            return read
 
-        # The index module's own view of tomllib: config.toml reads are not counted.
-        monkeypatch.setattr(index_module, "tomllib", SimpleNamespace(
-            loads=loads, TOMLDecodeError=tomllib.TOMLDecodeError))
+        # A file's content taken in: its TOML parsed, or the parsed form the index saved
+        # beside it (recalled instead of parsing a big file); config.toml is not counted.
+        for name in ("_parse", "_recall"):
+            monkeypatch.setattr(RunIndex, name, counted(getattr(RunIndex, name)))
         for name in ("load", "load_report", "set_states", "add_new", "update", "remove", "get"):
             monkeypatch.setattr(RunIndex, name, self._timed(getattr(RunIndex, name)))
 
