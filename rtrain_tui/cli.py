@@ -23,10 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from rtrain_tui import __version__
-from rtrain_tui.core import backends, host_view, hostconfig, metrics_format, probes, validate
+from rtrain_tui.core import backends, host_view
 from rtrain_tui.core.backends import slurm
-from rtrain_tui.core.bounded import bounded
-from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import (
     CREATED,
     LAUNCHED,
@@ -37,7 +35,11 @@ from rtrain_tui.core.engine import (
     StartTrace,
 )
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import (
+from rtrain_tui.core.logs.logstream import LogFollower, LogLines
+from rtrain_tui.core.metrics import metrics_format
+from rtrain_tui.core.metrics.metrics_sync import sync_metrics
+from rtrain_tui.core.runs import hostconfig, probes
+from rtrain_tui.core.runs.index import (
     PRUNABLE,
     RunIndex,
     default_index_path,
@@ -45,10 +47,11 @@ from rtrain_tui.core.index import (
     parse_time,
     prunable,
 )
-from rtrain_tui.core.logstream import LogFollower, LogLines
-from rtrain_tui.core.metrics_sync import sync_metrics
-from rtrain_tui.core.sanitize import safe_line
-from rtrain_tui.core.sshconfig import default_ssh_config, list_hosts, shown_path
+from rtrain_tui.core.safety import validate
+from rtrain_tui.core.safety.sanitize import safe_line
+from rtrain_tui.core.transport.bounded import bounded
+from rtrain_tui.core.transport.connection import ConnectionPool
+from rtrain_tui.core.transport.sshconfig import default_ssh_config, list_hosts, shown_path
 from rtrain_tui.log_view import LogWriter
 from rtrain_tui.progress_view import TerminalProgress
 

@@ -2,7 +2,7 @@
 
 Piped (a script, `grep`, a file), each line goes out as the host wrote it, made inert:
 scripts count on every line. On a terminal, progress-bar redraws are folded
-(core/progress_fold.py) and the bar is drawn on the last line and redrawn in place with
+(core/logs/progress_fold.py) and the bar is drawn on the last line and redrawn in place with
 `\\r`, as tqdm itself does, cut to the terminal's width so it never wraps (a wrapped line
 cannot be redrawn with `\\r`). `--raw` is the exact bytes' lines, never folded.
 """
@@ -15,8 +15,8 @@ from typing import TextIO
 
 from rich.cells import cell_len, set_cell_size
 
-from rtrain_tui.core.progress_fold import ProgressFolder
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.logs.progress_fold import ProgressFolder
+from rtrain_tui.core.safety.sanitize import safe_line
 
 CLEAR_LINE = "\r\x1b[K"
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from rtrain_tui.core import probes
-from rtrain_tui.core.gpus import GpuHistory, parse_gpu_sample
-from rtrain_tui.core.index import RunIndex, RunRecord
-from rtrain_tui.core.metrics import parse_text
-from rtrain_tui.core.transfer import RemoteEntry
+from rtrain_tui.core.metrics.gpus import GpuHistory, parse_gpu_sample
+from rtrain_tui.core.metrics.metrics import parse_text
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.index import RunIndex, RunRecord
+from rtrain_tui.core.transfers.transfer import RemoteEntry
 from rtrain_tui.tui.app import RTrainApp, make_app
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen

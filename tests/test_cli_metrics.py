@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core.metrics import MetricsParser
+from rtrain_tui.core.metrics.metrics import MetricsParser
 from tests.conftest import Cli, write_config
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.cli import build_parser
-from rtrain_tui.core.sshconfig import not_configured_message
+from rtrain_tui.core.transport.sshconfig import not_configured_message
 from tests.conftest import Cli, write_config
 
 
@@ -125,7 +125,7 @@ def test_closing_the_demo_host_leaves_no_stray_child_warning(
     """Closing as the CLI does (client, then demo host) while shells end: each shell must be
     reaped once. `proc.kill()` used to poll, reaping a shell that had just exited before
     asyncio's child watcher did, which then logged `Unknown child process pid …`."""
-    from rtrain_tui.core.connection import ConnectionPool
+    from rtrain_tui.core.transport.connection import ConnectionPool
     from rtrain_tui.demo.server import start_demo_host
 
     async def go() -> None:

@@ -267,7 +267,7 @@ def test_runs_refresh_updates_states_and_marks_unreachable_hosts_stale(
         cli: Cli, tmp_path: Path, workdir: str) -> None:
     config = write_config(tmp_path / "c.yaml", steps=1)
     assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "a", "--no-follow").rc == 0
-    from rtrain_tui.core.index import RunIndex, RunRecord
+    from rtrain_tui.core.runs.index import RunIndex, RunRecord
     RunIndex(cli.index).add(RunRecord(host="refused", run_id="old", workdir="~/w", state="running"))
     time.sleep(1.5)
     r = cli("runs", "--refresh", "--json")
@@ -348,7 +348,7 @@ def test_runs_names_each_skipped_record_on_stderr_and_refreshes_the_rest(
 def test_runs_refresh_without_demo_says_to_add_it_and_leaves_demo_runs_alone(
         cli: Cli, tmp_path: Path, workdir: str) -> None:
     """Without --demo, `demo` went to DNS and every demo run turned stale."""
-    from rtrain_tui.core.index import RunIndex, RunRecord
+    from rtrain_tui.core.runs.index import RunIndex, RunRecord
     config = write_config(tmp_path / "c.yaml", steps=1)
     assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "box").rc == 0
     RunIndex(cli.index).add(RunRecord(host="demo", run_id="demo-run", workdir="~/.praisonai-train",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rtrain_tui.core.connection import HostConnection, _aes_is_fast
+from rtrain_tui.core.transport.connection import HostConnection, _aes_is_fast
 from tests.sshd import SshHosts
 
 

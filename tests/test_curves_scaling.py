@@ -7,8 +7,8 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.metrics import MetricsParser
+from rtrain_tui.core.metrics.metrics import MetricsParser
+from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.tui.widgets.curves_pane import CurvesPane, flat_limits, plotted
 from tests.test_tui import screen_text
 

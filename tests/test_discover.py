@@ -13,10 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rtrain_tui.core import Engine, RunIndex, probes, remote_sh
+from rtrain_tui.core import Engine, RunIndex
 from rtrain_tui.core.backends import slurm
-from rtrain_tui.core.connection import ConnectionPool
-from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.transport.connection import ConnectionPool
 from tests.conftest import Cli
 from tests.sshd import SshHosts
 from tests.unit.test_remote_sh import sh

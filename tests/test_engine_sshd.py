@@ -123,7 +123,7 @@ def test_stop_refuses_when_the_pid_file_names_our_own_group(hosts: SshHosts, tmp
 def test_refresh_probes_each_host_once_for_many_runs(hosts: SshHosts, tmp_path: Path) -> None:
     engine = make_engine(hosts, tmp_path)
     workdir = str(tmp_path / "work")
-    from rtrain_tui.core.index import RunRecord
+    from rtrain_tui.core.runs.index import RunRecord
     for i in range(15):
         (Path(workdir) / f"x{i}").mkdir(parents=True)
         (Path(workdir) / f"x{i}" / "status").write_text("0\n")

@@ -16,8 +16,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from rtrain_tui.core.connection import HostConnection
 from rtrain_tui.core.errors import HostKeyChangedError, ValidationError
+from rtrain_tui.core.transport.connection import HostConnection
 from tests.sshd import SshHosts
 
 

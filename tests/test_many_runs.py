@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, probes, remote_sh
-from rtrain_tui.core.connection import SCRIPT_ARG_LIMIT, _under_timeout
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.transport.connection import SCRIPT_ARG_LIMIT, _under_timeout
 from tests.conftest import Cli, write_config
 from tests.small_disk import small_tmpfs
 from tests.sshd import SshHosts

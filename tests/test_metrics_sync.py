@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex
-from rtrain_tui.core.metrics import MetricsParser
-from rtrain_tui.core.metrics_cache import cache_path
-from rtrain_tui.core.metrics_jsonl import MAX_LINE
-from rtrain_tui.core.metrics_sync import READ_SIZE, sync_metrics
+from rtrain_tui.core.metrics.metrics import MetricsParser
+from rtrain_tui.core.metrics.metrics_cache import cache_path
+from rtrain_tui.core.metrics.metrics_jsonl import MAX_LINE
+from rtrain_tui.core.metrics.metrics_sync import READ_SIZE, sync_metrics
 from tests.conftest import Cli
 from tests.sshd import SshHosts
 

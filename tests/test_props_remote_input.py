@@ -26,9 +26,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rtrain_tui.core import probes, remote_sh, template, validate
 from rtrain_tui.core.errors import ValidationError
-from rtrain_tui.core.sanitize import UNSAFE_CHARS
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.safety import template, validate
+from rtrain_tui.core.safety.sanitize import UNSAFE_CHARS
 
 TOKEN = "0123456789abcdef"
 # Random on a developer's machine, fixed in CI (tests/conftest.py's "ci" profile).

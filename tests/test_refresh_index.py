@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui import cli
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, RunRecord, StartRequest, remote_sh
-from rtrain_tui.core.hostconfig import HostConfig
-from rtrain_tui.core.index import utc_now
-from rtrain_tui.core.probes import RunProbe
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex, RunRecord, StartRequest
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs.hostconfig import HostConfig
+from rtrain_tui.core.runs.index import utc_now
+from rtrain_tui.core.runs.probes import RunProbe
 from rtrain_tui.tui.app import make_app
 from tests.conftest import write_config
 from tests.sshd import SshHosts

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest, hostconfig
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
+from rtrain_tui.core.runs import hostconfig
 from rtrain_tui.tui.app import make_app
 from tests.conftest import write_config
 from tests.sshd import SshHosts

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import openssh_pipe, transfer
-from rtrain_tui.core.connection import HostConnection
+from rtrain_tui.core.transfers import transfer
+from rtrain_tui.core.transport import openssh_pipe
+from rtrain_tui.core.transport.connection import HostConnection
 from tests.sshd import SshHosts
 from tests.test_transfer_openssh import cancel_upload_midway
 

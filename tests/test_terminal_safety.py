@@ -149,7 +149,7 @@ def test_a_closed_stdout_is_one_line_not_a_traceback(cli: Cli, args: list[str]) 
 
 
 def test_a_closed_stdout_during_a_long_listing_is_one_line(cli: Cli, tmp_path: Path) -> None:
-    from rtrain_tui.core.index import RunRecord
+    from rtrain_tui.core.runs.index import RunRecord
 
     # More than a pipe buffer (64 KiB) of rows, so the writer is still writing when
     # `head` leaves.

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import transfer
-from rtrain_tui.core.connection import HostConnection
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.transfers import transfer
+from rtrain_tui.core.transport.connection import HostConnection
 from tests.conftest import Cli, write_config
 from tests.small_disk import small_tmpfs
 from tests.sshd import SshHosts

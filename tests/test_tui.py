@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest
-from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.transport.connection import ConnectionPool
 from rtrain_tui.tui.app import RTrainApp, make_app
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.start_screen import StartScreen
@@ -312,7 +312,7 @@ def test_demo_host_preflights_trains_and_completes(tmp_path: Path, monkeypatch: 
 
 
 def test_refresh_of_a_silent_host_does_not_hold_up_the_others(hosts: SshHosts, tmp_path: Path) -> None:
-    from rtrain_tui.core.index import RunRecord
+    from rtrain_tui.core.runs.index import RunRecord
 
     run_dir = tmp_path / "work" / "ok"
     run_dir.mkdir(parents=True)

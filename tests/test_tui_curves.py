@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import TabbedContent
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest
-from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.transport.connection import ConnectionPool
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.widgets.curves_pane import CurvesPane
 from rtrain_tui.tui.widgets.run_tab import RunTab
@@ -216,7 +216,7 @@ def test_compare_rows_name_their_columns_and_tell_runs_apart(tmp_path: Path) -> 
 
     from rich.console import Console
 
-    from rtrain_tui.core.metrics import parse_text
+    from rtrain_tui.core.metrics.metrics import parse_text
     from rtrain_tui.tui.screens.compare_screen import look, run_names
     from tests.scenes import RUNS, curves_log, make_scene_app
 
@@ -281,7 +281,7 @@ def test_an_ended_run_shows_no_eta_or_rate_in_curves_or_compare(tmp_path: Path, 
     (whose ETA column says its state instead)."""
     from dataclasses import replace
 
-    from rtrain_tui.core.metrics import parse_text
+    from rtrain_tui.core.metrics.metrics import parse_text
     from tests.scenes import RUNS, curves_log, make_scene_app
 
     record = replace(RUNS[0], state=state)  # its log stops at 1840/3000, mid-run

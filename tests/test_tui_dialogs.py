@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Tree
 
-from rtrain_tui.core.index import RunIndex, RunRecord
+from rtrain_tui.core.runs.index import RunIndex, RunRecord
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from tests.scenes import SCENES, make_scene_app
 from tests.sshd import SshHosts

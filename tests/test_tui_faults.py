@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, TabbedContent
 
-from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
+from rtrain_tui.core.runs.index import IndexReport, RunIndex, RunRecord
 from rtrain_tui.tui.app import RTrainApp, make_app
 from rtrain_tui.tui.badges import RUN_STYLES, run_badge
 from rtrain_tui.tui.screens.start_screen import StartScreen

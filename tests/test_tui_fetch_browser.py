@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.transfer import RemoteEntry
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.transfers.transfer import RemoteEntry
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen, natural_key, sorted_entries
 from tests.scenes import make_scene_app
 from tests.test_tui import SIZE, screen_text

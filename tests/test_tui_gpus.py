@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest
-from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.transport.connection import ConnectionPool
 from tests.conftest import write_config
 from tests.sshd import TWO_GPUS, SshHosts
 from tests.test_tui import (  # noqa: F401 (_client_home: a fixture)

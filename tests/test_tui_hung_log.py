@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest
-from rtrain_tui.core.connection import ConnectionPool
-from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.transport.connection import ConnectionPool
 from rtrain_tui.tui.widgets.log_pane import LogPane
 from tests.conftest import write_config
 from tests.sshd import SshHosts
@@ -75,8 +75,8 @@ def test_a_read_stuck_in_the_log_lane_never_delays_the_refreshs_reads(
     """What a hung NFS file does to a pane (a request the host's sftp-server never
     answers, whatever a stat said) holds up only the log panes' channel: the metrics the
     refresh reads for another run arrive at once, on the host's other channel."""
-    from rtrain_tui.core.connection import LOG_LANE
-    from rtrain_tui.core.metrics_sync import sync_metrics
+    from rtrain_tui.core.metrics.metrics_sync import sync_metrics
+    from rtrain_tui.core.transport.connection import LOG_LANE
 
     work = tmp_path / "work"
     (work / "piped").mkdir(parents=True)
@@ -108,7 +108,9 @@ def test_a_run_whose_progress_read_got_no_answer_is_left_unread_for_a_while(
     """A running run's train.log on a hung NFS mount: its stat gets no answer, and every
     refresh waited the whole SFTP bound for it again before the next one could start.
     After one such wait the run's progress is not read for a while (the other runs' are)."""
-    from rtrain_tui.core import connection, host_view, probes
+    from rtrain_tui.core import host_view
+    from rtrain_tui.core.runs import probes
+    from rtrain_tui.core.transport import connection
 
     monkeypatch.setattr(connection, "SFTP_CALL_TIMEOUT", 2.0)
     work = tmp_path / "work"

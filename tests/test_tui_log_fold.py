@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from rtrain_tui.core.index import RunIndex
+from rtrain_tui.core.runs.index import RunIndex
 from rtrain_tui.tui.app import make_app
 from rtrain_tui.tui.widgets.log_pane import LogPane
 from tests.test_tui import SIZE, until

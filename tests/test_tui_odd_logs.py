@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest
-from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.transport.connection import ConnectionPool
 from tests.conftest import write_config
 from tests.sshd import SshHosts
 from tests.test_tui import SIZE, tui, until

@@ -180,7 +180,8 @@ def test_one_line_is_not_one_lines(tmp_path: Path) -> None:
 
 # -- elapsed of an ended run: end − start, by the host's clock, never growing ----------
 def test_the_probe_reports_when_a_run_ended_only_when_asked(tmp_path: Path) -> None:
-    from rtrain_tui.core import probes, remote_sh
+    from rtrain_tui.core.host import remote_sh
+    from rtrain_tui.core.runs import probes
     from tests.unit.test_remote_sh import sh
 
     for run_id, code in (("done", "0\n"), ("gone", None)):
@@ -202,8 +203,8 @@ def test_the_probe_reports_when_a_run_ended_only_when_asked(tmp_path: Path) -> N
 
 def test_refresh_records_the_hosts_end_time_once(hosts, tmp_path: Path, workdir: str) -> None:  # type: ignore[no-untyped-def]
     from rtrain_tui.core import Engine, RunIndex
-    from rtrain_tui.core.connection import ConnectionPool
-    from rtrain_tui.core.index import RunRecord
+    from rtrain_tui.core.runs.index import RunRecord
+    from rtrain_tui.core.transport.connection import ConnectionPool
 
     run_dir = Path(workdir) / "quick"
     run_dir.mkdir(parents=True)
@@ -233,7 +234,7 @@ def test_refresh_records_the_hosts_end_time_once(hosts, tmp_path: Path, workdir:
 def test_elapsed_of_an_ended_run_is_end_minus_start_and_never_grows(tmp_path: Path) -> None:
     from datetime import timedelta
 
-    from rtrain_tui.core.index import RunIndex, RunRecord
+    from rtrain_tui.core.runs.index import RunIndex, RunRecord
     from rtrain_tui.tui.app import make_app
     from tests.scenes import NOW, SSH_CONFIG
 
@@ -264,7 +265,7 @@ def test_elapsed_of_an_ended_run_is_end_minus_start_and_never_grows(tmp_path: Pa
 def test_preflight_panel_wraps_the_whole_error_of_an_unreachable_host() -> None:
     from rich.console import Console
 
-    from rtrain_tui.core.probes import PreflightReport
+    from rtrain_tui.core.runs.probes import PreflightReport
     from rtrain_tui.tui.widgets.preflight_panel import render_report
 
     error = ("cannot reach a100-rented: its host key is not on record and StrictHostKeyChecking "
@@ -279,7 +280,7 @@ def test_preflight_panel_wraps_the_whole_error_of_an_unreachable_host() -> None:
 
 
 def test_preflight_panel_in_the_app_shows_the_error_to_its_end(tmp_path: Path) -> None:
-    from rtrain_tui.core.probes import PreflightReport
+    from rtrain_tui.core.runs.probes import PreflightReport
 
     async def go() -> None:
         app = make_scene_app(tmp_path)
@@ -496,7 +497,7 @@ def test_stop_on_an_ended_run_says_so_instead_of_asking(tmp_path: Path) -> None:
 
 
 def test_the_empty_runs_table_says_press_n(tmp_path: Path) -> None:
-    from rtrain_tui.core.index import RunIndex
+    from rtrain_tui.core.runs.index import RunIndex
     from rtrain_tui.tui.app import make_app
     from tests.scenes import SSH_CONFIG
 

@@ -3,7 +3,6 @@
 Never imports textual (a test proves it); the CLI and the TUI are both thin over this.
 """
 
-from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest, StartTrace
 from rtrain_tui.core.errors import (
     HostKeyChangedError,
@@ -12,9 +11,10 @@ from rtrain_tui.core.errors import (
     UnreachableError,
     ValidationError,
 )
-from rtrain_tui.core.index import RunIndex, RunRecord
-from rtrain_tui.core.logstream import LogFollower, LogLines, StreamState
-from rtrain_tui.core.probes import PreflightReport, RunProbe
+from rtrain_tui.core.logs.logstream import LogFollower, LogLines, StreamState
+from rtrain_tui.core.runs.index import RunIndex, RunRecord
+from rtrain_tui.core.runs.probes import PreflightReport, RunProbe
+from rtrain_tui.core.transport.connection import ConnectionPool, HostConnection
 
 __all__ = [
     "ConnectionPool", "Engine", "HostConnection", "HostKeyChangedError", "IndexCorruptError",

@@ -28,17 +28,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from rtrain_tui.core import backends, hostconfig, probes, remote_sh, validate
-from rtrain_tui.core import gpus as gpu_choice
-from rtrain_tui.core import template as trainer_template
+from rtrain_tui.core import backends
 from rtrain_tui.core.backends import Backend, BackendOptions, GpuChoice, LaunchSpec
-from rtrain_tui.core.bounded import bounded
-from rtrain_tui.core.connection import ConnectionPool, HostConnection
 from rtrain_tui.core.errors import IndexBusyError, NoSuchRunError, RemoteError, UnreachableError
-from rtrain_tui.core.index import RunIndex, RunRecord
-from rtrain_tui.core.index import utc_now as index_now
-from rtrain_tui.core.probes import PreflightReport, RunProbe
-from rtrain_tui.core.transfer import (
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.metrics import gpus as gpu_choice
+from rtrain_tui.core.runs import hostconfig, probes
+from rtrain_tui.core.runs.index import RunIndex, RunRecord
+from rtrain_tui.core.runs.index import utc_now as index_now
+from rtrain_tui.core.runs.probes import PreflightReport, RunProbe
+from rtrain_tui.core.safety import template as trainer_template
+from rtrain_tui.core.safety import validate
+from rtrain_tui.core.transfers.transfer import (
     Progress,
     RemoteEntry,
     fetch,
@@ -46,6 +47,8 @@ from rtrain_tui.core.transfer import (
     ship_dataset,
     upload_file,
 )
+from rtrain_tui.core.transport.bounded import bounded
+from rtrain_tui.core.transport.connection import ConnectionPool, HostConnection
 
 StepCallback = Callable[[str], None]
 CreatedCallback = Callable[[str, str], None]  # (run id, run dir): the run now exists
@@ -259,7 +262,7 @@ class Engine:
         except validate.ValidationError:
             # Not a hostname: fine if the ssh config names it (`Host "rented box"`). The
             # config is read only on this rare path, not on every call.
-            from rtrain_tui.core.sshconfig import list_hosts
+            from rtrain_tui.core.transport.sshconfig import list_hosts
 
             known = list_hosts(self.pool.ssh_config) if self.pool.ssh_config else []
             return self.pool.get(validate.check_host(alias, known))

@@ -20,16 +20,16 @@ from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rtrain_tui.core import probes
 from rtrain_tui.core.errors import RemoteError, StuckError
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.logparse import progress_of
-from rtrain_tui.core.logstream import read_tail
-from rtrain_tui.core.metrics import Summary
-from rtrain_tui.core.metrics_format import progress_cell
-from rtrain_tui.core.metrics_sync import sync_metrics
-from rtrain_tui.core.probes import RunProbe
-from rtrain_tui.core.run_reason import needs_reason, reason_for
+from rtrain_tui.core.logs.logparse import progress_of
+from rtrain_tui.core.logs.logstream import read_tail
+from rtrain_tui.core.logs.run_reason import needs_reason, reason_for
+from rtrain_tui.core.metrics.metrics import Summary
+from rtrain_tui.core.metrics.metrics_format import progress_cell
+from rtrain_tui.core.metrics.metrics_sync import sync_metrics
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.runs.probes import RunProbe
 
 RunKey = tuple[str, str, str]
 PROGRESS_WIDTH = 28  # the log's last line, when it holds no metrics

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import asyncssh
 
-from rtrain_tui.core.connection import DirectTarget, HostConnection
+from rtrain_tui.core.transport.connection import DirectTarget, HostConnection
 
 DEMO_ALIAS = "demo"
 HERE = Path(__file__).parent

@@ -24,15 +24,15 @@ from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
-from rtrain_tui.core import hostconfig, probes
-from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartedRun
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.fetch_dirs import FetchDirs
-from rtrain_tui.core.index import IndexReport, RunIndex, RunRecord
-from rtrain_tui.core.probes import PreflightReport
-from rtrain_tui.core.sanitize import safe_line, safe_text
-from rtrain_tui.core.sshconfig import list_hosts
+from rtrain_tui.core.runs import hostconfig, probes
+from rtrain_tui.core.runs.index import IndexReport, RunIndex, RunRecord
+from rtrain_tui.core.runs.probes import PreflightReport
+from rtrain_tui.core.safety.sanitize import safe_line, safe_text
+from rtrain_tui.core.transfers.fetch_dirs import FetchDirs
+from rtrain_tui.core.transport.connection import ConnectionPool
+from rtrain_tui.core.transport.sshconfig import list_hosts
 from rtrain_tui.tui.held_toasts import HeldToasts
 from rtrain_tui.tui.index_reader import IndexReader
 from rtrain_tui.tui.messages import HostRefreshed

@@ -14,7 +14,7 @@ from typing import Protocol
 from textual.notifications import SeverityLevel
 
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
-from rtrain_tui.core.index import IndexReport, RunIndex
+from rtrain_tui.core.runs.index import IndexReport, RunIndex
 
 
 class Notify(Protocol):

@@ -8,7 +8,7 @@ from textual.message import Message
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.host_view import HostView
-from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.runs.index import RunRecord
 
 
 @dataclass

@@ -19,7 +19,7 @@ from textual.timer import Timer
 
 from rtrain_tui.core import host_view
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
-from rtrain_tui.core.index import IndexReport
+from rtrain_tui.core.runs.index import IndexReport
 from rtrain_tui.tui.messages import HostRefreshed
 
 RunKey = tuple[str, str, str]

@@ -41,7 +41,7 @@ import sys, time
 began = time.perf_counter()
 from dataclasses import replace
 from pathlib import Path
-from rtrain_tui.core.index import RunIndex, RunRecord, utc_now
+from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
 imported = time.perf_counter()
 index = RunIndex(Path(sys.argv[1]))
 index.check()

@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rtrain_tui.core import metrics_cache
-from rtrain_tui.core.metrics import MetricsParser
-from rtrain_tui.core.metrics_cache import CachedMetrics
+from rtrain_tui.core.metrics import metrics_cache
+from rtrain_tui.core.metrics.metrics import MetricsParser
+from rtrain_tui.core.metrics.metrics_cache import CachedMetrics
 
 CHUNK = 1 << 20
 
@@ -76,7 +76,7 @@ def redraw_cost(parser: MetricsParser, repeat: int) -> tuple[tuple[float, float]
     from textual.app import App, ComposeResult
     from textual_plotext import PlotextPlot
 
-    from rtrain_tui.core.index import RunRecord
+    from rtrain_tui.core.runs.index import RunRecord
     from rtrain_tui.tui.widgets.curves_pane import CurvesPane
 
     result: list[tuple[float, float]] = []

@@ -31,8 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, remote_sh
-from rtrain_tui.core.gpus import parse_gpu_sample
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.metrics.gpus import parse_gpu_sample
 from tests.sshd import start_hosts
 
 

@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rtrain_tui.core import transfer
-from rtrain_tui.core.connection import HostConnection
+from rtrain_tui.core.transfers import transfer
+from rtrain_tui.core.transport.connection import HostConnection
 from tests.sshd import SshHosts, start_hosts
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from rtrain_tui.core import Engine, RunIndex, StartRequest
-from rtrain_tui.core.connection import ConnectionPool
+from rtrain_tui.core.transport.connection import ConnectionPool
 from rtrain_tui.tui.app import make_app
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from tests.conftest import write_config

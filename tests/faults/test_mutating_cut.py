@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import connection
-from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine, StartRequest
-from rtrain_tui.core.index import RunIndex
+from rtrain_tui.core.runs.index import RunIndex
+from rtrain_tui.core.transport import connection
+from rtrain_tui.core.transport.connection import ConnectionPool
 from tests.conftest import write_config
 from tests.faults.conftest import ALIAS
 from tests.faults.proxy import FaultProxy

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import connection, probes, remote_sh
-from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import RunIndex
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.index import RunIndex
+from rtrain_tui.core.transport import connection
+from rtrain_tui.core.transport.connection import ConnectionPool
 from tests.sshd import SshHosts
 
 FaultRowMaker = Callable[[str, str], object]  # the `fault_row` fixture (tests/faults/conftest.py)

@@ -208,9 +208,9 @@ def test_a_refresh_that_began_before_a_stop_does_not_overwrite_its_verdict(
     fault_row('(6) refresh racing a stop', 'probe lands after stop')
     import asyncio
 
-    from rtrain_tui.core.connection import ConnectionPool
     from rtrain_tui.core.engine import Engine
-    from rtrain_tui.core.index import RunIndex
+    from rtrain_tui.core.runs.index import RunIndex
+    from rtrain_tui.core.transport.connection import ConnectionPool
 
     start(cli, tmp_path, workdir, "race")
     engine = Engine(ConnectionPool(cli.hosts.ssh_config), RunIndex(cli.index))

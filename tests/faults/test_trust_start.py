@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest, StartTrace, remote_sh
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest, StartTrace
+from rtrain_tui.core.host import remote_sh
 from tests.benchmarks.index import synthetic
 from tests.conftest import Cli, write_config
 

@@ -16,7 +16,7 @@ import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
 from rtrain_tui.core.backends.slurm import SlurmOptions
-from rtrain_tui.core.hostconfig import HostConfig, HostSettings
+from rtrain_tui.core.runs.hostconfig import HostConfig, HostSettings
 from tests.conftest import write_config
 from tests.slurm.conftest import LOGIN, SlurmCli
 from tests.slurm_cluster import SlurmCluster

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, remote_sh
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex
 from rtrain_tui.core.backends import slurm as slurm_backend
-from rtrain_tui.core.hostconfig import HostConfig, HostSettings
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs.hostconfig import HostConfig, HostSettings
 from rtrain_tui.tui.app import make_app
 from tests.conftest import write_config
 from tests.slurm.conftest import LOGIN, SlurmCli

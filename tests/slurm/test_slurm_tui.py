@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
-from rtrain_tui.core.hostconfig import HostConfig, HostSettings
+from rtrain_tui.core.runs.hostconfig import HostConfig, HostSettings
 from rtrain_tui.tui.app import make_app
 from tests.conftest import write_config
 from tests.slurm.conftest import LOGIN
@@ -153,7 +153,7 @@ def test_the_start_form_asks_a_login_node_for_partition_nodes_and_time(
 
 def test_a_host_with_sbatch_is_offered_and_marked_as_slurm_from_the_app(
         hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rtrain_tui.core.hostconfig import default_config_path, load
+    from rtrain_tui.core.runs.hostconfig import default_config_path, load
 
     monkeypatch.setenv("HOME", str(hosts.home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg_config"))  # no config.toml yet

@@ -22,10 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import backends, probes, remote_sh, validate
+from rtrain_tui.core import backends
 from rtrain_tui.core.backends import Backend, LaunchSpec
-from rtrain_tui.core.hostconfig import HostSettings
-from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.hostconfig import HostSettings
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.safety import validate
 
 STAND_INS = Path(__file__).parent / "slurm_stand_ins"
 # The trainer: says it started (one line per start), then trains until stopped.

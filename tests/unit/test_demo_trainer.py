@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rtrain_tui.core.metrics import parse_text
+from rtrain_tui.core.metrics.metrics import parse_text
 from rtrain_tui.demo.server import SAMPLES
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core.connection import ConnectionPool
 from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import ValidationError
-from rtrain_tui.core.index import RunIndex
+from rtrain_tui.core.runs.index import RunIndex
+from rtrain_tui.core.transport.connection import ConnectionPool
 
 
 def test_a_configured_alias_that_is_no_hostname_is_accepted_others_refused(tmp_path: Path) -> None:

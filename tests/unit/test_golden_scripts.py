@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import remote_sh
 from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.engine import trainer_command
-from rtrain_tui.core.template import render as render_trainer
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.safety.template import render as render_trainer
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 TOKEN = "0123456789abcdef0123456789abcdef"

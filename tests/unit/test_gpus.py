@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import remote_sh, validate
 from rtrain_tui.core.errors import RemoteError, ValidationError
-from rtrain_tui.core.gpus import (
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.metrics.gpus import (
     GpuHistory,
     HostGpus,
     choose_gpus,
@@ -22,6 +22,7 @@ from rtrain_tui.core.gpus import (
     run_maps,
     sparkline,
 )
+from rtrain_tui.core.safety import validate
 
 TWO = ("gpu=0, GPU-a, 0, 1024, 143771\ngpu=1, GPU-b, 97, 70000, 143771\ngpu_smi=0\n")
 HELD = TWO + "gpu_app=GPU-b,4242,69000,4240,alice\n"
@@ -172,7 +173,7 @@ def test_sampling_script_names_processes_from_proc_under_sh(tmp_path: Path) -> N
 
 
 def test_core_gpus_module_is_headless() -> None:
-    code = "import rtrain_tui.core.gpus, sys; assert 'textual' not in sys.modules"
+    code = "import rtrain_tui.core.metrics.gpus, sys; assert 'textual' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

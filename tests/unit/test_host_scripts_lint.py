@@ -26,10 +26,12 @@ from pathlib import Path
 import pytest
 
 import rtrain_tui.core
-from rtrain_tui.core import connection, host, remote_sh
+from rtrain_tui.core import host
 from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.engine import trainer_command
-from rtrain_tui.core.template import render as render_trainer
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.safety.template import render as render_trainer
+from rtrain_tui.core.transport import connection
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 WORKDIR = "~/.praisonai-train"
@@ -106,18 +108,18 @@ NOT_SCRIPTS = {
     "rtrain_tui.core.host.render",
     "rtrain_tui.core.host.source",
     "rtrain_tui.core.host.assign",
-    "rtrain_tui.core.remote_sh.check_token",  # a validated value
-    "rtrain_tui.core.remote_sh.run_dir_word",  # one word of a script
-    "rtrain_tui.core.remote_sh.workdir_assign",  # the first line of several scripts
-    "rtrain_tui.core.remote_sh.run_dir_assign",  # likewise
+    "rtrain_tui.core.host.remote_sh.check_token",  # a validated value
+    "rtrain_tui.core.host.remote_sh.run_dir_word",  # one word of a script
+    "rtrain_tui.core.host.remote_sh.workdir_assign",  # the first line of several scripts
+    "rtrain_tui.core.host.remote_sh.run_dir_assign",  # likewise
     "rtrain_tui.core.backends.check_backend",  # a validated value
     "rtrain_tui.core.backends.slurm.options.check_sbatch_arg",  # a validated value
 }
 
 
 def _script_modules() -> list[object]:
-    """The modules that build host scripts: remote_sh, the backends, the host package."""
-    found = [remote_sh]
+    """The modules that build host scripts: the backends and the host package (remote_sh)."""
+    found: list[object] = []
     for info in pkgutil.walk_packages(rtrain_tui.core.__path__, "rtrain_tui.core."):
         if info.name.split(".")[2] in ("backends", "host"):  # rtrain_tui.core.<this>...
             found.append(importlib.import_module(info.name))

@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from rtrain_tui.core import host_view, probes
+from rtrain_tui.core import host_view
 from rtrain_tui.core.host_view import RunLine
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.metrics import Summary
-from rtrain_tui.core.probes import RunProbe
+from rtrain_tui.core.metrics.metrics import Summary
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.runs.probes import RunProbe
 
 
 def test_waiting_text_says_the_schedulers_reason_or_that_it_waits_in_the_queue() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import hostconfig
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.runs import hostconfig
 
 
 def test_marking_appends_a_table_and_keeps_comments(tmp_path: Path) -> None:

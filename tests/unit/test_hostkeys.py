@@ -6,7 +6,7 @@ from pathlib import Path
 
 import asyncssh
 
-from rtrain_tui.core.connection import HostOptions, _host_key_client
+from rtrain_tui.core.transport.connection import HostOptions, _host_key_client
 
 
 def test_a_key_recorded_on_first_contact_is_accepted_again_on_rekey(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError, ValidationError
-from rtrain_tui.core.index import RunIndex, RunRecord, utc_now
+from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
 
 
 def _add_many(path: str, prefix: str) -> None:

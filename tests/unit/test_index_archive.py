@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from rtrain_tui.core import index as index_module
-from rtrain_tui.core.index import RunIndex, RunRecord, utc_now
+from rtrain_tui.core.runs import index as index_module
+from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
 
 
 def _runs(n: int, first: datetime = datetime(2026, 1, 1, tzinfo=UTC), live: int = 0) -> list[RunRecord]:
@@ -151,7 +151,7 @@ def test_a_run_in_two_files_is_read_once_the_newer_copy(tmp_path: Path) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from rtrain_tui.core.index import RunIndex, RunRecord, utc_now
+from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
 index, me = RunIndex(Path(sys.argv[1])), sys.argv[2]
 for i in range(10):
     rec = RunRecord(host="h01", run_id=f"{me}-{i}", workdir="~/w", state="running",

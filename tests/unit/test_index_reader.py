@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from rtrain_tui.core.index import RunIndex
+from rtrain_tui.core.runs.index import RunIndex
 from rtrain_tui.tui.index_reader import IndexReader
 
 

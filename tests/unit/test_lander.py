@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import lander as lander_module
-from rtrain_tui.core.lander import CHANGED, CORRUPT, LANDED, Lander
+from rtrain_tui.core.transfers import lander as lander_module
+from rtrain_tui.core.transfers.lander import CHANGED, CORRUPT, LANDED, Lander
 
 
 def land(tmp_path: Path, name: str, data: bytes, whole: bool, digest: bytes) -> str:

@@ -1,7 +1,7 @@
 """The runs table's progress column and the log stream's line splitting."""
 
-from rtrain_tui.core.logparse import progress_of
-from rtrain_tui.core.logstream import LineSplitter
+from rtrain_tui.core.logs.logparse import progress_of
+from rtrain_tui.core.logs.logstream import LineSplitter
 
 
 def test_hf_dict_lines_give_step_and_loss() -> None:

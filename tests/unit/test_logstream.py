@@ -17,9 +17,9 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from rtrain_tui.core import logstream
 from rtrain_tui.core.errors import HostKeyChangedError, UnknownHostError, UnreachableError
-from rtrain_tui.core.logstream import (
+from rtrain_tui.core.logs import logstream
+from rtrain_tui.core.logs.logstream import (
     CUT_MARK,
     MAX_LINE,
     LineSplitter,
@@ -27,7 +27,7 @@ from rtrain_tui.core.logstream import (
     LogLines,
     StreamState,
 )
-from rtrain_tui.core.probes import RunProbe
+from rtrain_tui.core.runs.probes import RunProbe
 
 
 # -- a stand-in host -----------------------------------------------------------------

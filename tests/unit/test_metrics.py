@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from rtrain_tui.core.metrics import Downsampler, MetricsParser, downsample, format_eta, parse_text
-from rtrain_tui.core.metrics_format import for_state, summary_line
+from rtrain_tui.core.metrics.metrics import (
+    Downsampler,
+    MetricsParser,
+    downsample,
+    format_eta,
+    parse_text,
+)
+from rtrain_tui.core.metrics.metrics_format import for_state, summary_line
 
 # transformers 4.x Trainer, stdout and stderr merged into train.log (not a TTY): the
 # header, tqdm redraws on `\r`, dicts printed by ProgressCallback.on_log.
@@ -292,8 +298,8 @@ def test_a_log_line_with_an_impossible_step_counts_its_own_step_and_the_cache_sa
     """A trainer (or a hostile log) printing `'step': inf` crashed the parser
     (OverflowError), and `'step': 1e30` broke the cache's save; such a step is ignored
     and the point is placed as a dict without a step is."""
-    from rtrain_tui.core import metrics_cache
-    from rtrain_tui.core.metrics_cache import CachedMetrics
+    from rtrain_tui.core.metrics import metrics_cache
+    from rtrain_tui.core.metrics.metrics_cache import CachedMetrics
 
     p = parse_text("{'loss': 2.0}\n" + f"{{'loss': 1.5, 'step': {step}}}\n" + "{'loss': 1.0}\n")
     assert [v for _, v in p.losses] == [2.0, 1.5, 1.0]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import metrics_cache
-from rtrain_tui.core.metrics import MetricsParser
-from rtrain_tui.core.metrics_cache import CachedMetrics, cache_path, default_cache_dir
+from rtrain_tui.core.metrics import metrics_cache
+from rtrain_tui.core.metrics.metrics import MetricsParser
+from rtrain_tui.core.metrics.metrics_cache import CachedMetrics, cache_path, default_cache_dir
 
 LOG = b"  Total optimization steps = 100\n\r 10%|#  | 10/100 [00:10<01:30,  1.00it/s]{'loss': 2.5, 'epoch': 0.1}\n"
 

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from rtrain_tui.core.metrics import MetricsParser, parse_text
-from rtrain_tui.core.metrics_jsonl import MAX_LINE, JsonlMetrics, parse_record
+from rtrain_tui.core.metrics.metrics import MetricsParser, parse_text
+from rtrain_tui.core.metrics.metrics_jsonl import MAX_LINE, JsonlMetrics, parse_record
 
 LOG = ("  Total optimization steps = 100\n"
        "\r 10%|#  | 10/100 [00:10<01:30,  1.00it/s]{'loss': 2.5, 'grad_norm': 0.7, 'learning_rate': 1e-05, 'epoch': 0.1}\n"

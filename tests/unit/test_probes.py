@@ -1,6 +1,6 @@
 """Verdicts from probe output: the seed's words, GPU summaries, status precedence."""
 
-from rtrain_tui.core import probes
+from rtrain_tui.core.runs import probes
 
 GOOD = ("os=Linux\npython=3.11.2\ntrainer=ok\n"
         "gpu=0, NVIDIA H200, 1024, 143771, 0\ngpu=1, NVIDIA H200, 70000, 143771, 97\n"

@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtrain_tui.core.logstream import LineSplitter
-from rtrain_tui.core.progress_fold import ProgressFolder
+from rtrain_tui.core.logs.logstream import LineSplitter
+from rtrain_tui.core.logs.progress_fold import ProgressFolder
 from rtrain_tui.demo.server import SAMPLES
 from rtrain_tui.log_view import CLEAR_LINE, LogWriter
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rtrain_tui.core.logparse import progress_of
-from rtrain_tui.core.logstream import LineSplitter
-from rtrain_tui.core.metrics import MetricsParser, parse_text
-from rtrain_tui.core.metrics_format import progress_cell, summary_line, to_json
-from rtrain_tui.core.metrics_jsonl import JsonlMetrics
-from rtrain_tui.core.progress_fold import ProgressFolder
-from rtrain_tui.core.reasons import why_it_ended
+from rtrain_tui.core.logs.logparse import progress_of
+from rtrain_tui.core.logs.logstream import LineSplitter
+from rtrain_tui.core.logs.progress_fold import ProgressFolder
+from rtrain_tui.core.logs.reasons import why_it_ended
+from rtrain_tui.core.metrics.metrics import MetricsParser, parse_text
+from rtrain_tui.core.metrics.metrics_format import progress_cell, summary_line, to_json
+from rtrain_tui.core.metrics.metrics_jsonl import JsonlMetrics
 
 PROPS = settings(max_examples=300, deadline=None, database=None,
                  suppress_health_check=list(HealthCheck))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import reasons
-from rtrain_tui.core.reasons import why_it_ended
+from rtrain_tui.core.logs import reasons
+from rtrain_tui.core.logs.reasons import why_it_ended
 
 TB = "Traceback (most recent call last):"
 FRAME = ['  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2241, in train',

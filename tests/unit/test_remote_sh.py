@@ -8,8 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from rtrain_tui.core import probes, remote_sh
 from rtrain_tui.core.engine import trainer_command
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
 
 
 def sh(script: str, cwd: Path | None = None) -> str:
@@ -229,7 +230,7 @@ def _group_size(group: int) -> int:
 
 
 def test_the_transfer_program_greets_with_the_line_the_client_expects() -> None:
-    from rtrain_tui.core.remote_sh import TRANSFER_GREETING, TRANSFER_PY
+    from rtrain_tui.core.host.remote_sh import TRANSFER_GREETING, TRANSFER_PY
 
     r = subprocess.run([sys.executable, "-c", TRANSFER_PY, "list", b"/nonexistent".hex(),
                         b"x".hex()], capture_output=True, timeout=30)

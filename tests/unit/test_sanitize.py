@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtrain_tui.core.sanitize import safe_line, safe_text
+from rtrain_tui.core.safety.sanitize import safe_line, safe_text
 
 HOSTILE = {
     "osc0 title": "\x1b]0;pwned title\x07",

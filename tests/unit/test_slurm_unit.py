@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtrain_tui.core import hostconfig, probes, template
 from rtrain_tui.core.backends.slurm import (
     MULTI_NODE_TRAINER,
     SlurmOptions,
@@ -29,6 +28,8 @@ from rtrain_tui.core.backends.slurm import (
     trainer_values,
 )
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.runs import hostconfig, probes
+from rtrain_tui.core.safety import template
 
 # Not test_remote_sh's token: the direct probes scan /proc for processes carrying theirs.
 TOKEN = "5107" * 8

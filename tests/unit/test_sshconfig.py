@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from rtrain_tui.core.sshconfig import list_hosts
+from rtrain_tui.core.transport.sshconfig import list_hosts
 
 
 def test_hosts_come_from_config_and_includes_without_patterns(tmp_path: Path, monkeypatch) -> None:

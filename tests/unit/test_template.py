@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import template, validate
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.safety import template, validate
 
 DEFAULT = validate.DEFAULT_TRAINER
 
@@ -90,7 +90,8 @@ def test_the_engine_uses_the_template_module() -> None:
 
 
 def test_preflight_runs_a_home_tilde_python(tmp_path: Path) -> None:
-    from rtrain_tui.core import probes, remote_sh
+    from rtrain_tui.core.host import remote_sh
+    from rtrain_tui.core.runs import probes
 
     py = tmp_path / "my venv" / "bin" / "python"
     py.parent.mkdir(parents=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rtrain_tui.core import probes
+from rtrain_tui.core.runs import probes
 
 BASE = "os=Linux\npython=3.11.2\ntrainer=ok\nnvidia_smi=0\ndisk_free_kb=1048576\nsetsid=yes\n"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import remote_sh
+from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.host import transfer_program as tp
 
 

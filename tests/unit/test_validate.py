@@ -2,8 +2,8 @@
 
 import pytest
 
-from rtrain_tui.core import validate
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.safety import validate
 
 BAD_RUN_IDS = ["x;touch /tmp/pwned", "$(id)", "`id`", "a b", "../escape", "/absolute", "",
                "-leading-dash", "a" * 65, ".hidden"]

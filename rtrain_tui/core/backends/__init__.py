@@ -26,7 +26,7 @@ from rtrain_tui.core.backends.slurm.backend import SlurmBackend
 from rtrain_tui.core.errors import ValidationError
 
 if TYPE_CHECKING:
-    from rtrain_tui.core.index import RunRecord
+    from rtrain_tui.core.runs.index import RunRecord
 
 # In this order a host's probe sends their scripts (the first carries the shared parts).
 _ALL: tuple[Backend, ...] = (DirectBackend(), SlurmBackend())

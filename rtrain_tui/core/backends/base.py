@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
 
 if TYPE_CHECKING:
-    from rtrain_tui.core.hostconfig import HostSettings
-    from rtrain_tui.core.probes import PreflightReport, RunProbe
+    from rtrain_tui.core.runs.hostconfig import HostSettings
+    from rtrain_tui.core.runs.probes import PreflightReport, RunProbe
 
 StepCallback = Callable[[str], None]
 Runs = Sequence[tuple[str, str]]  # (workdir, run id), in the order answers come back

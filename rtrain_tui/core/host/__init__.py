@@ -26,7 +26,7 @@ import functools
 import re
 from importlib import resources
 
-from rtrain_tui.core.template import shell_word
+from rtrain_tui.core.safety.template import shell_word
 
 _SLOT = re.compile(r"^#@ ([a-z_]+)\n", re.M)
 

@@ -2,7 +2,7 @@
 
 Nothing is installed: `remote_sh.transfer_command` sends this file's text (base64) in
 the command line and the host's Python runs it (`python -c 'exec(...)' MODE ARGS`); the
-client side is `core/transfer.py`. It keeps to the standard library and to what old
+client side is `core/transfers/transfer.py`. It keeps to the standard library and to what old
 Python 3 releases run (no annotations, no f-strings): it runs on whatever interpreter
 trains there. Paths travel hex-encoded, so any name a POSIX file system allows
 (newline, backslash, non-UTF-8 bytes) crosses unchanged and nothing in them reaches a

@@ -22,13 +22,13 @@ from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.logstream import LogSource
-from rtrain_tui.core.metrics import MetricsParser, downsample, format_eta
-from rtrain_tui.core.metrics_format import for_state, number
-from rtrain_tui.core.metrics_sync import sync_metrics
-from rtrain_tui.core.probes import RUNNING, is_final
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.logs.logstream import LogSource
+from rtrain_tui.core.metrics.metrics import MetricsParser, downsample, format_eta
+from rtrain_tui.core.metrics.metrics_format import for_state, number
+from rtrain_tui.core.metrics.metrics_sync import sync_metrics
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.runs.probes import RUNNING, is_final
+from rtrain_tui.core.safety.sanitize import safe_line
 
 DEFAULT_POLL = 2.0
 # (plotext's name, rich's name): rich has no plain "orange", and a style it cannot parse

@@ -23,9 +23,9 @@ from textual.widgets.tree import TreeNode
 
 from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.sanitize import safe_line, safe_text
-from rtrain_tui.core.transfer import RemoteEntry
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.safety.sanitize import safe_line, safe_text
+from rtrain_tui.core.transfers.transfer import RemoteEntry
 
 
 def human_size(n: int) -> str:

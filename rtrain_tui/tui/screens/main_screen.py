@@ -19,8 +19,8 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.logstream import LogSource
+from rtrain_tui.core.logs.logstream import LogSource
+from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.tui.widgets.host_list import HostList
 from rtrain_tui.tui.widgets.log_pane import LogPane
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel

@@ -24,11 +24,11 @@ from textual.widgets import Button, Checkbox, Footer, Input, Label, ProgressBar,
 from textual.worker import Worker
 from textual_fspicker import FileOpen, Filters
 
-from rtrain_tui.core import validate
 from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest, StartTrace
 from rtrain_tui.core.errors import RemoteError, ValidationError
-from rtrain_tui.core.sanitize import safe_line, safe_text
+from rtrain_tui.core.safety import validate
+from rtrain_tui.core.safety.sanitize import safe_line, safe_text
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from textual.widgets import Button, Footer, Static
 
 from rtrain_tui.core.backends import backend_for
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import RunRecord
+from rtrain_tui.core.runs.index import RunRecord
 
 
 def explain(record: RunRecord, grace: float) -> str:

@@ -23,13 +23,13 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.logstream import LogSource
-from rtrain_tui.core.metrics import Downsampler, MetricsParser, Summary, format_eta
-from rtrain_tui.core.metrics_format import for_state, summary_line
-from rtrain_tui.core.metrics_sync import sync_metrics
-from rtrain_tui.core.probes import is_final
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.logs.logstream import LogSource
+from rtrain_tui.core.metrics.metrics import Downsampler, MetricsParser, Summary, format_eta
+from rtrain_tui.core.metrics.metrics_format import for_state, summary_line
+from rtrain_tui.core.metrics.metrics_sync import sync_metrics
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.runs.probes import is_final
+from rtrain_tui.core.safety.sanitize import safe_line
 
 DEFAULT_POLL = 2.0
 BAR_WIDTH = 30

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from rtrain_tui.core.gpus import GpuHistory, sparkline
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.metrics.gpus import GpuHistory, sparkline
+from rtrain_tui.core.safety.sanitize import safe_line
 
 SPARK_WIDTH = 12  # fits the 38-column sidebar: `GPU0 ▁▂▃▅▇███▇▆▅▃  97% 68/80G`
 

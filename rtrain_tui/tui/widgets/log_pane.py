@@ -6,7 +6,7 @@ keeps at most `max_lines`; the whole log stays on the host and can be fetched.
 When the reader scrolls up, following pauses (the header says so) and new lines are
 counted instead of yanking the view down; scrolling back to the end, `end` or one `F`
 resumes it. Search walks the matches from the current one, wrapping, and lights it.
-Progress-bar redraws are folded (core/progress_fold.py): the log shows the lines the
+Progress-bar redraws are folded (core/logs/progress_fold.py): the log shows the lines the
 trainer printed, and the bar being drawn lives on one line under them.
 """
 
@@ -19,10 +19,10 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.logstream import LogFollower, LogLines, LogSource
-from rtrain_tui.core.progress_fold import ProgressFolder
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.logs.logstream import LogFollower, LogLines, LogSource
+from rtrain_tui.core.logs.progress_fold import ProgressFolder
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.safety.sanitize import safe_line
 from rtrain_tui.tui.badges import run_badge
 from rtrain_tui.tui.widgets.search_log import SearchLog
 

@@ -9,9 +9,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from rtrain_tui.core.gpus import GpuHistory
-from rtrain_tui.core.probes import PreflightReport
-from rtrain_tui.core.sanitize import safe_text
+from rtrain_tui.core.metrics.gpus import GpuHistory
+from rtrain_tui.core.runs.probes import PreflightReport
+from rtrain_tui.core.safety.sanitize import safe_text
 from rtrain_tui.tui.widgets.gpu_rows import gpu_rows
 
 

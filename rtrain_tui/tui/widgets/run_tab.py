@@ -8,8 +8,8 @@ from collections.abc import Callable
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher
 
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.logstream import LogSource
+from rtrain_tui.core.logs.logstream import LogSource
+from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.tui.widgets.curves_pane import CurvesPane
 from rtrain_tui.tui.widgets.log_pane import LogPane
 

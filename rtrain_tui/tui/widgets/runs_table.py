@@ -10,8 +10,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from rtrain_tui.core.index import RunRecord
-from rtrain_tui.core.probes import is_final
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.runs.probes import is_final
 from rtrain_tui.tui.badges import elapsed, run_badge, started_text
 
 RunKey = tuple[str, str, str]

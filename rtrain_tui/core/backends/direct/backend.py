@@ -7,8 +7,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from rtrain_tui.core import probes, remote_sh
-from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.backends.base import (
     BackendOptions,
     GpuChoice,
@@ -20,6 +18,9 @@ from rtrain_tui.core.backends.base import (
     finish_when_cancelled,
 )
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.safety import template as trainer_template
 
 
 class DirectBackend(GpuChoice):

@@ -8,8 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from rtrain_tui.core import probes, validate
-from rtrain_tui.core import template as trainer_template
 from rtrain_tui.core.backends.base import (
     Backend,
     BackendOptions,
@@ -23,10 +21,13 @@ from rtrain_tui.core.backends.base import (
 from rtrain_tui.core.backends.slurm import parse, scripts
 from rtrain_tui.core.backends.slurm.options import MULTI_NODE_TRAINER, SlurmOptions, trainer_values
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.safety import template as trainer_template
+from rtrain_tui.core.safety import validate
+from rtrain_tui.core.safety.sanitize import safe_line
 
 if TYPE_CHECKING:
-    from rtrain_tui.core.hostconfig import HostSettings
+    from rtrain_tui.core.runs.hostconfig import HostSettings
 
 
 class SlurmBackend(Backend):

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from rtrain_tui.core import probes
 from rtrain_tui.core.backends.slurm.options import SlurmOptions
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.safety.sanitize import safe_line
 
 # Slurm job states that still hold the job's processes (or will start them).
 _ACTIVE = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING",

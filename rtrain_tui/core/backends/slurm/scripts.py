@@ -12,8 +12,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
-from rtrain_tui.core import host, remote_sh
+from rtrain_tui.core import host
 from rtrain_tui.core.backends.slurm.options import MASTER_PORT, SlurmOptions
+from rtrain_tui.core.host import remote_sh
 
 
 def _file(name: str) -> str:

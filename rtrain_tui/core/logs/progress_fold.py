@@ -26,7 +26,7 @@ Rules, kept simple enough to predict:
 
 from __future__ import annotations
 
-from rtrain_tui.core.metrics import TQDM_BAR
+from rtrain_tui.core.metrics.metrics import TQDM_BAR
 
 
 class ProgressFolder:

@@ -14,9 +14,9 @@ import unicodedata
 from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 
-from rtrain_tui.core import template as _template
 from rtrain_tui.core.errors import ValidationError
-from rtrain_tui.core.template import python_word
+from rtrain_tui.core.safety import template as _template
+from rtrain_tui.core.safety.template import python_word
 
 __all__ = [
     "ValidationError", "check_run_id", "check_workdir", "check_fetch_path", "check_python",

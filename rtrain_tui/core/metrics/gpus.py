@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.probes import MAX_GPUS, GpuInfo
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.runs.probes import MAX_GPUS, GpuInfo
+from rtrain_tui.core.safety.sanitize import safe_line
 
 MAX_APPS = 256  # GPU processes believed per sample; beyond this the sample is malformed
 HISTORY_SECONDS = 600.0  # the host panel's sparklines span the last 10 minutes

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rtrain_tui.core.metrics import MetricsParser
+from rtrain_tui.core.metrics.metrics import MetricsParser
 
 
 def default_cache_dir() -> Path:

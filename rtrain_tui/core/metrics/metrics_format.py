@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rtrain_tui.core.metrics import MetricsParser, Summary, format_eta
-from rtrain_tui.core.probes import RUNNING
+from rtrain_tui.core.metrics.metrics import MetricsParser, Summary, format_eta
+from rtrain_tui.core.runs.probes import RUNNING
 
 COLUMNS = ("step", "loss", "eval_loss", "learning_rate", "grad_norm")
 Row = tuple[int, float | None, float | None, float | None, float | None]

@@ -19,8 +19,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Collection, Sequence
 
-from rtrain_tui.core import host, validate
+from rtrain_tui.core import host
 from rtrain_tui.core.host import transfer_program
+from rtrain_tui.core.safety import validate
 
 # Shell helpers shared by the scripts that need to tell whether a run's processes live
 # (how a run's processes are recognised: see the file).

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import itemgetter
 
-from rtrain_tui.core.metrics_jsonl import (
+from rtrain_tui.core.metrics.metrics_jsonl import (
     MAX_STEP,
     JsonlMetrics,
     pack_series,

@@ -18,12 +18,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from rtrain_tui.core import metrics_cache, validate
-from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.logstream import LogSource
-from rtrain_tui.core.metrics import MetricsParser
-from rtrain_tui.core.metrics_cache import CachedMetrics
+from rtrain_tui.core.logs.logstream import LogSource
+from rtrain_tui.core.metrics import metrics_cache
+from rtrain_tui.core.metrics.metrics import MetricsParser
+from rtrain_tui.core.metrics.metrics_cache import CachedMetrics
+from rtrain_tui.core.safety import validate
+from rtrain_tui.core.transport.bounded import bounded
 
 READ_SIZE = 1 << 20
 OP_TIMEOUT = 30.0  # a bound on each SFTP call, whatever the connection does

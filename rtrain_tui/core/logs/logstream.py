@@ -35,9 +35,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rtrain_tui.core import probes
-from rtrain_tui.core.bounded import bounded
-from rtrain_tui.core.connection import LOG_LANE
 from rtrain_tui.core.errors import (
     NotRegularFileError,
     PermanentError,
@@ -45,9 +42,12 @@ from rtrain_tui.core.errors import (
     UnreachableError,
     ValidationError,
 )
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.transport.bounded import bounded
+from rtrain_tui.core.transport.connection import LOG_LANE
 
 if TYPE_CHECKING:
-    from rtrain_tui.core.connection import HostConnection
+    from rtrain_tui.core.transport.connection import HostConnection
 
 
 class LogSource(Protocol):

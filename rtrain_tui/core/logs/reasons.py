@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import signal
 
-from rtrain_tui.core.metrics import TQDM_BAR
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.metrics.metrics import TQDM_BAR
+from rtrain_tui.core.safety.sanitize import safe_line
 
 MAX_REASON = 200  # characters: a table cell and a toast, not a log
 

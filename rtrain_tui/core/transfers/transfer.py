@@ -32,14 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtrain_tui.core import openssh_pipe, remote_sh, validate
-from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.lander import CHANGED, CORRUPT, LANDED, Lander, fresh_part
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.safety import validate
+from rtrain_tui.core.transfers.lander import CHANGED, CORRUPT, LANDED, Lander, fresh_part
+from rtrain_tui.core.transport import openssh_pipe
+from rtrain_tui.core.transport.bounded import bounded
 
 if TYPE_CHECKING:
 
-    from rtrain_tui.core.connection import HostConnection
+    from rtrain_tui.core.transport.connection import HostConnection
 
 # progress(label, bytes done, bytes total)
 Progress = Callable[[str, int, int], None]
@@ -224,7 +226,7 @@ class _Stream:
 
     async def _died(self) -> str:
         """Why the host program ended early: its stderr's first line, inert."""
-        from rtrain_tui.core.sanitize import safe_line
+        from rtrain_tui.core.safety.sanitize import safe_line
 
         try:
             err = await bounded(self.process.stderr.read(4096), 2)
@@ -869,7 +871,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
         free = await _free_kb(conn, cache_dir)
         if free is not None and free * 1024 < size - sent + 64 * 1024:
             raise _no_space(conn, workdir)
-    from rtrain_tui.core.sanitize import safe_line
+    from rtrain_tui.core.safety.sanitize import safe_line
 
     if not answer:
         raise RemoteError(f"{conn.alias}: upload of {local} failed: {why}")

@@ -23,10 +23,10 @@ import re
 import shutil
 from typing import TYPE_CHECKING
 
-from rtrain_tui.core.bounded import bounded
+from rtrain_tui.core.transport.bounded import bounded
 
 if TYPE_CHECKING:
-    from rtrain_tui.core.connection import HostConnection
+    from rtrain_tui.core.transport.connection import HostConnection
 
 # Below this many bytes a new `ssh` (a process, a handshake, a login: ~0.1-0.3 s) costs
 # more than it saves (~2 s per GiB); such transfers stay on the open asyncssh connection.
@@ -63,7 +63,7 @@ async def _version(ssh: str) -> tuple[int, int] | None:
 
 async def argv(conn: HostConnection, command: str) -> list[str] | None:
     """The `ssh` command line that runs `command` on the host, or None where not usable."""
-    from rtrain_tui.core.connection import _GCM_FIRST, _aes_is_fast
+    from rtrain_tui.core.transport.connection import _GCM_FIRST, _aes_is_fast
 
     if conn.direct is not None or conn.bulk_client_refused is not None:
         return None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.sanitize import safe_line
+from rtrain_tui.core.safety.sanitize import safe_line
 
 # The status vocabulary of docs/design.md. `failed (exit N)` is built by `failed_word`.
 STARTING = "starting"  # in the index before launch; never a probe's answer

@@ -58,8 +58,10 @@ from typing import Any
 
 import tomli_w
 
-from rtrain_tui.core import probes, remote_sh, validate
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, ValidationError
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.safety import validate
 
 RunKey = tuple[str, str, str]  # (host, workdir, run_id)
 StateUpdate = tuple[str, bool, str]  # (state, stale, updated_at)

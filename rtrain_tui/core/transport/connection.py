@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rtrain_tui.core.bounded import bounded
 from rtrain_tui.core.errors import (
     AuthError,
     HostKeyChangedError,
@@ -50,6 +49,7 @@ from rtrain_tui.core.errors import (
     UnreachableError,
     ValidationError,
 )
+from rtrain_tui.core.transport.bounded import bounded
 
 if TYPE_CHECKING:
     import asyncssh
@@ -577,7 +577,7 @@ class HostConnection:
         """True when the name is an alias the ssh config knows (or the demo host)."""
         if self.direct is not None or self.options.hostname != self.alias:
             return True
-        from rtrain_tui.core.sshconfig import list_hosts
+        from rtrain_tui.core.transport.sshconfig import list_hosts
 
         return self._ssh_config is not None and self.alias in list_hosts(self._ssh_config)
 
@@ -791,7 +791,7 @@ def _classify(alias: str, exc: BaseException, timeout: float, configured: bool,
     if isinstance(exc, UnicodeError) or (isinstance(exc, socket.gaierror) and not configured):
         # Not an alias and not a name the resolver knows: a typo, not an outage. (A
         # configured alias whose HostName does not resolve may be a laptop offline.)
-        from rtrain_tui.core.sshconfig import not_configured_message
+        from rtrain_tui.core.transport.sshconfig import not_configured_message
 
         return UnknownHostError(not_configured_message(alias, ssh_config))
     return UnreachableError(f"cannot reach {alias}: {_describe(exc, timeout)}")

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rtrain_tui.core import probes
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.logstream import read_tail
-from rtrain_tui.core.probes import RunProbe
-from rtrain_tui.core.reasons import why_it_ended
+from rtrain_tui.core.logs.logstream import read_tail
+from rtrain_tui.core.logs.reasons import why_it_ended
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.probes import RunProbe
 
 TAIL_BYTES = 32 * 1024
 
