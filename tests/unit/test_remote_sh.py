@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -26,7 +27,11 @@ def state_of(workdir: Path, run_id: str) -> str:
 TOKEN = "0123456789abcdef0123456789abcdef"
 
 
-def launch(workdir: Path, run_id: str, command: str, token: str = TOKEN) -> Path:
+def launch(workdir: Path, run_id: str, command: str, token: str | None = None) -> Path:
+    """Launch a run of our own: its own token, as every real start has. One token shared
+    by the tests let a stop in one (it signals every process carrying the run's marker)
+    kill the runs of others running beside it in the parallel lane."""
+    token = token or secrets.token_hex(16)
     out = sh(remote_sh.make_run_dir(str(workdir), run_id, token))
     run_dir = Path(out.strip().removeprefix("dir="))
     (run_dir / "run.sh").write_text(remote_sh.wrapper(command, {}))
