@@ -2,15 +2,16 @@
 
 All engine calls run in named worker groups, so nothing blocks the screen; the run index
 is read only in threads (`read_index`), so a slow disk or a lock held by another process
-never freezes it either. When each host is refreshed is `refresher.py`'s (it posts
-`messages.HostRefreshed`, shown here), what a row says is `core.host_view`'s, the layout
-is `screens/main_screen.py`'s. `make_app` is the one factory the CLI, the tests and the
-screenshot script use.
+never freezes it either. This module is the table of contents: each job lives in its own
+module and the app dispatches to it. When each host is refreshed is `refresher.py`'s (it
+posts `messages.HostRefreshed`, shown here), what a row says is `core.host_view`'s, the
+layout is `screens/main_screen.py`'s, the hosts and their preflight `hosts_panel.py`'s,
+starting, stopping and fetching a run and the toasts that follow `run_actions.py`'s.
+`make_app` is the one factory the CLI, the tests and the screenshot script use.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +27,6 @@ from textual.worker import Worker, WorkerState
 
 from rtrain_tui.core.engine import Engine, StartedRun
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.runs import hostconfig, probes
 from rtrain_tui.core.runs.index import IndexReport, RunIndex, RunRecord
 from rtrain_tui.core.runs.probes import PreflightReport
 from rtrain_tui.core.safety.sanitize import safe_line, safe_text
@@ -34,18 +34,16 @@ from rtrain_tui.core.transfers.fetch_dirs import FetchDirs
 from rtrain_tui.core.transport.connection import ConnectionPool
 from rtrain_tui.core.transport.sshconfig import list_hosts
 from rtrain_tui.tui.held_toasts import HeldToasts
+from rtrain_tui.tui.hosts_panel import HostsPanel
 from rtrain_tui.tui.index_reader import IndexReader
 from rtrain_tui.tui.messages import HostRefreshed
 from rtrain_tui.tui.refresher import Refresher
+from rtrain_tui.tui.run_actions import RunActions
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
-from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.help_screen import HelpScreen
 from rtrain_tui.tui.screens.main_screen import MainScreen, main_layout
-from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
-from rtrain_tui.tui.screens.stop_screen import StopScreen
 from rtrain_tui.tui.widgets.host_list import HostList
 from rtrain_tui.tui.widgets.log_pane import LogPane
-from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
 from rtrain_tui.tui.widgets.runs_table import RunKey, RunsTable
 
 if TYPE_CHECKING:
@@ -104,16 +102,13 @@ class RTrainApp(HeldToasts):
         self.refresh_seconds = refresh_seconds
         self.out_dir = out_dir or Path.cwd()
         self.fetch_dirs = FetchDirs(engine.index.path.with_name("fetch_dirs.toml"))
-        self.reports: dict[str, tuple[PreflightReport, str]] = {}
-        self.checking: set[str] = set()
-        self.last_states: dict[RunKey, str] = {}
         self._demo_host: DemoHost | None = None
         self.progress: dict[RunKey, str] = {}
-        self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended
         self.index_reader = IndexReader(engine.index, self.notify, self._mark_skipped)
-        self._offered_slurm: set[str] = set()  # hosts we said "press m" for
+        self.hosts_panel = HostsPanel(self)
+        self.run_actions = RunActions(self)
         self.refresher = Refresher(self, engine, self.read_index, refresh_seconds, poll_runs,
-                                   gpus_only=self._checked_reachable)
+                                   gpus_only=self.hosts_panel.checked_reachable)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
@@ -201,10 +196,10 @@ class RTrainApp(HeldToasts):
     # -- runs ----------------------------------------------------------------------
     def load_runs(self, progress: dict[RunKey, str] | None = None, first: bool = False) -> Worker[None]:
         """Read the index (in a thread) and show its runs; the worker says when it is done."""
-        return self.run_worker(self._load_runs(progress, first), group="index-load",
+        return self.run_worker(self.show_runs(progress, first), group="index-load",
                                exclusive=True, exit_on_error=False, description="read the run index")
 
-    async def _load_runs(self, progress: dict[RunKey, str] | None, first: bool) -> None:
+    async def show_runs(self, progress: dict[RunKey, str] | None, first: bool) -> None:
         report = await self.read_index()
         if report is None:
             return
@@ -229,21 +224,22 @@ class RTrainApp(HeldToasts):
             view = event.view
             if view is None:
                 return  # the index could not be read; that was said
+            hosts = self.hosts_panel
             if view.found:
-                self._found_elsewhere(host, list(view.found))
+                hosts.found_elsewhere(host, list(view.found))
             if event.gpus_unreached:
-                self._show_reachability(host, False)
-            self._gpus_changed(host)
-            self._show_reachability(host, view.reached)
+                hosts.show_reachability(host, False)
+            hosts.gpus_changed(host)
+            hosts.show_reachability(host, view.reached)
             for line in view.lines:
                 if line.progress is not None:
                     self.progress[line.key] = line.progress
                 if line.reason:
-                    self.reasons[line.key] = line.reason
+                    self.run_actions.reasons[line.key] = line.reason
             if event.records is not None:
                 self.main_screen.show_runs(event.records, self.progress)
                 if event.final:  # an ended run's toast says why: that comes with the lines
-                    self._notify_transitions(event.records)
+                    self.run_actions.notify_transitions(event.records)
         except NoMatches:
             # The screen's widgets are being removed (the app closes under a fast poll,
             # and is_running is still true): there is nothing left to show this on.
@@ -251,39 +247,6 @@ class RTrainApp(HeldToasts):
         finally:
             if event.final:
                 self.refresher.finished(host)
-
-    def _checked_reachable(self, host: str) -> bool:
-        report = self.reports.get(host, (None, ""))[0]
-        return report is not None and report.reachable
-
-    def _gpus_changed(self, host: str) -> None:
-        if host == self.host_list.selected_alias and host not in self.checking:
-            self.show_preflight()
-
-    def _show_reachability(self, host: str, reached: bool) -> None:
-        """An unanswered probe marks the host unreachable; an answer restores its badge."""
-        current = self.host_list.hosts.get(host)
-        if not reached:
-            self.host_list.set_status(host, "unreachable")
-        elif current is not None and current.status == "unreachable" and host not in self.checking:
-            report = self.reports.get(host, (None, ""))[0]
-            status = "not checked" if report is None else ("ready" if report.ok else "not ready")
-            self.host_list.set_status(host, status)
-
-    def _notify_transitions(self, records: list[RunRecord]) -> None:
-        for r in records:
-            before = self.last_states.get(r.key)
-            if before in (probes.RUNNING, probes.QUEUED, probes.STARTING) and r.state != before \
-                    and not r.stale:
-                # completed, failed or lost; a stop the user issued has its own toast
-                if probes.is_final(r.state) and r.state != probes.STOPPED:
-                    severity: SeverityLevel = ("information" if r.state == probes.COMPLETED
-                                               else "error")
-                    reason = self.reasons.get(r.key, "")
-                    self.notify(f"{r.run_id} on {r.host}: {r.state}" + (f"\n{reason}" if reason else ""),
-                                title="Run ended", severity=severity, timeout=10, markup=False)
-                    self.bell()
-            self.last_states[r.key] = r.state
 
     def action_refresh(self) -> None:
         """Probe every host with runs now, then say when (`refreshed HH:MM:SS`)."""
@@ -306,138 +269,32 @@ class RTrainApp(HeldToasts):
     def _preflight_requested(self, event: HostList.PreflightRequested) -> None:
         self.preflight_host(event.alias)
 
+    @property
+    def reports(self) -> dict[str, tuple[PreflightReport, str]]:
+        return self.hosts_panel.reports
+
     def show_preflight(self) -> None:
-        host = self.host_list.selected_alias
-        report, checked = self.reports.get(host or "", (None, ""))
-        self.query_one("#preflight", PreflightPanel).show(
-            report, host, checked, host in self.checking,
-            gpus=self.engine.gpu_history.get(host or ""), now=self.clock().timestamp())
-
-    def action_preflight(self) -> None:
-        host = self.host_list.selected_alias
-        if host is None:
-            self.notify("No host selected.", severity="warning")
-            return
-        self.preflight_host(host)
-
-    def preflight_host(self, host: str) -> None:
-        self.checking.add(host)
-        self.host_list.set_status(host, "checking")
-        self.show_preflight()
-        self.run_worker(self._preflight(host), group=f"preflight:{host}", exclusive=True,
-                        exit_on_error=False)
-
-    async def _preflight(self, host: str) -> None:
-        try:
-            report = await self.engine.preflight(host, gpus=self.gpus_for(host))
-        except RemoteError as exc:
-            report = PreflightReport(host=host, reachable=False, error=str(exc))
-        self.set_preflight(report)
-        if report.slurm_login and host not in self._offered_slurm and self._backend(host) == "direct":
-            self._offered_slurm.add(host)  # once per host and session
-            self.notify(f"{host} looks like a Slurm login node: press m to run its jobs through "
-                        "Slurm (adds it to config.toml).", title="Slurm", timeout=20)
-        if report.reachable:
-            await self._discover_runs(host)
-
-    async def _discover_runs(self, host: str) -> None:
-        """A checked host's workdirs are scanned for runs started elsewhere (another
-        laptop, `praisonai train remote`); those found join the table, marked in the index."""
-        try:
-            added = await self.engine.discover(host)
-        except RemoteError:
-            return  # the host just answered preflight; the next check tries again
-        if added:
-            self._found_elsewhere(host, added)
-            self.load_runs()
-            self.refresher.refresh_now(host)
-
-    def _found_elsewhere(self, host: str, added: list[RunRecord]) -> None:
-        """Say which runs were found on the host (by a preflight or a refresh's listing);
-        the refresh re-reads the index after its probe, so they join the table there."""
-        names = ", ".join(r.run_id for r in added[:5]) + (" …" if len(added) > 5 else "")
-        self.notify(f"{len(added)} run{'' if len(added) == 1 else 's'} started elsewhere: "
-                    f"{names}", title=f"Found on {host}", markup=False)
-
-    def _backend(self, host: str) -> str:
-        try:
-            return self.engine.backend_of_host(host)
-        except RemoteError:
-            return "direct"  # a broken config.toml: starts will say so
-
-    def action_mark_slurm(self) -> None:
-        host = self.host_list.selected_alias
-        report = self.reports.get(host, (None, ""))[0] if host else None
-        if self.demo and host == "demo":
-            self.notify("The demo host runs on this machine: it is never a Slurm login node.",
-                        severity="warning")
-            return
-        if host is None or report is None or not report.slurm_login:
-            self.notify("Check a host first (p): only one with sbatch can be marked as Slurm.",
-                        severity="warning")
-            return
-        if self._backend(host) == "slurm":
-            self.notify(f"{host} already runs its jobs through Slurm.")
-            return
-        self.run_worker(self._mark_slurm(host), group="mark-slurm", exit_on_error=False)
-
-    async def _mark_slurm(self, host: str) -> None:
-        try:
-            path = await asyncio.to_thread(hostconfig.mark_slurm, host)
-        except RemoteError as exc:
-            self.notify(str(exc), title="Slurm", severity="error", timeout=30)
-            return
-        self.engine.reload_hosts()
-        self.notify(f"{host} now runs its jobs through Slurm ({path}).", title="Slurm")
-        self.preflight_host(host)  # its partitions and GPUs, as a login node
+        self.hosts_panel.show_preflight()
 
     def set_preflight(self, report: PreflightReport) -> None:
         """Show a preflight result (also how tests and screenshots inject one)."""
-        host = report.host
-        self.checking.discard(host)
-        self.reports[host] = (report, self.clock().strftime("%H:%M:%S"))
-        status = "ready" if report.ok else ("unreachable" if not report.reachable else "not ready")
-        self.host_list.set_status(host, status, report.gpu_summary() if report.reachable else "")
-        self.show_preflight()
-        if self.poll_runs and report.reachable and report.gpus and self.refresher.idle(host):
-            self.refresher.refresh_now(host)  # from now on its GPUs are sampled with each refresh
+        self.hosts_panel.set_preflight(report)
+
+    def preflight_host(self, host: str) -> None:
+        self.hosts_panel.preflight_host(host)
+
+    def action_preflight(self) -> None:
+        self.hosts_panel.check_selected()
+
+    def action_mark_slurm(self) -> None:
+        self.hosts_panel.mark_slurm()
 
     # -- start ---------------------------------------------------------------------
     def action_new_run(self) -> None:
-        host = self.host_list.selected_alias or (self.hosts[0] if self.hosts else None)
-        if host is None:
-            self.notify("No hosts: add one to ~/.ssh/config or start with --demo.", severity="warning")
-            return
-        self.push_screen(StartScreen(self.engine, self.hosts, self.start_defaults(host)),
-                         self._started)
-
-    def start_defaults(self, host: str) -> StartDefaults:
-        if self.demo and host == "demo":
-            from rtrain_tui.demo.server import SAMPLES
-
-            return StartDefaults(host, str(SAMPLES / "config.yaml"),
-                                 str(SAMPLES / "pirate_chat.jsonl"), gpus=0)
-        return StartDefaults(host, gpus=self.gpus_for(host))
+        self.run_actions.new_run()
 
     def _started(self, started: StartedRun | None) -> None:
-        if started is None:
-            # Cancelled or failed: a run the engine entered as `starting` still shows, and
-            # the next refresh of its host tells what became of it.
-            self.load_runs()
-            self.refresh_runs()
-            return
-        said = f"\n{started.host} said: {started.submit_message}" if started.submit_message else ""
-        self.notify(f"started {started.run_id} on {started.host}{said}", title="Run started",
-                    markup=False)
-        self.last_states[started.record.key] = started.record.state  # running, or queued (Slurm)
-        self.run_worker(self._show_started(started.record.key), group="index-load",
-                        exclusive=True, exit_on_error=False, description="read the run index")
-        self.refresher.refresh_now(started.host)
-        self.open_log(started.record)
-
-    async def _show_started(self, key: RunKey) -> None:
-        await self._load_runs(None, first=False)
-        self.runs_table.select_run(key)
+        self.run_actions.started(started)
 
     # -- logs ----------------------------------------------------------------------
     @on(RunsTable.RowSelected)
@@ -513,35 +370,12 @@ class RTrainApp(HeldToasts):
     def action_fetch(self) -> None:
         record = self._selected_record()
         if record is not None:
-            host = record.host
-            out = self.fetch_dirs.get(host) or self.out_dir
-            self.push_screen(FetchScreen(self.engine, record, out,
-                                         remember_dir=lambda d: self.fetch_dirs.remember(host, d)),
-                             self._fetched)
-
-    def _fetched(self, dest: Path | None) -> None:
-        if dest is not None:
-            self.notify(f"fetched to {dest}", title="Fetched")
+            self.run_actions.fetch(record)
 
     def action_stop(self) -> None:
         record = self._selected_record()
-        if record is None:
-            return
-        if probes.is_final(record.state) and not record.stale:
-            # Nothing to confirm: say what it is instead of offering to stop it.
-            self.notify(f"{record.run_id} on {record.host} already ended ({record.state}); "
-                        "nothing to stop.", title="Stop", markup=False)
-            return
-        self.push_screen(StopScreen(self.engine, record), self._stopped)
-
-    def _stopped(self, result: tuple[bool, str] | None) -> None:
-        if result is None:
-            return
-        ok, verdict = result
-        self.notify(verdict, title="Stop", severity="information" if ok else "error",
-                    timeout=10 if ok else 30)
-        self.load_runs()
-        self.refresh_runs()
+        if record is not None:
+            self.run_actions.stop(record)
 
     # -- filter and help -----------------------------------------------------------
     def action_filter(self) -> None:

@@ -1,0 +1,117 @@
+"""Starting, stopping and fetching a run from the app, and the toasts that say how each went.
+
+The app owns one `RunActions`: its `n`, `f` and `x` keys push the dialog from here, the
+dialog's result comes back to `started`, `fetched` or `stopped`, and each refresh hands
+its records to `notify_transitions`, which says when a run ended on its own (a stop the
+user issued has its own toast).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual.notifications import SeverityLevel
+
+from rtrain_tui.core.engine import StartedRun
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.tui.screens.fetch_screen import FetchScreen
+from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
+from rtrain_tui.tui.screens.stop_screen import StopScreen
+from rtrain_tui.tui.widgets.runs_table import RunKey
+
+if TYPE_CHECKING:
+    from rtrain_tui.tui.app import RTrainApp
+
+
+class RunActions:
+    def __init__(self, app: RTrainApp) -> None:
+        self.app = app
+        self.last_states: dict[RunKey, str] = {}
+        self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended
+
+    # -- start ---------------------------------------------------------------------
+    def new_run(self) -> None:
+        app = self.app
+        host = app.host_list.selected_alias or (app.hosts[0] if app.hosts else None)
+        if host is None:
+            app.notify("No hosts: add one to ~/.ssh/config or start with --demo.", severity="warning")
+            return
+        app.push_screen(StartScreen(app.engine, app.hosts, self.start_defaults(host)),
+                        self.started)
+
+    def start_defaults(self, host: str) -> StartDefaults:
+        if self.app.demo and host == "demo":
+            from rtrain_tui.demo.server import SAMPLES
+
+            return StartDefaults(host, str(SAMPLES / "config.yaml"),
+                                 str(SAMPLES / "pirate_chat.jsonl"), gpus=0)
+        return StartDefaults(host, gpus=self.app.gpus_for(host))
+
+    def started(self, started: StartedRun | None) -> None:
+        app = self.app
+        if started is None:
+            # Cancelled or failed: a run the engine entered as `starting` still shows, and
+            # the next refresh of its host tells what became of it.
+            app.load_runs()
+            app.refresh_runs()
+            return
+        said = f"\n{started.host} said: {started.submit_message}" if started.submit_message else ""
+        app.notify(f"started {started.run_id} on {started.host}{said}", title="Run started",
+                   markup=False)
+        self.last_states[started.record.key] = started.record.state  # running, or queued (Slurm)
+        app.run_worker(self._show_started(started.record.key), group="index-load",
+                       exclusive=True, exit_on_error=False, description="read the run index")
+        app.refresher.refresh_now(started.host)
+        app.open_log(started.record)
+
+    async def _show_started(self, key: RunKey) -> None:
+        await self.app.show_runs(None, first=False)
+        self.app.runs_table.select_run(key)
+
+    # -- fetch and stop ------------------------------------------------------------
+    def fetch(self, record: RunRecord) -> None:
+        app = self.app
+        host = record.host
+        out = app.fetch_dirs.get(host) or app.out_dir
+        app.push_screen(FetchScreen(app.engine, record, out,
+                                    remember_dir=lambda d: app.fetch_dirs.remember(host, d)),
+                        self.fetched)
+
+    def fetched(self, dest: Path | None) -> None:
+        if dest is not None:
+            self.app.notify(f"fetched to {dest}", title="Fetched")
+
+    def stop(self, record: RunRecord) -> None:
+        if probes.is_final(record.state) and not record.stale:
+            # Nothing to confirm: say what it is instead of offering to stop it.
+            self.app.notify(f"{record.run_id} on {record.host} already ended ({record.state}); "
+                            "nothing to stop.", title="Stop", markup=False)
+            return
+        self.app.push_screen(StopScreen(self.app.engine, record), self.stopped)
+
+    def stopped(self, result: tuple[bool, str] | None) -> None:
+        if result is None:
+            return
+        ok, verdict = result
+        self.app.notify(verdict, title="Stop", severity="information" if ok else "error",
+                        timeout=10 if ok else 30)
+        self.app.load_runs()
+        self.app.refresh_runs()
+
+    # -- runs that ended on their own ----------------------------------------------
+    def notify_transitions(self, records: list[RunRecord]) -> None:
+        for r in records:
+            before = self.last_states.get(r.key)
+            if before in (probes.RUNNING, probes.QUEUED, probes.STARTING) and r.state != before \
+                    and not r.stale:
+                # completed, failed or lost; a stop the user issued has its own toast
+                if probes.is_final(r.state) and r.state != probes.STOPPED:
+                    severity: SeverityLevel = ("information" if r.state == probes.COMPLETED
+                                               else "error")
+                    reason = self.reasons.get(r.key, "")
+                    self.app.notify(f"{r.run_id} on {r.host}: {r.state}" + (f"\n{reason}" if reason else ""),
+                                    title="Run ended", severity=severity, timeout=10, markup=False)
+                    self.app.bell()
+            self.last_states[r.key] = r.state
