@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Callable
@@ -26,7 +27,9 @@ from tests.sshd import SshHosts
 
 FaultRowMaker = Callable[[str, str], object]  # the `fault_row` fixture (tests/faults/conftest.py)
 
-TOKEN = "00112233445566778899aabbccddeeff"
+# One per test process: the parallel lane runs tests side by side on this machine, and a
+# wrapper that ends kills every process carrying its run's marker (RTRAIN_RUN=TOKEN).
+TOKEN = secrets.token_hex(16)
 
 
 def make_engine(hosts: SshHosts, tmp_path: Path) -> Engine:
