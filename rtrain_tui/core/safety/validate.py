@@ -52,6 +52,9 @@ RUN_DIR_FILES = frozenset({
     "config.yaml", "run.sh", "status", "train.pid", "train.log", "train.ident",
     "stop_requested", "stopped", "lora_model", "run.sbatch", "slurm_job_id", "submit_error",
     "submit_message", "status_attempt",
+    # The run's marker: a dataset shipped under this name would replace it, and stop finds
+    # the run's escaped workers by it.
+    "train.token", "submit_unknown",
 })
 _RUN_DIR_PREFIXES = ("launch.", ".rtrain")
 _TEMP_SUFFIXES = (".tmp", ".part")
