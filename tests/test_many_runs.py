@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.transport.connection import SCRIPT_ARG_LIMIT, _under_timeout
@@ -112,7 +112,7 @@ def test_a_host_whose_sh_is_bash_answers_1200_runs_with_its_tmp_full(
     records = [RunRecord("bashbox", f"run-{i:04d}", str(work)) for i in range(1200)]
     # Too big for one argument: the probe goes through the pipe (small scripts, such as
     # the shell's own trial and the echo below, are `sh -c` arguments).
-    assert len(remote_sh.run_states([(r.workdir, r.run_id) for r in records])) > SCRIPT_ARG_LIMIT
+    assert len(direct_sh.run_states([(r.workdir, r.run_id) for r in records])) > SCRIPT_ARG_LIMIT
     with small_tmpfs(full, "64k"):
         # Filled to the last block, as /tmp is when a disk fills up.
         subprocess.run(["dd", "if=/dev/zero", f"of={full / 'fill'}", "bs=4k"], capture_output=True)

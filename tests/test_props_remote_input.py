@@ -26,6 +26,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.errors import ValidationError
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.runs import probes
@@ -161,7 +162,7 @@ def test_run_ids_and_workdirs_make_exactly_their_run_dir(pairs: list[tuple[str, 
                                      + remote_sh.resolve_workdir(wd_run)))
         # The one probe per host sees every run dir that lies outside the case dirs.
         probed = [(w, r) for w, r in accepted if w.startswith(("~", "/"))]
-        script.append(remote_sh.run_states(probed))
+        script.append(direct_sh.run_states(probed))
         out = run_sh(root, "".join(script))
         states = probes.parse_run_states(out.stdout.decode(), len(probed))
         assert all(s.exists for s in states), out.stdout
@@ -254,7 +255,7 @@ def test_env_values_reach_the_trainer_exactly_through_the_wrapper(pairs: list[tu
         case = root / "case"
         case.mkdir()
         dump = "{ " + " ".join(f"printf '%s\\0' \"${{{k}}}\";" for k in env) + " :; }"
-        (case / "run.sh").write_text(remote_sh.wrapper(dump, env))
+        (case / "run.sh").write_text(direct_sh.wrapper(dump, env))
         out = run_sh(root, "cd case && sh ./run.sh")
         assert out.returncode == 0, out.stderr
         want = b"".join(v.encode() + b"\0" for v in env.values())

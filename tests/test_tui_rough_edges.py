@@ -180,7 +180,7 @@ def test_one_line_is_not_one_lines(tmp_path: Path) -> None:
 
 # -- elapsed of an ended run: end − start, by the host's clock, never growing ----------
 def test_the_probe_reports_when_a_run_ended_only_when_asked(tmp_path: Path) -> None:
-    from rtrain_tui.core.host import remote_sh
+    from rtrain_tui.core.backends.direct import scripts as direct_sh
     from rtrain_tui.core.runs import probes
     from tests.unit.test_remote_sh import sh
 
@@ -194,10 +194,10 @@ def test_the_probe_reports_when_a_run_ended_only_when_asked(tmp_path: Path) -> N
             (run_dir / "status").write_text(code)
             os.utime(run_dir / "status", (1_700_000_005, 1_700_000_005))
     runs = [(str(tmp_path), "done"), (str(tmp_path), "gone")]
-    asked = probes.parse_run_states(sh(remote_sh.run_states(runs, need_end={0, 1})), 2)
+    asked = probes.parse_run_states(sh(direct_sh.run_states(runs, need_end={0, 1})), 2)
     assert [(p.state, p.ended_at) for p in asked] == [("completed", 1_700_000_005),
                                                        ("lost", 1_700_000_100)]
-    unasked = probes.parse_run_states(sh(remote_sh.run_states(runs)), 2)
+    unasked = probes.parse_run_states(sh(direct_sh.run_states(runs)), 2)
     assert [p.ended_at for p in unasked] == [None, None]
 
 

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.metrics.gpus import parse_gpu_sample
 from tests.sshd import start_hosts
@@ -67,8 +68,8 @@ def main() -> None:
 async def bench(hosts, root: Path, runs, repeat: int, busy_apps: str) -> None:  # type: ignore[no-untyped-def]
     engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(root / "runs.toml"))
     conn = engine.host("gpu")
-    plain = remote_sh.run_states(runs)
-    with_gpus = remote_sh.run_states(runs, gpus=True)
+    plain = direct_sh.run_states(runs)
+    with_gpus = direct_sh.run_states(runs, gpus=True)
     listing = engine._find_script("gpu", runs, remote_sh.FIND_LIMIT)[1]
     for _ in range(5):  # connect, warm the shell and the page cache
         await conn.run(with_gpus)
@@ -94,7 +95,7 @@ async def bench(hosts, root: Path, runs, repeat: int, busy_apps: str) -> None:  
             sampled.append(await once(with_gpus))
             if not apps:
                 listed.append(await once(listing + plain))
-            now.append(await once(plain + remote_sh.gpu_sample()))
+            now.append(await once(plain + direct_sh.gpu_sample()))
             await asyncio.sleep(0.05)  # let the background sampler finish, as between refreshes
         rows[f"today's probe ({len(runs)} runs)"] = rows.get(f"today's probe ({len(runs)} runs)", []) + today
         rows[f"probe + GPU report, {label}"] = sampled

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.host import remote_sh
@@ -191,9 +192,9 @@ def test_make_run_dir_sent_twice_answers_the_same_and_keeps_others_out(tmp_path:
 
 def test_launch_sent_twice_starts_one_wrapper_and_reports_it_both_times(tmp_path: Path) -> None:
     run_dir = Path(sh(remote_sh.make_run_dir(str(tmp_path), "r", TOKEN)).strip().removeprefix("dir="))
-    (run_dir / "run.sh").write_text(remote_sh.wrapper("sleep 0.3", {}))
-    first = dict(probes.parse_key_values(sh(remote_sh.launch(str(run_dir), TOKEN))))
-    again = dict(probes.parse_key_values(sh(remote_sh.launch(str(run_dir), TOKEN))))
+    (run_dir / "run.sh").write_text(direct_sh.wrapper("sleep 0.3", {}))
+    first = dict(probes.parse_key_values(sh(direct_sh.launch(str(run_dir), TOKEN))))
+    again = dict(probes.parse_key_values(sh(direct_sh.launch(str(run_dir), TOKEN))))
     assert first["pid"].isdigit() and again == first
     deadline = time.monotonic() + 10
     while not (run_dir / "status").exists():
@@ -202,7 +203,7 @@ def test_launch_sent_twice_starts_one_wrapper_and_reports_it_both_times(tmp_path
     time.sleep(0.5)  # a second wrapper, had one started, would rewrite the log now
     assert (run_dir / "status").read_text() == "0\n"
     # a run dir that is not this start's is never launched
-    other = dict(probes.parse_key_values(sh(remote_sh.launch(str(run_dir), "f" * 32))))
+    other = dict(probes.parse_key_values(sh(direct_sh.launch(str(run_dir), "f" * 32))))
     assert "error" in other
 
 
@@ -221,10 +222,10 @@ def test_hosts_without_proc_read_running_runs_as_running(tmp_path: Path) -> None
     """The `ps` path: before, the identity written as ' none' never matched after read -r."""
     env = dict(os.environ, RT_PROC="/nonexistent-proc")
     run_dir = Path(sh(remote_sh.make_run_dir(str(tmp_path), "r", TOKEN)).strip().removeprefix("dir="))
-    (run_dir / "run.sh").write_text(remote_sh.wrapper("sleep 3", {}))
-    subprocess.run(["/bin/sh", "-c", remote_sh.launch(str(run_dir), TOKEN)], env=env, check=True,
+    (run_dir / "run.sh").write_text(direct_sh.wrapper("sleep 3", {}))
+    subprocess.run(["/bin/sh", "-c", direct_sh.launch(str(run_dir), TOKEN)], env=env, check=True,
                    capture_output=True, timeout=30)
-    out = subprocess.run(["/bin/sh", "-c", remote_sh.run_states([(str(tmp_path), "r")])],
+    out = subprocess.run(["/bin/sh", "-c", direct_sh.run_states([(str(tmp_path), "r")])],
                          env=env, capture_output=True, text=True, timeout=30).stdout
     assert probes.parse_run_states(out, 1)[0].state == "running"
     os.killpg(int((run_dir / "train.pid").read_text()), 9)

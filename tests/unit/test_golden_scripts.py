@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core.backends import slurm
+from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.engine import trainer_command
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.safety.template import render as render_trainer
@@ -36,7 +37,7 @@ MULTI_NODE = render_trainer(slurm.MULTI_NODE_TRAINER, "~/venv/bin/python", "trai
 ENV = {"HF_HOME": "/scratch/it's here", "WANDB_MODE": "offline"}
 
 GOLDENS: dict[str, Callable[[], str]] = {
-    "run.sh": lambda: remote_sh.wrapper(TRAINER, ENV),
+    "run.sh": lambda: direct_sh.wrapper(TRAINER, ENV),
     "run.sbatch": lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV,
         slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
@@ -45,7 +46,7 @@ GOLDENS: dict[str, Callable[[], str]] = {
         "r1", TOKEN, MULTI_NODE, {}, slurm.SlurmOptions(nodes=2, gpus_per_node=4), 4),
     "probe-direct.sh": lambda: remote_sh.find_runs(
         ["~/.praisonai-train", "/data/runs"], [{"r1"}, set()], remote_sh.FIND_LIMIT)
-        + remote_sh.run_states([("~/.praisonai-train", "r1"), ("/data/runs", "r-2.b")],
+        + direct_sh.run_states([("~/.praisonai-train", "r1"), ("/data/runs", "r-2.b")],
                                need_end=[1], gpus=True),
     "probe-slurm.sh": lambda: slurm.run_states(
         [("~/.praisonai-train", "r1"), ("/data/runs", "r2")]),

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.errors import RemoteError, ValidationError
-from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.metrics.gpus import (
     GpuHistory,
     HostGpus,
@@ -157,7 +157,7 @@ def test_sampling_script_names_processes_from_proc_under_sh(tmp_path: Path) -> N
                        f"*) echo 'GPU-a, {marked.pid}, 9'; echo 'GPU-a, {plain.pid}, 8';"
                        " echo 'GPU-a, $(id), 1';; esac\n")
         smi.chmod(0o755)
-        out = subprocess.run(["sh", "-c", remote_sh.gpu_sample()], capture_output=True, text=True,
+        out = subprocess.run(["sh", "-c", direct_sh.gpu_sample()], capture_output=True, text=True,
                              env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}).stdout
         s = parse_gpu_sample(out)
         me = pwd.getpwuid(os.getuid()).pw_name
@@ -213,7 +213,7 @@ def _fake_smi(tmp_path: Path) -> dict[str, str]:
 
 def test_probe_reports_the_last_background_sample_and_starts_the_next(tmp_path: Path) -> None:
     env = _fake_smi(tmp_path)
-    script = remote_sh.run_states([], gpus=True)
+    script = direct_sh.run_states([], gpus=True)
     first = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env).stdout
     assert parse_gpu_sample(first).pending
     lock = tmp_path / ".cache" / "rtrain-tui" / f"{SAMPLE}.lock"
@@ -232,7 +232,7 @@ def test_a_dead_samplers_lock_is_broken_after_30_s_and_a_live_one_is_respected(t
     cache = tmp_path / ".cache" / "rtrain-tui"
     cache.mkdir(parents=True)
     uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
-    script = remote_sh.run_states([], gpus=True)
+    script = direct_sh.run_states([], gpus=True)
     (cache / f"{SAMPLE}.lock").write_text(f"{uptime}\n")  # a sampler under way
     subprocess.run(["sh", "-c", script], capture_output=True, env=env)
     time.sleep(0.5)
@@ -250,7 +250,7 @@ def test_a_dead_samplers_lock_is_broken_after_30_s_and_a_live_one_is_respected(t
 def test_a_home_that_cannot_be_written_is_sampled_in_the_probe_itself(tmp_path: Path) -> None:
     env = _fake_smi(tmp_path)
     (tmp_path / ".cache").write_text("a file where the cache directory would go\n")
-    out = subprocess.run(["sh", "-c", remote_sh.run_states([], gpus=True)], capture_output=True,
+    out = subprocess.run(["sh", "-c", direct_sh.run_states([], gpus=True)], capture_output=True,
                          text=True, env=env).stdout
     s = parse_gpu_sample(out)
     assert not s.pending and s.host_stamp is None and [g.uuid for g in s.gpus] == ["GPU-a"]

@@ -28,6 +28,7 @@ import pytest
 import rtrain_tui.core
 from rtrain_tui.core import host
 from rtrain_tui.core.backends import slurm
+from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.engine import trainer_command
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.safety.template import render as render_trainer
@@ -46,29 +47,29 @@ SLURM = slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
 SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "resolve_workdir": (remote_sh.resolve_workdir, lambda: remote_sh.resolve_workdir(WORKDIR)),
     "python_facts": (remote_sh.python_facts, lambda: remote_sh.python_facts("~/venv/bin/python")),
-    "preflight": (remote_sh.preflight, lambda: remote_sh.preflight("python3", WORKDIR)),
+    "preflight": (direct_sh.preflight, lambda: direct_sh.preflight("python3", WORKDIR)),
     "make_run_dir": (remote_sh.make_run_dir, lambda: remote_sh.make_run_dir(WORKDIR, "r1", TOKEN)),
     "remove_unlaunched": (remote_sh.remove_unlaunched,
                           lambda: remote_sh.remove_unlaunched(WORKDIR, "r1", TOKEN)),
-    "wrapper": (remote_sh.wrapper, lambda: remote_sh.wrapper(TRAINER, ENV)),
-    "wrapper_no_env": (remote_sh.wrapper, lambda: remote_sh.wrapper(TRAINER, {})),
-    "launch": (remote_sh.launch, lambda: remote_sh.launch(RUN_DIR, TOKEN)),
-    "run_states": (remote_sh.run_states, lambda: remote_sh.run_states(
+    "wrapper": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV)),
+    "wrapper_no_env": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, {})),
+    "launch": (direct_sh.launch, lambda: direct_sh.launch(RUN_DIR, TOKEN)),
+    "run_states": (direct_sh.run_states, lambda: direct_sh.run_states(
         [(WORKDIR, "r1"), ("/data/runs", "r-2.b")], need_end=[1])),
-    "run_states_none": (remote_sh.run_states, lambda: remote_sh.run_states([])),
-    "run_states_gpus": (remote_sh.run_states, lambda: remote_sh.run_states(
+    "run_states_none": (direct_sh.run_states, lambda: direct_sh.run_states([])),
+    "run_states_gpus": (direct_sh.run_states, lambda: direct_sh.run_states(
         [(WORKDIR, "r1")], gpus=True)),
     # What a refresh sends in one round trip: new runs listed, then the probe.
     "find_runs_then_run_states": (remote_sh.find_runs, lambda: remote_sh.find_runs(
         [WORKDIR, "/data/runs"], [{"r1", "r2"}], remote_sh.FIND_LIMIT)
-        + remote_sh.run_states([(WORKDIR, "r1")], [0], gpus=True)),
+        + direct_sh.run_states([(WORKDIR, "r1")], [0], gpus=True)),
     "find_runs_unlimited": (remote_sh.find_runs, lambda: remote_sh.find_runs([WORKDIR])),
-    "run_states_then_gpu_sample": (remote_sh.gpu_sample, lambda: remote_sh.run_states(
-        [(WORKDIR, "r1")]) + remote_sh.gpu_sample()),
-    "stop_signal": (remote_sh.stop_signal, lambda: remote_sh.stop_signal(WORKDIR, "r1", TOKEN)),
-    "stop_signal_kill": (remote_sh.stop_signal,
-                         lambda: remote_sh.stop_signal(WORKDIR, "r1", TOKEN, "KILL")),
-    "run_alive_count": (remote_sh.run_alive_count, lambda: remote_sh.run_alive_count(WORKDIR, "r1")),
+    "run_states_then_gpu_sample": (direct_sh.gpu_sample, lambda: direct_sh.run_states(
+        [(WORKDIR, "r1")]) + direct_sh.gpu_sample()),
+    "stop_signal": (direct_sh.stop_signal, lambda: direct_sh.stop_signal(WORKDIR, "r1", TOKEN)),
+    "stop_signal_kill": (direct_sh.stop_signal,
+                         lambda: direct_sh.stop_signal(WORKDIR, "r1", TOKEN, "KILL")),
+    "run_alive_count": (direct_sh.run_alive_count, lambda: direct_sh.run_alive_count(WORKDIR, "r1")),
     "mark_stopped": (remote_sh.mark_stopped, lambda: remote_sh.mark_stopped(WORKDIR, "r1", 143)),
     "link_or_copy": (remote_sh.link_or_copy, lambda: remote_sh.link_or_copy(
         "/home/u/.praisonai-train/.datasets/ab12", f"{RUN_DIR}/data set's.jsonl")),
@@ -118,7 +119,8 @@ NOT_SCRIPTS = {
 
 
 def _script_modules() -> list[object]:
-    """The modules that build host scripts: the backends and the host package (remote_sh)."""
+    """The modules that build host scripts: the backends (their scripts.py) and the host
+    package (remote_sh)."""
     found: list[object] = []
     for info in pkgutil.walk_packages(rtrain_tui.core.__path__, "rtrain_tui.core."):
         if info.name.split(".")[2] in ("backends", "host"):  # rtrain_tui.core.<this>...
@@ -175,7 +177,9 @@ def test_every_host_file_is_in_a_linted_script() -> None:
     rendered = [make() for _, make in SCRIPTS.values()]
     core = Path(rtrain_tui.core.__file__).parent
     files = sorted(core.rglob("*.sh"))
-    assert core / "host" / "liveness.sh" in files and core / "backends" / "slurm" / "submit.sh" in files
+    assert core / "host" / "make_run_dir.sh" in files
+    assert core / "backends" / "direct" / "liveness.sh" in files
+    assert core / "backends" / "slurm" / "submit.sh" in files
     unused = []
     for path in files:
         package = ".".join(("rtrain_tui", "core", *path.parent.relative_to(core).parts))
@@ -187,13 +191,14 @@ def test_every_host_file_is_in_a_linted_script() -> None:
 
 
 def test_host_files_fill_every_slot_and_drop_reader_notes() -> None:
-    assert "\n## " in (resources.files(host) / "liveness.sh").read_text()
-    assert "\n## " not in host.text("liveness.sh")
-    assert "#@" not in remote_sh.wrapper("true", {})
+    direct = direct_sh.__package__
+    assert "\n## " in (resources.files(direct) / "liveness.sh").read_text()
+    assert "\n## " not in host.text("liveness.sh", direct)
+    assert "#@" not in direct_sh.wrapper("true", {})
     with pytest.raises(ValueError, match="slots"):
-        host.render("wrapper.sh", trainer="true\n")
+        host.render("wrapper.sh", direct, trainer="true\n")
     with pytest.raises(ValueError, match="whole lines"):
-        host.render("preflight.sh", python_facts="x", disk_free="")
+        host.render("preflight.sh", direct, python_facts="x", disk_free="")
     assert host.assign(a="it's", b=3) == "a='it'\"'\"'s'\nb=3\n"
 
 

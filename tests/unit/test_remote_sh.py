@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.engine import trainer_command
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.runs import probes
@@ -20,7 +21,7 @@ def sh(script: str, cwd: Path | None = None) -> str:
 
 
 def state_of(workdir: Path, run_id: str) -> str:
-    out = sh(remote_sh.run_states([(str(workdir), run_id)]))
+    out = sh(direct_sh.run_states([(str(workdir), run_id)]))
     return probes.parse_run_states(out, 1)[0].state
 
 
@@ -34,8 +35,8 @@ def launch(workdir: Path, run_id: str, command: str, token: str | None = None) -
     token = token or secrets.token_hex(16)
     out = sh(remote_sh.make_run_dir(str(workdir), run_id, token))
     run_dir = Path(out.strip().removeprefix("dir="))
-    (run_dir / "run.sh").write_text(remote_sh.wrapper(command, {}))
-    facts = dict(probes.parse_key_values(sh(remote_sh.launch(str(run_dir), token))))
+    (run_dir / "run.sh").write_text(direct_sh.wrapper(command, {}))
+    facts = dict(probes.parse_key_values(sh(direct_sh.launch(str(run_dir), token))))
     assert facts["pid"].isdigit()
     return run_dir
 
@@ -170,16 +171,16 @@ def test_one_probe_reports_many_runs_in_order(tmp_path: Path) -> None:
     for i in range(5):
         (tmp_path / f"r{i}").mkdir()
         (tmp_path / f"r{i}" / "status").write_text(f"{i}\n")
-    out = sh(remote_sh.run_states([(str(tmp_path), f"r{i}") for i in range(5)]))
+    out = sh(direct_sh.run_states([(str(tmp_path), f"r{i}") for i in range(5)]))
     states = [p.state for p in probes.parse_run_states(out, 5)]
     assert states == ["completed"] + [f"failed (exit {i})" for i in range(1, 5)]
 
 
 def test_stop_ladder_scripts_signal_the_group_and_count_it(tmp_path: Path) -> None:
     launch(tmp_path, "st", "sleep 30 & sleep 30")
-    facts = dict(probes.parse_key_values(sh(remote_sh.stop_signal(str(tmp_path), "st", "ab" * 8))))
+    facts = dict(probes.parse_key_values(sh(direct_sh.stop_signal(str(tmp_path), "st", "ab" * 8))))
     assert facts["result"] == "signalled" and int(facts["count"]) >= 3  # wrapper + 2 sleeps
-    wait_for(lambda: sh(remote_sh.run_alive_count(str(tmp_path), "st")).strip() == "alive=0")
+    wait_for(lambda: sh(direct_sh.run_alive_count(str(tmp_path), "st")).strip() == "alive=0")
     # the wrapper recorded the TERM as the seed's would (143); a stop of ours was asked
     # for, so that code is our stop's doing: `stopped` already, never "failed (exit 143)"
     # in the moment before the stop writes its verdict
@@ -199,7 +200,7 @@ def test_trainer_command_quotes_every_value() -> None:
 
 
 def test_env_values_reach_the_wrapper_unexpanded(tmp_path: Path) -> None:
-    (tmp_path / "run.sh").write_text(remote_sh.wrapper("echo \"$V\"", {"V": "$(touch pwned) `id` 'q'"}))
+    (tmp_path / "run.sh").write_text(direct_sh.wrapper("echo \"$V\"", {"V": "$(touch pwned) `id` 'q'"}))
     sh("sh ./run.sh", cwd=tmp_path)
     assert (tmp_path / "train.log").read_text() == "$(touch pwned) `id` 'q'\n"
     assert not (tmp_path / "pwned").exists()
@@ -208,13 +209,13 @@ def test_env_values_reach_the_wrapper_unexpanded(tmp_path: Path) -> None:
 def test_the_trainer_runs_unbuffered_unless_its_environment_says(tmp_path: Path) -> None:
     """Issue 15 item 19: PYTHONUNBUFFERED=1, unless `--env` or the host's environment set it."""
     probe = "echo \"[${PYTHONUNBUFFERED-unset}]\""
-    (tmp_path / "run.sh").write_text(remote_sh.wrapper(probe, {}))
+    (tmp_path / "run.sh").write_text(direct_sh.wrapper(probe, {}))
     subprocess.run(["/bin/sh", "./run.sh"], cwd=tmp_path, env={"PATH": os.environ["PATH"]}, timeout=30)
     assert (tmp_path / "train.log").read_text() == "[1]\n"
     subprocess.run(["/bin/sh", "./run.sh"], cwd=tmp_path, timeout=30,
                    env={"PATH": os.environ["PATH"], "PYTHONUNBUFFERED": ""})
     assert (tmp_path / "train.log").read_text() == "[]\n"  # the host's own choice stands
-    (tmp_path / "run.sh").write_text(remote_sh.wrapper(probe, {"PYTHONUNBUFFERED": "0"}))
+    (tmp_path / "run.sh").write_text(direct_sh.wrapper(probe, {"PYTHONUNBUFFERED": "0"}))
     subprocess.run(["/bin/sh", "./run.sh"], cwd=tmp_path, env={"PATH": os.environ["PATH"]}, timeout=30)
     assert (tmp_path / "train.log").read_text() == "[0]\n"
 

@@ -90,7 +90,7 @@ def test_the_engine_uses_the_template_module() -> None:
 
 
 def test_preflight_runs_a_home_tilde_python(tmp_path: Path) -> None:
-    from rtrain_tui.core.host import remote_sh
+    from rtrain_tui.core.backends.direct import scripts as direct_sh
     from rtrain_tui.core.runs import probes
 
     py = tmp_path / "my venv" / "bin" / "python"
@@ -98,7 +98,7 @@ def test_preflight_runs_a_home_tilde_python(tmp_path: Path) -> None:
     py.write_text("#!/bin/sh\necho python=3.12.1\necho trainer=ok\n")
     py.chmod(0o755)
     out = run_sh(f"HOME={tmp_path}; export HOME\n"
-                 + remote_sh.preflight("~/my venv/bin/python", "~/wd"), tmp_path).stdout
+                 + direct_sh.preflight("~/my venv/bin/python", "~/wd"), tmp_path).stdout
     report = probes.parse_preflight("h", out, "~/my venv/bin/python", 0)
     assert report.python_version == "3.12.1", out
 

@@ -1,5 +1,5 @@
-"""The shell text sent to hosts, kept as real `.sh` files beside this module (the shared
-ones and the box's) and beside each backend's scripts (`backends/slurm/*.sh`).
+"""The shell text sent to hosts, kept as real `.sh` files beside this module (those both
+backends send) and beside each backend's scripts (`backends/direct/*.sh`, `backends/slurm/*.sh`).
 
 Nothing here is installed on a host: each file is read once (importlib.resources) and
 sent as text, exactly as an f-string was before, over the host's long-lived `sh` or as

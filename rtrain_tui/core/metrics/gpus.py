@@ -1,8 +1,8 @@
 """GPUs on a host: one sample (per-GPU load and who holds each GPU), a short history of
 samples, and the choice of GPUs for a start.
 
-Pure functions and frozen data: `remote_sh.gpu_sample` is the script, this module the
-one place that knows its output. The history is kept in memory by the engine, per host.
+Pure functions and frozen data: the direct backend's `scripts.gpu_sample` is the script,
+this module the one place that knows its output. The history is kept in memory by the engine, per host.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class HostGpus:
     error: str = ""
     taken_at: float = 0.0  # time.time() on this machine
     timed_out: bool = False
-    # A probe's sample was taken in the background (core/host/gpu_sample_async.sh): the
+    # A probe's sample was taken in the background (core/backends/direct/gpu_sample_async.sh): the
     # host's uptime then, so one sample read by two probes is kept once.
     host_stamp: int | None = None
     pending: bool = False  # no recent background sample yet: nothing to show or keep

@@ -29,7 +29,7 @@ RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # character set is what makes that safe.
 WORKDIR_RE = re.compile(r"~?[A-Za-z0-9._/-]*")
 ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Names the run's wrapper (remote_sh.wrapper, slurm.batch_script) still reads after it
+# Names the run's wrapper (direct.wrapper, slurm.batch_script) still reads after it
 # exports the user's --env: RTRAIN_RUN is the marker that finds a run's escaped workers
 # at stop time, RT_GRACE/RT_PROC/RT_SHELL steer its liveness helpers, IFS splits the pid
 # lists they build and `proc` is their /proc. Set by the user, stop could miss processes

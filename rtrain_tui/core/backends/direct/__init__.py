@@ -10,7 +10,8 @@
 - **GPU choice** (its capability): the client picks free GPUs from a sample taken with
   the probe and hands them to the trainer as CUDA_VISIBLE_DEVICES.
 
-The shell text is `remote_sh`'s (shared with the run directory's own scripts).
+The shell text is `scripts.py`'s and the `.sh` files beside it (what both backends
+send is core/host's `remote_sh`).
 """
 
 from rtrain_tui.core.backends.direct.backend import DirectBackend

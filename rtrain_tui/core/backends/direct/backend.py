@@ -17,8 +17,8 @@ from rtrain_tui.core.backends.base import (
     StepCallback,
     finish_when_cancelled,
 )
+from rtrain_tui.core.backends.direct import scripts
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.safety import template as trainer_template
 
@@ -30,7 +30,7 @@ class DirectBackend(GpuChoice):
 
     # -- preflight ----------------------------------------------------------------------
     def preflight_script(self, python: str, workdir: str) -> str:
-        return remote_sh.preflight(python, workdir)
+        return scripts.preflight(python, workdir)
 
     def parse_preflight(self, host: str, output: str, *, python: str, gpus: int,
                         ship_bytes: int, options: BackendOptions | None,
@@ -46,10 +46,10 @@ class DirectBackend(GpuChoice):
     # -- launch ---------------------------------------------------------------------------
     def launch_text(self, spec: LaunchSpec) -> str:
         command = trainer_template.render(spec.trainer, spec.python, spec.dataset, spec.gpus)
-        return remote_sh.wrapper(command, dict(spec.env))
+        return scripts.wrapper(command, dict(spec.env))
 
     def launch_script(self, run_dir: str, token: str) -> str:
-        return remote_sh.launch(run_dir, token)
+        return scripts.launch(run_dir, token)
 
     def launched(self, host: str, run_id: str, answer: Mapping[str, str]) -> Launched:
         if not answer.get("pid", "").isdigit():
@@ -61,13 +61,13 @@ class DirectBackend(GpuChoice):
 
     # -- probe ----------------------------------------------------------------------------
     def probe_script(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
-        return remote_sh.run_states(runs, need_end)
+        return scripts.run_states(runs, need_end)
 
     def probe_with_gpus(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
-        return remote_sh.run_states(runs, need_end, gpus=True)
+        return scripts.run_states(runs, need_end, gpus=True)
 
     def sample_now_script(self, runs: Runs) -> str:
-        return remote_sh.run_states(runs) + remote_sh.gpu_sample()
+        return scripts.run_states(runs) + scripts.gpu_sample()
 
     def parse_probe(self, output: str, count: int, host: str) -> list[probes.RunProbe]:
         return probes.parse_run_states(output, count, host)
@@ -77,7 +77,7 @@ class DirectBackend(GpuChoice):
                           nonce: str, step: StepCallback) -> int | None:
         """SIGTERM every process of the run, wait `grace`, SIGKILL, verify.
 
-        "Every process" is decided on the host by the run's marker (see remote_sh), so
+        "Every process" is decided on the host by the run's marker (see liveness.sh), so
         workers that left the group (torchrun's do) are stopped too, and a recycled pid
         is never signalled.
         """
@@ -115,7 +115,7 @@ async def _signal_said(conn: HostShell, workdir: str, run_id: str, nonce: str, s
 
 async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
                   signal: str) -> dict[str, str]:
-    script = remote_sh.stop_signal(workdir, run_id, nonce, signal)
+    script = scripts.stop_signal(workdir, run_id, nonce, signal)
     facts = dict(probes.parse_key_values(await conn.run(script)))
     result = facts.get("result")
     if result == "refused":
@@ -130,7 +130,7 @@ async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
 
 async def _wait_run_gone(conn: HostShell, workdir: str, run_id: str, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    script = remote_sh.run_alive_count(workdir, run_id)
+    script = scripts.run_alive_count(workdir, run_id)
     while True:
         out = dict(probes.parse_key_values(await conn.run(script)))
         if out.get("alive") == "0":

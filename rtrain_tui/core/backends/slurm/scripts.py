@@ -47,7 +47,7 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
 def submit(run_dir: str, token: str) -> str:
     """Submit run.sbatch once; print `job=ID` (and `message=...`) or `error=...`.
 
-    Idempotent, like `remote_sh.launch`: `launch.lock` is made with an atomic mkdir and
+    Idempotent, like the box's `launch`: `launch.lock` is made with an atomic mkdir and
     only the script that made it runs sbatch, so a re-sent script (after a dropped link)
     submits nothing and reports the one job. A failed submit removes the lock (no job
     exists) so the start can be undone; its message is kept in `submit_error`.

@@ -1,0 +1,118 @@
+"""The `sh` text the direct backend sends to a box: one pure function per operation.
+
+The shell is in the `.sh` files beside this module (see core/host/__init__.py for how
+they are filled). What both backends send (the run dir's creation, the workdir and
+run-dir lines, the trainer's facts, marking a stop) stays in `core/host/remote_sh.py`;
+this module uses it, as Slurm's scripts.py does. Every value put before the files'
+text or into their slots is validated (`remote_sh.run_dir_word`, `check_token`) or
+quoted (`host.assign`, `shlex.quote`). Answers are `key=value` lines (tab-separated
+per run) read by `runs/probes.py` and `metrics/gpus.py`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Collection, Sequence
+
+from rtrain_tui.core import host
+from rtrain_tui.core.host import remote_sh
+
+
+def _file(name: str) -> str:
+    return host.text(name, __package__)
+
+
+# Shell helpers shared by the scripts that need to tell whether a run's processes live
+# (how a run's processes are recognised: see the file).
+_LIVENESS = _file("liveness.sh")
+
+# The wrapper's own end: ends what is left of the run before its code is recorded.
+_END_REST = _file("end_rest.sh")
+
+# One GPU sample, appended to the per-host probe (`run_states(..., gpus=True)`): its
+# lines are described in the file.
+_GPU_SAMPLE = _file("gpu_sample.sh")
+
+# The refresh probe's GPU part: the last background sample, and the next one started.
+_GPU_SAMPLE_ASYNC = host.render("gpu_sample_async.sh", __package__, sample=_GPU_SAMPLE)
+
+
+def preflight(python: str, workdir: str) -> str:
+    """Print key=value facts about the host: python, trainer, GPUs, disk, setsid."""
+    return f"{remote_sh.workdir_assign(workdir)}\n" + host.render(
+        "preflight.sh", __package__, python_facts=remote_sh.python_facts(python),
+        disk_free=remote_sh.DISK_FREE)
+
+
+def wrapper(trainer_cmd: str, env: dict[str, str]) -> str:
+    """The `run.sh` that runs detached in the run dir.
+
+    It records its own pid and identity, runs the trainer with stdin from /dev/null and
+    its output in train.log, ends whatever is left of the run, and writes the exit code
+    to `status`. The trap keeps the wrapper alive on SIGTERM just long enough to record
+    the trainer's code (a handler, unlike an ignore, is not inherited by the trainer).
+    """
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
+                       unbuffered=remote_sh.UNBUFFERED, exports=exports,
+                       # Braces: every command of a compound template (`cd x && python
+                       # ...`) logs to train.log, not only the last one; the newline ends
+                       # a template that ends in a comment.
+                       trainer=f"{{ {trainer_cmd}\n}} > train.log 2>&1 < /dev/null\n")
+
+
+def launch(run_dir: str, token: str) -> str:
+    """Start run.sh detached in its own session and wait until it has written train.pid.
+
+    Idempotent: `launch.lock` is made with an atomic mkdir, and only the script that
+    made it starts the wrapper, so sent again after a dropped connection it starts
+    nothing and reports the pid of the one launch. `train.token` must hold our token:
+    nobody else's run directory is ever launched.
+    """
+    return host.assign(rd=run_dir, tok=remote_sh.check_token(token)) + _file("launch.sh")
+
+
+def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
+               gpus: bool = False) -> str:
+    """Print one tab-separated line per (workdir, run id): its index, then key=value facts.
+
+    This is the one probe per host per refresh: every run on the host in one script.
+    A run whose wrapper lives costs no fork; the scan for marked processes runs only
+    when a wrapper is gone without an exit code, once for all runs. For the runs listed
+    in `need_end` (by position), an ended run also reports `ended=EPOCH`: when its
+    `status` was written (else its log's last write), so its elapsed time is the host's
+    and not when we happened to look. One `date` each, asked once per run. With `gpus`,
+    the same script also reports the GPUs (the last background sample, and starts the
+    next; see gpu_sample_async.sh): still one round trip.
+    """
+    lines = [_LIVENESS + "own_groups\n" + _file("probe.sh")]
+    for i, (workdir, run_id) in enumerate(runs):
+        lines.append(f"probe {i} {remote_sh.run_dir_word(workdir, run_id)} "
+                     f"{1 if i in need_end else 0}\n")
+    if gpus:
+        lines.append(_GPU_SAMPLE_ASYNC)
+    return "".join(lines)
+
+
+def gpu_sample() -> str:
+    """One sample of every GPU on the host and who holds it, now (see gpu_sample.sh)."""
+    return _GPU_SAMPLE
+
+
+def stop_signal(workdir: str, run_id: str, nonce: str, signal: str = "TERM") -> str:
+    """Send `signal` to every member of the run, unless its pid file names our own group.
+
+    The first call records `stop_requested` (holding this stop's nonce); from then on the
+    run reads `stopped` once the stop is verified. Idempotent: sent again after a lost
+    answer, it signals what is left, and if the first sending already ended the run it
+    still answers `signalled` (its own nonce is on record), never "not running".
+    """
+    if signal not in ("TERM", "KILL"):
+        raise ValueError(signal)
+    return (_LIVENESS + remote_sh.run_dir_assign(workdir, run_id)
+            + host.assign(tok=remote_sh.check_token(nonce), sig=signal) + _file("stop_signal.sh"))
+
+
+def run_alive_count(workdir: str, run_id: str) -> str:
+    """Print how many live (non-zombie) members the run has."""
+    return _LIVENESS + remote_sh.run_dir_assign(workdir, run_id) + _file("run_alive_count.sh")
