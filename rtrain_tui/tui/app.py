@@ -1,12 +1,16 @@
-"""The full-screen app: wiring, key bindings and the top-level handlers.
+"""The full-screen app: a table of contents, wiring each job to the module that does it.
 
 All engine calls run in named worker groups, so nothing blocks the screen; the run index
-is read only in threads (`read_index`), so a slow disk or a lock held by another process
-never freezes it either. This module is the table of contents: each job lives in its own
-module and the app dispatches to it. When each host is refreshed is `refresher.py`'s (it
-posts `messages.HostRefreshed`, shown here), what a row says is `core.host_view`'s, the
-layout is `screens/main_screen.py`'s, the hosts and their preflight `hosts_panel.py`'s,
-starting, stopping and fetching a run and the toasts that follow `run_actions.py`'s.
+is read only in threads, so a slow disk or a lock held by another process never freezes
+it either. Where each job lives:
+
+- the layout: `screens/main_screen.py`; the keys: `keys.py`;
+- what the runs table shows (the index, each host's refresh): `runs_view.py`; when each
+  host is refreshed: `refresher.py`; what a row says: `core.host_view`;
+- the hosts and their preflight (badges, GPU panel, Slurm marking): `hosts_panel.py`;
+- starting, stopping and fetching a run, and the toasts after: `run_actions.py`;
+- what the keys do with a run's tab (log, curves, compare): `log_tabs.py`.
+
 `make_app` is the one factory the CLI, the tests and the screenshot script use.
 """
 
@@ -15,19 +19,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
-from textual.binding import Binding
-from textual.css.query import NoMatches
+from textual.binding import BindingType
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
 from rtrain_tui.core.engine import Engine, StartedRun
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.runs.index import IndexReport, RunIndex, RunRecord
+from rtrain_tui.core.runs.index import RunIndex, RunRecord
 from rtrain_tui.core.runs.probes import PreflightReport
 from rtrain_tui.core.safety.sanitize import safe_line, safe_text
 from rtrain_tui.core.transfers.fetch_dirs import FetchDirs
@@ -35,11 +38,12 @@ from rtrain_tui.core.transport.connection import ConnectionPool
 from rtrain_tui.core.transport.sshconfig import list_hosts
 from rtrain_tui.tui.held_toasts import HeldToasts
 from rtrain_tui.tui.hosts_panel import HostsPanel
-from rtrain_tui.tui.index_reader import IndexReader
+from rtrain_tui.tui.keys import KEYS, MAIN_ACTIONS, palette_commands
+from rtrain_tui.tui.log_tabs import LogTabs
 from rtrain_tui.tui.messages import HostRefreshed
 from rtrain_tui.tui.refresher import Refresher
 from rtrain_tui.tui.run_actions import RunActions
-from rtrain_tui.tui.screens.compare_screen import CompareScreen
+from rtrain_tui.tui.runs_view import RunsView
 from rtrain_tui.tui.screens.help_screen import HelpScreen
 from rtrain_tui.tui.screens.main_screen import MainScreen, main_layout
 from rtrain_tui.tui.widgets.host_list import HostList
@@ -50,7 +54,6 @@ if TYPE_CHECKING:
     from rtrain_tui.demo.server import DemoHost  # imported when --demo asks for it
 
 Clock = Callable[[], datetime]
-PALETTE_SKIP = {"quit", "help"}  # the palette already offers both  # keeps the runs table inside a 140-column terminal
 
 
 def utc_clock() -> datetime:
@@ -64,31 +67,7 @@ class RTrainApp(HeldToasts):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-medium"), (120, "-wide")]
     TITLE = "rtrain-tui"
     SUB_TITLE = "fine-tuning runs on your SSH GPU hosts"
-    BINDINGS = [
-        Binding("p", "preflight", "Preflight", id="preflight", tooltip="Check the selected host"),
-        Binding("n", "new_run", "New run", id="new_run", tooltip="Start a training run"),
-        Binding("enter", "open_log", "Log", id="open_log", tooltip="Open the run's live log"),
-        Binding("f", "fetch", "Fetch", id="fetch", tooltip="Fetch adapter, checkpoints, log"),
-        Binding("x", "stop", "Stop", id="stop", tooltip="Stop every process of the run: SIGTERM, grace, SIGKILL, verified"),
-        Binding("r", "refresh", "Refresh", id="refresh", tooltip="Refresh run states now"),
-        Binding("b", "toggle_hosts", "Hosts", id="toggle_hosts",
-                tooltip="Show or hide the host sidebar (folded away on a narrow terminal)"),
-        Binding("/", "filter", "Filter", id="filter", tooltip="Filter runs"),
-        Binding("h", "host_filter", "This host", id="host_filter", show=False,
-                tooltip="Show only the selected host's runs"),
-        Binding("c", "toggle_curves", "Curves", id="toggle_curves",
-                tooltip="Toggle the run's tab between its log and its loss curves"),
-        Binding("space", "mark_run", "Mark", id="mark_run", show=False,
-                tooltip="Mark the selected run for comparing curves (again: unmark)"),
-        Binding("C", "compare", "Compare", id="compare", show=False,
-                tooltip="Overlay the loss curves of the marked runs"),
-        Binding("w", "close_log", "Close log", id="close_log", show=False,
-                tooltip="Close the current log pane"),
-        Binding("m", "mark_slurm", "Mark as Slurm", id="mark_slurm", show=False,
-                tooltip="Run this host's jobs through Slurm (writes config.toml)"),
-        Binding("question_mark", "help", "Help", id="help", tooltip="All keys"),
-        Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep running"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [*KEYS]  # the table is keys.py's
 
     def __init__(self, engine: Engine, hosts: list[str], demo: bool = False,
                  clock: Clock = utc_clock, poll_runs: bool = True,
@@ -103,11 +82,11 @@ class RTrainApp(HeldToasts):
         self.out_dir = out_dir or Path.cwd()
         self.fetch_dirs = FetchDirs(engine.index.path.with_name("fetch_dirs.toml"))
         self._demo_host: DemoHost | None = None
-        self.progress: dict[RunKey, str] = {}
-        self.index_reader = IndexReader(engine.index, self.notify, self._mark_skipped)
+        self.runs_view = RunsView(self)
         self.hosts_panel = HostsPanel(self)
         self.run_actions = RunActions(self)
-        self.refresher = Refresher(self, engine, self.read_index, refresh_seconds, poll_runs,
+        self.log_tabs = LogTabs(self)
+        self.refresher = Refresher(self, engine, self.runs_view.read_index, refresh_seconds, poll_runs,
                                    gpus_only=self.hosts_panel.checked_reachable)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
@@ -185,27 +164,10 @@ class RTrainApp(HeldToasts):
     def gpus_for(self, host: str) -> int:
         return 0 if self.demo and host == "demo" else 1
 
-    # -- the run index: read in threads, its troubles said once (index_reader.py) ---
-    async def read_index(self) -> IndexReport | None:
-        return await self.index_reader.read()
-
-    def _mark_skipped(self, count: int) -> None:
-        self.runs_table.border_title = "Runs" + (
-            f" · ⚠ {count} index record(s) skipped" if count else "")
-
-    # -- runs ----------------------------------------------------------------------
+    # -- runs: the index read in threads and each host's refresh (runs_view.py) -----
     def load_runs(self, progress: dict[RunKey, str] | None = None, first: bool = False) -> Worker[None]:
         """Read the index (in a thread) and show its runs; the worker says when it is done."""
-        return self.run_worker(self.show_runs(progress, first), group="index-load",
-                               exclusive=True, exit_on_error=False, description="read the run index")
-
-    async def show_runs(self, progress: dict[RunKey, str] | None, first: bool) -> None:
-        report = await self.read_index()
-        if report is None:
-            return
-        self.main_screen.show_runs(report.records, progress)
-        if first and self.runs_table.row_count and self.focused is self.host_list:
-            self.runs_table.focus()
+        return self.runs_view.load(progress, first)
 
     def refresh_runs(self) -> None:
         """Refresh every host that has runs now (those already refreshing are left be)."""
@@ -213,49 +175,10 @@ class RTrainApp(HeldToasts):
 
     @on(HostRefreshed)
     def _host_refreshed(self, event: HostRefreshed) -> None:
-        """Show one host's refresh, then arm its next one."""
-        host = event.host
-        if not self.is_running:
-            return  # the app is closing: its widgets may be gone, and nothing is re-armed
-        try:
-            if event.trouble is not None:
-                self.index_reader.trouble(event.trouble)
-                return
-            view = event.view
-            if view is None:
-                return  # the index could not be read; that was said
-            hosts = self.hosts_panel
-            if view.found:
-                hosts.found_elsewhere(host, list(view.found))
-            if event.gpus_unreached:
-                hosts.show_reachability(host, False)
-            hosts.gpus_changed(host)
-            hosts.show_reachability(host, view.reached)
-            for line in view.lines:
-                if line.progress is not None:
-                    self.progress[line.key] = line.progress
-                if line.reason:
-                    self.run_actions.reasons[line.key] = line.reason
-            if event.records is not None:
-                self.main_screen.show_runs(event.records, self.progress)
-                if event.final:  # an ended run's toast says why: that comes with the lines
-                    self.run_actions.notify_transitions(event.records)
-        except NoMatches:
-            # The screen's widgets are being removed (the app closes under a fast poll,
-            # and is_running is still true): there is nothing left to show this on.
-            return
-        finally:
-            if event.final:
-                self.refresher.finished(host)
+        self.runs_view.show_refresh(event)
 
     def action_refresh(self) -> None:
-        """Probe every host with runs now, then say when (`refreshed HH:MM:SS`)."""
-        self.run_worker(self._refresh_now(), group="refresh-now", exclusive=True,
-                        exit_on_error=False, description="refresh runs")
-
-    async def _refresh_now(self) -> None:
-        await self.refresher.refresh_all_now()
-        self.notify(f"refreshed {self.clock():%H:%M:%S}", title="Runs", timeout=3)
+        self.runs_view.refresh_now()
 
     # -- hosts and preflight -------------------------------------------------------
     @on(HostList.HostSelected)
@@ -302,11 +225,7 @@ class RTrainApp(HeldToasts):
         self.action_open_log()
 
     def action_open_log(self) -> None:
-        view = self.runs_table.selected
-        if view is None:
-            self.notify("No run selected.", severity="warning")
-            return
-        self.open_log(view.record)
+        self.log_tabs.open_selected()
 
     @property
     def log_panes(self) -> dict[RunKey, str]:
@@ -315,46 +234,16 @@ class RTrainApp(HeldToasts):
     def open_log(self, record: RunRecord, follow: bool = True, curves: bool = False) -> LogPane:
         """The run's tab (opened, or brought to the front); `follow=False`: no engine
         behind it (the screenshots' and tests' fixed scenes)."""
-        return self.main_screen.open_log(record, self.engine if follow else None,
-                                         state_of=lambda: self._state_of(record), curves=curves)
-
-    def _state_of(self, record: RunRecord) -> str:
-        """The run's latest known state, as the refresh loop last saw it."""
-        view = self.runs_table.views.get(record.key)
-        return view.record.state if view is not None else record.state
+        return self.log_tabs.open(record, follow, curves)
 
     async def action_toggle_curves(self) -> None:
-        """Show the selected run's curves in its tab (opening the tab if need be), or
-        switch the open tab back to its log."""
-        screen = self.main_screen
-        view = self.runs_table.selected
-        # From the runs table (or with no tab open) `c` is about the selected run, not
-        # whichever tab happens to be in front; inside a tab, about that tab.
-        if view is not None and (self.runs_table.has_focus or not screen.log_panes):
-            if not await screen.show_curves(view.key):
-                self.open_log(view.record, curves=True)  # its tab mounts showing the curves
-            return
-        if view is None and not screen.log_panes:
-            self.notify("No run selected.", severity="warning")
-            return
-        await screen.toggle_front_tab()
+        await self.log_tabs.toggle_curves()
 
     def action_mark_run(self) -> None:
-        view = self.runs_table.selected
-        if view is None:
-            self.notify("No run selected.", severity="warning")
-            return
-        self.runs_table.toggle_mark(view.key)
+        self.log_tabs.mark_run()
 
     def action_compare(self) -> None:
-        table = self.runs_table
-        records = [v.record for k, v in table.views.items() if k in table.marked]
-        if not records and table.selected is not None:
-            records = [table.selected.record]
-        if not records:
-            self.notify("Mark runs with space first.", severity="warning")
-            return
-        self.push_screen(CompareScreen(self.engine, records, state_of=self._state_of))
+        self.log_tabs.compare()
 
     def action_close_log(self) -> None:
         self.main_screen.close_log()
@@ -395,15 +284,7 @@ class RTrainApp(HeldToasts):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Every key's action in the command palette (ctrl+p) too, for those who search."""
         yield from super().get_system_commands(screen)
-        for binding in self.BINDINGS:
-            assert isinstance(binding, Binding)
-            if binding.action in PALETTE_SKIP:
-                continue
-            yield SystemCommand(f"{binding.description} ({binding.key_display or binding.key})",
-                                binding.tooltip, getattr(self, f"action_{binding.action}"))
-
-
-MAIN_ACTIONS = {b.action for b in RTrainApp.BINDINGS if isinstance(b, Binding)}
+        yield from palette_commands(self)
 
 
 def make_app(ssh_config: Path, index: RunIndex, demo: bool = False, clock: Clock = utc_clock,

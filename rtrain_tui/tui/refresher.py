@@ -3,8 +3,8 @@ after its last one was shown, one period per host.
 
 A slow or unreachable host therefore never stacks probes and never delays the others.
 The refresher does the I/O in named workers (`refresh:<host>`, `discover`) and posts one
-`HostRefreshed` per refresh; the app shows it and calls `finished`, which arms the
-next one. What a row says is `core.host_view`'s.
+`HostRefreshed` per refresh; `runs_view.py` shows it and calls `finished`, which arms
+the next one. What a row says is `core.host_view`'s.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class RunActions:
         app.open_log(started.record)
 
     async def _show_started(self, key: RunKey) -> None:
-        await self.app.show_runs(None, first=False)
+        await self.app.runs_view.show(None, first=False)
         self.app.runs_table.select_run(key)
 
     # -- fetch and stop ------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""What the runs table shows: the run index read in threads, and each host's refresh.
+
+The refresher (`refresher.py`) decides when a host is probed and posts one
+`HostRefreshed` per refresh; the app hands it here, where it becomes the rows, the host's
+badge and GPU panel (through `hosts_panel.py`) and, for a run that ended, its toast
+(through `run_actions.py`). Index troubles are said once (`index_reader.py`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.css.query import NoMatches
+from textual.worker import Worker
+
+from rtrain_tui.core.runs.index import IndexReport
+from rtrain_tui.tui.index_reader import IndexReader
+from rtrain_tui.tui.messages import HostRefreshed
+from rtrain_tui.tui.widgets.runs_table import RunKey
+
+if TYPE_CHECKING:
+    from rtrain_tui.tui.app import RTrainApp
+
+
+class RunsView:
+    def __init__(self, app: RTrainApp) -> None:
+        self.app = app
+        self.progress: dict[RunKey, str] = {}
+        self.index_reader = IndexReader(app.engine.index, app.notify, self._mark_skipped)
+
+    async def read_index(self) -> IndexReport | None:
+        return await self.index_reader.read()
+
+    def _mark_skipped(self, count: int) -> None:
+        self.app.runs_table.border_title = "Runs" + (
+            f" · ⚠ {count} index record(s) skipped" if count else "")
+
+    def load(self, progress: dict[RunKey, str] | None = None, first: bool = False) -> Worker[None]:
+        """Read the index (in a thread) and show its runs; the worker says when it is done."""
+        return self.app.run_worker(self.show(progress, first), group="index-load",
+                                   exclusive=True, exit_on_error=False,
+                                   description="read the run index")
+
+    async def show(self, progress: dict[RunKey, str] | None, first: bool) -> None:
+        app = self.app
+        report = await self.read_index()
+        if report is None:
+            return
+        app.main_screen.show_runs(report.records, progress)
+        if first and app.runs_table.row_count and app.focused is app.host_list:
+            app.runs_table.focus()
+
+    def show_refresh(self, event: HostRefreshed) -> None:
+        """Show one host's refresh, then arm its next one."""
+        app = self.app
+        host = event.host
+        if not app.is_running:
+            return  # the app is closing: its widgets may be gone, and nothing is re-armed
+        try:
+            if event.trouble is not None:
+                self.index_reader.trouble(event.trouble)
+                return
+            view = event.view
+            if view is None:
+                return  # the index could not be read; that was said
+            hosts = app.hosts_panel
+            if view.found:
+                hosts.found_elsewhere(host, list(view.found))
+            if event.gpus_unreached:
+                hosts.show_reachability(host, False)
+            hosts.gpus_changed(host)
+            hosts.show_reachability(host, view.reached)
+            for line in view.lines:
+                if line.progress is not None:
+                    self.progress[line.key] = line.progress
+                if line.reason:
+                    app.run_actions.reasons[line.key] = line.reason
+            if event.records is not None:
+                app.main_screen.show_runs(event.records, self.progress)
+                if event.final:  # an ended run's toast says why: that comes with the lines
+                    app.run_actions.notify_transitions(event.records)
+        except NoMatches:
+            # The screen's widgets are being removed (the app closes under a fast poll,
+            # and is_running is still true): there is nothing left to show this on.
+            return
+        finally:
+            if event.final:
+                app.refresher.finished(host)
+
+    def refresh_now(self) -> None:
+        """Probe every host with runs now, then say when (`refreshed HH:MM:SS`)."""
+        self.app.run_worker(self._refresh_now(), group="refresh-now", exclusive=True,
+                            exit_on_error=False, description="refresh runs")
+
+    async def _refresh_now(self) -> None:
+        await self.app.refresher.refresh_all_now()
+        self.app.notify(f"refreshed {self.app.clock():%H:%M:%S}", title="Runs", timeout=3)
