@@ -10,8 +10,9 @@ probe() {
   stop=0; [ -s "$rd/stop_requested" ] && stop=1
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
-  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\n' \
-    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched"
+  unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1
+  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\n' \
+    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown"
 }
 probe 0 ~/.praisonai-train/r1
 probe 1 /data/runs/r2

@@ -319,3 +319,15 @@ def test_an_accepted_submit_with_no_job_id_in_sight_is_not_a_failed_one(tmp_path
                       "message=sbatch: notice one sbatch: notice two "]
     assert (run_dir / "launch.lock").is_dir()
     assert not (run_dir / "submit_error").exists() and not (run_dir / "slurm_job_id").exists()
+
+
+def test_a_submit_whose_job_id_was_not_seen_is_never_lost() -> None:
+    """sbatch exited 0 but printed no job id (kept in `submit_unknown`): Slurm may hold the
+    job queued. Until its batch script records the id, nothing can be told: it read `lost`."""
+    run = "0\texists=1\tjob=\tcode=\tattempt=\tstop=0\tstopped=0\tlaunched=1\tunknown=1"
+    [probe] = parse_run_states(run + "\n", 1, "uni")
+    assert probe.state == "unknown"
+    assert probe.reason == "sbatch printed no job id: the job may be queued (check squeue on uni)"
+    # Once the batch script runs, it records the job's id and the run is read from Slurm.
+    [probe] = parse_run_states(run.replace("job=", "job=42") + "\nJ\t42|RUNNING|None|0|\n", 1)
+    assert probe.state == "running"

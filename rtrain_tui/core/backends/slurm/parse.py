@@ -103,7 +103,7 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[pr
         if i is None or not 0 <= i < count:
             continue
         facts = dict(f.partition("=")[::2] for f in fields)
-        found[i] = _probe_of(facts, jobs, places)
+        found[i] = _probe_of(facts, jobs, places, host)
     probes.check_answered(len(found), count, output, host)
     return [found.get(i, probes.RunProbe(exists=False)) for i in range(count)]
 
@@ -125,7 +125,7 @@ def _ordinal(n: int) -> str:
 
 
 def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
-              places: Mapping[str, int] | None = None) -> probes.RunProbe:
+              places: Mapping[str, int] | None = None, host: str = "the host") -> probes.RunProbe:
     job_id = facts.get("job", "")
     base = probes.RunProbe(
         exists=facts.get("exists") == "1",
@@ -135,6 +135,11 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
         launched=facts.get("launched") == "1" or bool(job_id),
         job_id=job_id,
     )
+    if base.exists and not job_id and facts.get("unknown") == "1":
+        # sbatch took the run but printed no job id: Slurm may hold it queued. Until its
+        # batch script records the id (`slurm_job_id`), nothing can be told; never `lost`.
+        return replace(base, launched=False, reason=(
+            f"sbatch printed no job id: the job may be queued (check squeue on {host})"))
     if not base.exists or not job_id:
         return base  # not submitted (yet): `unknown`, or `starting` to the engine
     info = jobs.get(job_id)
