@@ -417,10 +417,7 @@ class RunIndex:
     def _plan(self, view: _View, result: list[RunRecord]) -> dict[Path, list[_Entry]]:
         """Each file's entries once `result` is written; unusable tables stay in their
         file, an unchanged run keeps its table byte for byte wherever it goes."""
-        waiting: dict[RunKey, list[int]] = {}
-        for i, rec in enumerate(result):
-            waiting.setdefault(rec.key, []).append(i)
-        placed: set[int] = set()
+        matcher = _Matcher(result)
         plan: dict[Path, list[_Entry]] = {path: [] for path in view.files}
         plan.setdefault(self.path, [])
         for path, doc in view.files.items():
@@ -431,19 +428,13 @@ class RunIndex:
                     continue
                 if entry.record.key in shadowed:
                     continue  # another file holds the newer copy: this one goes
-                slots = waiting.get(entry.record.key)
-                if not slots:
+                kept = matcher.kept(entry)
+                if kept is None:
                     continue  # removed by `change`
-                i = slots.pop(0)
-                placed.add(i)
-                new = result[i]
-                kept = (entry if new is entry.record or new == entry.record
-                        else _entry({**entry.table, **asdict(new)}))
                 home = path if kept.record is None else self._home(kept.record, view.broken)
                 plan.setdefault(home, []).append(kept)
-        for i, rec in enumerate(result):
-            if i not in placed:
-                plan.setdefault(self._home(rec, view.broken), []).append(_entry(asdict(rec)))
+        for rec in matcher.new():
+            plan.setdefault(self._home(rec, view.broken), []).append(_entry(asdict(rec)))
         return plan
 
     def _write_plan(self, view: _View, plan: dict[Path, list[_Entry]]) -> None:
@@ -778,6 +769,37 @@ def _same(records: list[RunRecord], result: list[RunRecord]) -> bool:
     return len(result) == len(records) and all(a is b for a, b in zip(result, records))
 
 
+class _Matcher:
+    """Pairs the runs a file holds with the records a change gave back, by key, in order
+    (a key twice in the file pairs with its copies in turn): what `_plan` and `_merge`
+    both need to write `result` while keeping every table they can."""
+
+    def __init__(self, result: list[RunRecord]) -> None:
+        self._result = result
+        self._waiting: dict[RunKey, list[int]] = {}
+        for i, rec in enumerate(result):
+            self._waiting.setdefault(rec.key, []).append(i)
+        self._placed: set[int] = set()
+
+    def kept(self, entry: _Entry) -> _Entry | None:
+        """The table a usable `entry` becomes, or None when the change removed its run.
+        An unchanged run is written back byte for byte, not with its defaults filled in."""
+        assert entry.record is not None
+        slots = self._waiting.get(entry.record.key)
+        if not slots:
+            return None
+        i = slots.pop(0)
+        self._placed.add(i)
+        new = self._result[i]
+        if new is entry.record or new == entry.record:
+            return entry
+        return _entry({**entry.table, **asdict(new)})
+
+    def new(self) -> list[RunRecord]:
+        """The records no table was paired with: runs the change added."""
+        return [rec for i, rec in enumerate(self._result) if i not in self._placed]
+
+
 def _merge(doc: _Document, result: list[RunRecord], name: str) -> _Document:
     """The file with `result` as its runs: skipped tables and unknown fields stay where
     they were.
@@ -785,25 +807,13 @@ def _merge(doc: _Document, result: list[RunRecord], name: str) -> _Document:
     Built as a read of the written file would find it, so a write need not be parsed
     again: only tables that changed are checked (`name` is the file's, for problems).
     """
-    waiting: dict[RunKey, list[int]] = {}
-    for i, rec in enumerate(result):
-        waiting.setdefault(rec.key, []).append(i)
-    placed: set[int] = set()
+    matcher = _Matcher(result)
     entries: list[_Entry] = []
     for entry in doc.entries:
-        if entry.record is None:
-            entries.append(entry)
-            continue
-        slots = waiting.get(entry.record.key)
-        if not slots:
-            continue  # removed by `change`
-        i = slots.pop(0)
-        placed.add(i)
-        new = result[i]
-        # An unchanged run is written back byte for byte, not with its defaults filled in.
-        entries.append(entry if new is entry.record or new == entry.record
-                       else _entry({**entry.table, **asdict(new)}))
-    entries.extend(_entry(asdict(rec)) for i, rec in enumerate(result) if i not in placed)
+        kept = entry if entry.record is None else matcher.kept(entry)
+        if kept is not None:  # None: removed by `change`
+            entries.append(kept)
+    entries.extend(_entry(asdict(rec)) for rec in matcher.new())
     data = {k: v for k, v in doc.data.items() if k != "runs"}
     if entries:  # no `runs = []`: a hand-appended [[runs]] table must still parse
         data["runs"] = [e.table for e in entries]
