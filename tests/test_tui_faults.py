@@ -375,3 +375,20 @@ def test_a_refresh_that_lands_while_the_app_tears_its_widgets_down_is_dropped(tm
             assert app.is_running and app.return_code is None
 
     asyncio.run(go())
+
+
+def test_a_start_whose_result_comes_back_as_the_app_closes_is_dropped(tmp_path: Path) -> None:
+    """The start form's result reached the app while it shut down (a start that ended as
+    the user quit): opening its log pane raised NoMatches on #logs (seen under load)."""
+    from rtrain_tui.core.engine import StartedRun
+
+    (tmp_path / "ssh_config").write_text("Host a\n  HostName 127.0.0.1\n  Port 1\n")
+    app = make_app(tmp_path / "ssh_config", RunIndex(tmp_path / "runs.toml"))
+
+    async def go() -> None:
+        async with app.run_test(size=SIZE):
+            pass
+        record = RunRecord("a", "late", "~/w", state="running")
+        app.run_actions.started(StartedRun("a", "late", "~/w/late", 42, record))
+
+    asyncio.run(go())

@@ -51,6 +51,10 @@ class RunActions:
 
     def started(self, started: StartedRun | None) -> None:
         app = self.app
+        if not app.is_running:
+            # The form's result came back while the app closes (its panes are being
+            # removed): the run goes on on its host, and the next app shows it.
+            return
         if started is None:
             # Cancelled or failed: a run the engine entered as `starting` still shows, and
             # the next refresh of its host tells what became of it.
