@@ -33,6 +33,7 @@ from rtrain_tui.core.backends import Backend, BackendOptions, GpuChoice, LaunchS
 from rtrain_tui.core.errors import IndexBusyError, NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.metrics import gpus as gpu_choice
+from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs import hostconfig, probes
 from rtrain_tui.core.runs.index import RunIndex, RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
@@ -836,6 +837,24 @@ class Engine:
         python = await self._run_python(host, workdir, run_id)
         return await fetch(self.host(host), run_dir, rel, out, progress, python=python,
                            on_warning=on_warning, on_landed=on_landed)
+
+    # -- checkpoints -------------------------------------------------------------
+    async def checkpoints(self, host: str, workdir: str, run_id: str,
+                          world_size: int | None = None) -> list[checkpoint_rule.Checkpoint]:
+        """The run's `checkpoint-N` directories, newest first, each judged complete or not
+        (and why) by the one rule in runs/checkpoints.py: one round trip.
+
+        `world_size`: how many processes saved them, when the caller knows (else inferred).
+        Raises NoSuchRunError when the host has no such run directory.
+        """
+        marker = f"ck_{secrets.token_hex(8)}_end"
+        script = remote_sh.checkpoints(workdir, run_id, marker)  # validates before connecting
+        out = await self.host(host).run(script)
+        if out.startswith("nodir\n") or out == "nodir":
+            raise NoSuchRunError(
+                f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/{run_id}); "
+                "`rtrain-tui runs` lists the known runs.")
+        return checkpoint_rule.judge(checkpoint_rule.parse_listing(out, marker), world_size)
 
     # -- stop ------------------------------------------------------------------
     async def stop(

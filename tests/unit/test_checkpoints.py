@@ -5,30 +5,20 @@ rule and its parser never raise on anything a host could send."""
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rtrain_tui.core import host
+from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.runs import checkpoints as ck
 from rtrain_tui.core.runs.checkpoints import Listing, StateText
+from tests.checkpoint_files import save_order, state_json, write_checkpoint
 
 MARK = "ck_0123456789abcdef_end"
-
-
-def state_json(step: int, entries: int = 3) -> str:
-    """trainer_state.json as transformers writes it (indent 2, sorted keys)."""
-    log = [{"epoch": i / 10, "learning_rate": 1e-4, "loss": 2.0 - i / 100, "step": i}
-           for i in range(1, entries + 1)]
-    return json.dumps({"best_global_step": None, "epoch": 1.0, "global_step": step,
-                       "log_history": log, "max_steps": 500, "save_steps": 50,
-                       "trial_params": None}, indent=2, sort_keys=True) + "\n"
-
-
-def save_order(ranks: int = 1) -> list[str]:
-    """The files of a checkpoint in the order Trainer writes them (trainer_state.json last)."""
-    rng = ["rng_state.pth"] if ranks == 1 else [f"rng_state_{k}.pth" for k in range(ranks)]
-    return ["config.json", "adapter_model.safetensors", "training_args.bin", "optimizer.pt",
-            "scheduler.pt", *rng, "trainer_state.json"]
 
 
 def listing(path: str, step: int, files: list[str], text: str | None = None) -> Listing:
@@ -228,3 +218,59 @@ def test_the_deeply_nested_json_is_not_json_and_no_recursion_error() -> None:
     deep = "[" * 100000 + "]" * 100000
     [one] = ck.judge([listing("checkpoint-1", 1, save_order(), "{\"a\":" + deep + "}")])
     assert one.why == "trainer_state.json is not JSON"
+
+
+# --- the host side (host/checkpoints.sh), run under the local /bin/sh and dash --------
+
+def listed(run_dir: Path, shell: str = "/bin/sh") -> list[ck.Checkpoint]:
+    script = remote_sh.checkpoints(str(run_dir.parent), run_dir.name, MARK)
+    out = subprocess.run([shell, "-c", script], capture_output=True, text=True, timeout=30).stdout
+    return ck.judge(ck.parse_listing(out, MARK))
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "dash"])
+def test_the_host_script_lists_what_the_rule_needs(tmp_path: Path, shell: str) -> None:
+    run = tmp_path / "r1"
+    full = save_order()
+    big = state_json(300, entries=2000)
+    write_checkpoint(run, "outputs/checkpoint-100", 100, full)
+    write_checkpoint(run, "outputs/checkpoint-300", 300, full, big)
+    write_checkpoint(run, "outputs/checkpoint-350", 350, full, big[:-100])
+    write_checkpoint(run, "outputs/checkpoint-400", 400, full[:4])
+    write_checkpoint(run, "outputs/checkpoint-450", 450, full, state_json(450)[:50])
+    write_checkpoint(run, "a/b/checkpoint-7", 7, full)
+    write_checkpoint(run, "a/b/c/checkpoint-8", 8, full)  # too deep
+    write_checkpoint(run, "checkpoint-x", 1, full)  # not a step
+    write_checkpoint(run, "we ird/checkpoint-9", 9, full)  # a name that could break a line
+    write_checkpoint(run, ".hidden/checkpoint-10", 10, full)
+    (run / "outputs" / "checkpoint-400" / "scheduler.pt").write_text("")
+    got = listed(run, shell)
+    assert [c.line for c in got] == [
+        "outputs/checkpoint-450 incomplete: trainer_state.json truncated",
+        "outputs/checkpoint-400 incomplete: no trainer_state.json: cut off mid-save",
+        "outputs/checkpoint-350 incomplete: trainer_state.json truncated",
+        "outputs/checkpoint-300 ✓",
+        "outputs/checkpoint-100 ✓",
+        "a/b/checkpoint-7 ✓",
+    ]
+    assert ck.newest_complete(got).checkpoint == ck.Checkpoint("outputs/checkpoint-300", 300)
+
+
+def test_the_host_script_says_nodir_and_lists_nothing_without_checkpoints(tmp_path: Path) -> None:
+    script = remote_sh.checkpoints(str(tmp_path), "gone", MARK)
+    assert subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True,
+                          timeout=30).stdout == "nodir\n"
+    (tmp_path / "empty").mkdir()
+    assert listed(tmp_path / "empty") == []
+
+
+def test_the_host_script_sends_what_the_rule_expects_of_a_big_state() -> None:
+    text = host.text("checkpoints.sh")
+    assert f'-le {ck.WHOLE_CAP} ]' in text
+    assert f"bs={ck.HEAD_BYTES} count=1" in text and f"tail -c {ck.TAIL_BYTES} " in text
+
+
+def test_the_marker_is_one_safe_word() -> None:
+    for bad in ("", "a b", "x'y", "ck\n", "é"):
+        with pytest.raises(ValueError):
+            remote_sh.checkpoints("/w", "r1", bad)

@@ -78,6 +78,8 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
         "~/venv/bin/python", "send", b"/home/u/r1", b"lora_model")),
     "transfer_command_recv": (remote_sh.transfer_command, lambda: remote_sh.transfer_command(
         "python3", "recv", b"/home/u/.datasets", 1234)),
+    "checkpoints": (remote_sh.checkpoints,
+                    lambda: remote_sh.checkpoints(WORKDIR, "r1", "ck_0123456789abcdef_end")),
     "free_kb": (remote_sh.free_kb, lambda: remote_sh.free_kb(f"{RUN_DIR}/it's")),
     "upload_prepare": (remote_sh.upload_prepare, lambda: remote_sh.upload_prepare(
         "/home/u/.praisonai-train/.datasets", 1234)),

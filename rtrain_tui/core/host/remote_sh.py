@@ -194,3 +194,14 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
         names = [validate.check_run_id(n) for n in (sorted(known[i]) if i < len(known) else ())]
         lines.append(f"fr_list {i} {workdir} {shlex.quote(' ' + ' '.join(names) + ' ')} {cap}\n")
     return "".join(lines)
+
+
+def checkpoints(workdir: str, run_id: str, marker: str) -> str:
+    """List the run's `checkpoint-N` directories for the rule in runs/checkpoints.py.
+
+    `marker` (letters, digits, `_`) ends each trainer_state.json's text: the caller makes
+    it a nonce, so no file can end its own block. Prints `nodir` without the run dir.
+    """
+    if not marker or not marker.replace("_", "").isalnum() or not marker.isascii():
+        raise ValueError(f"bad marker {marker!r}")
+    return run_dir_assign(workdir, run_id) + host.assign(mk=marker) + host.text("checkpoints.sh")

@@ -1,0 +1,61 @@
+"""The newest complete checkpoint, judged over the real sshd in one round trip
+(Engine.checkpoints: host/checkpoints.sh, then the rule of core/runs/checkpoints.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+from rtrain_tui.core.errors import NoSuchRunError
+from rtrain_tui.core.runs import checkpoints as ck
+from tests.checkpoint_files import save_order, state_json, write_checkpoint
+from tests.sshd import SshHosts
+
+
+def judged(hosts: SshHosts, tmp_path: Path, workdir: str, run_id: str) -> list[ck.Checkpoint]:
+    engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+
+    async def go() -> list[ck.Checkpoint]:
+        try:
+            return await engine.checkpoints("gpu", workdir, run_id)
+        finally:
+            await engine.close()
+
+    return asyncio.run(go())
+
+
+def test_newest_complete_checkpoint_skips_one_cut_mid_save_and_one_truncated(
+    hosts: SshHosts, tmp_path: Path, workdir: str,
+) -> None:
+    run = Path(workdir) / "r1"
+    ranks = save_order(2)
+    write_checkpoint(run, "outputs/checkpoint-100", 100, ranks)
+    write_checkpoint(run, "outputs/checkpoint-150", 150, ranks)
+    # Killed after the weights and the optimizer, before the RNG states and the state.
+    write_checkpoint(run, "outputs/checkpoint-200", 200, ranks[:4])
+    # Killed while rank 0 wrote trainer_state.json: its text stops mid-way.
+    write_checkpoint(run, "outputs/checkpoint-250", 250, ranks, state_json(250)[:-25])
+    # Rank 1 still writing its RNG state when rank 0 finished.
+    write_checkpoint(run, "outputs/checkpoint-300", 300, [f for f in ranks if f != "rng_state_1.pth"])
+    (run / "train.log").write_text("")
+
+    got = judged(hosts, tmp_path, workdir, "r1")
+    newest = ck.newest_complete(got)
+    assert newest.checkpoint == ck.Checkpoint("outputs/checkpoint-150", 150)
+    assert newest.lines == [
+        "outputs/checkpoint-300 incomplete: rng_state_1.pth missing (2 ranks)",
+        "outputs/checkpoint-250 incomplete: trainer_state.json truncated",
+        "outputs/checkpoint-200 incomplete: no trainer_state.json: cut off mid-save",
+    ]
+    assert [c.step for c in got] == [300, 250, 200, 150, 100]
+
+
+def test_checkpoints_of_a_run_the_host_does_not_have_say_so(
+    hosts: SshHosts, tmp_path: Path, workdir: str,
+) -> None:
+    Path(workdir).mkdir()
+    with pytest.raises(NoSuchRunError, match="no run nope on gpu"):
+        judged(hosts, tmp_path, workdir, "nope")
