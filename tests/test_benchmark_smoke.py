@@ -1,7 +1,7 @@
-"""The transfer benchmark's harness runs (small sizes): it makes docs/performance.md's table.
+"""The benchmarks' harnesses run (small sizes): they make docs/performance.md's tables.
 
-Not a timing test: these machines are shared and noisy. It proves every row is measured
-against its plain tool in the same run and printed with a ratio.
+Not timing tests: these machines are shared and noisy. They prove every row is measured
+(against its plain tool, in the same run, where it has one) and printed with its figures.
 """
 
 from __future__ import annotations
@@ -27,3 +27,25 @@ def test_the_transfer_benchmark_measures_every_row_against_its_plain_tool() -> N
     assert re.search(r"peak RSS \d+ MiB .* longest event-loop stall \d+ ms", r.stdout), r.stdout
     assert re.search(r"Creating the 50 small files alone.*: \d+\.\d\d s\.", r.stdout), r.stdout
     assert r.stdout.count(" ms;") == 6, r.stdout  # a stall for each of the 7 parts
+
+
+def test_the_scale_benchmark_prints_every_goal_of_issue_17_with_a_measurement_and_a_verdict() -> None:
+    r = subprocess.run([sys.executable, "-m", "tests.benchmarks.scale", "--quick"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [line.split(" | ") for line in r.stdout.splitlines()
+            if re.fullmatch(r"\| .+ \| .*\d.* \| .+ \| .+ \| (met|\*\*not met\*\*) \|", line)]
+    labels = [row[0].removeprefix("| ") for row in rows]
+    assert labels == [
+        "app: key → screen p95 while polling", "app: each host refreshed every 2 s (its period)",
+        "app: client CPU while idle-polling", "app: resident memory",
+        "app: first frame / full table (new process)", "`runs` / `runs --json` (new process)",
+        "`status HOST RUN` (cold process, asks the host)", "`start`'s own index work (new process)",
+        "3 concurrent `start`s (real, round robin over the hosts)", "`runs --refresh` (new process)",
+        "`runs --discover` of a host with 50 run directories"], r.stdout
+    # The anchor (plain ssh per run) is measured in the same run, beside the refresh rows.
+    anchors = {row[0].removeprefix("| "): row[3] for row in rows}
+    assert re.fullmatch(r"ssh per live run: \d+\.\d\d s \(6 × `ssh HOST cat RUN/status`\)",
+                        anchors["`runs --refresh` (new process)"]), r.stdout
+    assert re.search(r"\d/3 hosts refreshed twice", r.stdout), r.stdout
+    assert re.search(r"found \d+", r.stdout) and "said failed though launched" in r.stdout, r.stdout

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -53,20 +54,20 @@ print(f"{time.perf_counter() - imported:.6f}")
 """
 
 
-def synthetic(n: int) -> list[RunRecord]:
-    """`n` runs over HOSTS, the last LIVE of them running, one every ~50 minutes."""
+def synthetic(n: int, hosts: Sequence[str] = HOSTS, live: int = LIVE) -> list[RunRecord]:
+    """`n` runs over `hosts`, the last `live` of them running, one every ~50 minutes."""
     rng = random.Random(17)
     first = datetime.now(UTC) - timedelta(minutes=52 * n)
     records = []
     for i in range(n):
         began = first + timedelta(minutes=52 * i)
-        live = i >= n - LIVE
-        state = "running" if live else rng.choice(["completed", "completed", "failed (exit 1)", "stopped"])
+        is_live = i >= n - live
+        state = "running" if is_live else rng.choice(["completed", "completed", "failed (exit 1)", "stopped"])
         when = began.isoformat(timespec="microseconds")
         records.append(RunRecord(
-            host=HOSTS[i % len(HOSTS)], run_id=f"run-{i:05d}", workdir="~/.praisonai-train",
+            host=hosts[i % len(hosts)], run_id=f"run-{i:05d}", workdir="~/.praisonai-train",
             state=state, started_at=when, updated_at=when,
-            ended_at="" if live else (began + timedelta(hours=3)).isoformat(timespec="microseconds"),
+            ended_at="" if is_live else (began + timedelta(hours=3)).isoformat(timespec="microseconds"),
             config="/home/me/configs/qwen-lora.yaml", dataset="/home/me/data/train.jsonl",
             token=f"{rng.getrandbits(128):032x}", gpu_ids="0", backend="direct"))
     return records
@@ -77,16 +78,22 @@ def child_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def cold(fn, repeat: int) -> str:  # type: ignore[no-untyped-def]
-    """Median wall time of `fn` (a new process) and, in brackets, its median CPU time:
-    on a shared machine the CPU time is the steadier of the two."""
+def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median wall time of `fn` (that runs new processes) and its children's median CPU
+    time: on a shared machine the CPU time is the steadier of the two."""
     walls, cpus = [], []
     for _ in range(repeat):
         began, cpu = time.perf_counter(), child_cpu()
         fn()
         walls.append(time.perf_counter() - began)
         cpus.append(child_cpu() - cpu)
-    return f"{statistics.median(walls):.2f} s ({statistics.median(cpus):.2f} s CPU)"
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def cold(fn, repeat: int) -> str:  # type: ignore[no-untyped-def]
+    """`timed`, said: wall time and, in brackets, CPU time."""
+    wall, cpu = timed(fn, repeat)
+    return f"{wall:.2f} s ({cpu:.2f} s CPU)"
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 FLOOD = (
     "{python} -c \"import sys,time\n"
@@ -42,6 +43,39 @@ FLOOD = (
 def rss_mib() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def trace_paints(table: Any) -> list[tuple[float, int]]:
+    """Timestamp every paint of `table` with the cursor row it drew: "the screen updated"
+    after a cursor key is the first paint that shows the moved cursor (a paint that a
+    refresh caused just before the key was handled does not count)."""
+    painted: list[tuple[float, int]] = []
+    original = table.render_lines
+
+    def traced(crop):  # type: ignore[no-untyped-def]
+        painted.append((time.perf_counter(), table.cursor_row))
+        return original(crop)
+
+    table.render_lines = traced
+    return painted
+
+
+async def press_cursor_key(app: Any, table: Any, painted: list[tuple[float, int]],
+                           bound: float = 5.0) -> float:
+    """Post a cursor key that moves the table's cursor (down from the top row, else up)
+    and return the seconds until a paint shows it moved (at most `bound`)."""
+    key = "k" if table.cursor_row else "j"
+    target = table.cursor_row - 1 if key == "k" else table.cursor_row + 1
+    t0 = time.perf_counter()
+    app.simulate_key(key)
+    while time.perf_counter() - t0 < bound:
+        for when, row in reversed(painted):
+            if when <= t0:
+                break
+            if row == target:
+                return when - t0
+        await asyncio.sleep(0.001)
+    return time.perf_counter() - t0
 
 
 async def flood(rate: int, seconds: int, max_lines: int) -> dict[str, str]:
@@ -73,27 +107,10 @@ async def flood(rate: int, seconds: int, max_lines: int) -> dict[str, str]:
         pane.log_widget.max_lines = max_lines
         table = app.runs_table
         table.focus()
-        # "The screen updated" = the runs table re-rendered its lines after the key moved
-        # its cursor: wrap render_lines to timestamp every paint of the table.
-        painted: list[float] = []
-        original = table.render_lines
-
-        def traced(crop):  # type: ignore[no-untyped-def]
-            painted.append(time.perf_counter())
-            return original(crop)
-
-        table.render_lines = traced  # type: ignore[method-assign]
+        painted = trace_paints(table)
         began = time.monotonic()
         while pane.stream != "ended":
-            key = "k" if table.cursor_row else "j"
-            cursor = table.cursor_row
-            t0 = time.perf_counter()
-            app.simulate_key(key)
-            while not (table.cursor_row != cursor and painted and painted[-1] > t0):
-                await asyncio.sleep(0.001)
-                if time.perf_counter() - t0 > 5:
-                    break
-            latencies.append(painted[-1] - t0)
+            latencies.append(await press_cursor_key(app, table, painted))
             memory.append(rss_mib())
             await asyncio.sleep(0.1)
             if time.monotonic() - began > seconds * 6 + 30:
