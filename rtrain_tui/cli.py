@@ -208,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
     p.add_argument("path", metavar="PATH", help="relative to the run dir, e.g. lora_model")
     p.add_argument("--out", type=Path, default=Path("."), help="local directory (default: .)")
+    p.add_argument("--incomplete", action="store_true",
+                   help="fetch a checkpoint-N directory even when it was cut off mid-save")
     _add_remote(p)
 
     p = sub.add_parser("stop", help="stop the run's whole process group and verify it is gone",
@@ -670,8 +672,9 @@ async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
 
 async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
     # Engine.fetch validates the path, run id and workdir before it connects.
-    validate.check_fetch_path(args.path)  # a bad path is said before the host is asked
+    rel = validate.check_fetch_path(args.path)  # a bad path is said before the host is asked
     await engine.require_run(args.host, args.workdir, args.run_id)
+    await _check_checkpoint(engine, args, rel)
     warnings: list[str] = []
     landed: list[Path] = []
     try:
@@ -689,6 +692,20 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
         print(f"rtrain-tui: warning: {warning}", file=sys.stderr)
     print(f"fetched to {dest}")
     return 0
+
+
+async def _check_checkpoint(engine: Engine, args: argparse.Namespace, rel: str) -> None:
+    """An incomplete `checkpoint-N` (cut off mid-save) is fetched only with --incomplete."""
+    from rtrain_tui.core.runs import checkpoints
+
+    if checkpoints.step_of(rel) is None:
+        return  # not a checkpoint directory: no extra round trip
+    note = checkpoints.incomplete_note(
+        await engine.checkpoints(args.host, args.workdir, args.run_id), rel)
+    if note and not args.incomplete:
+        raise RemoteError(f"{note}. `--incomplete` fetches it anyway.")
+    if note:
+        print(f"rtrain-tui: warning: {note}; fetching it as asked (--incomplete).", file=sys.stderr)
 
 
 async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:

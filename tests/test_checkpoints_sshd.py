@@ -12,6 +12,7 @@ from rtrain_tui.core import ConnectionPool, Engine, RunIndex
 from rtrain_tui.core.errors import NoSuchRunError
 from rtrain_tui.core.runs import checkpoints as ck
 from tests.checkpoint_files import save_order, state_json, write_checkpoint
+from tests.conftest import Cli
 from tests.sshd import SshHosts
 
 
@@ -59,3 +60,32 @@ def test_checkpoints_of_a_run_the_host_does_not_have_say_so(
     Path(workdir).mkdir()
     with pytest.raises(NoSuchRunError, match="no run nope on gpu"):
         judged(hosts, tmp_path, workdir, "nope")
+
+
+def test_cli_fetch_of_an_incomplete_checkpoint_refuses_unless_asked(
+    cli: Cli, tmp_path: Path, workdir: str,
+) -> None:
+    run = Path(workdir) / "r1"
+    write_checkpoint(run, "outputs/checkpoint-150", 150, save_order())
+    write_checkpoint(run, "outputs/checkpoint-200", 200, save_order()[:3])
+    (run / "train.log").write_text("")
+    (run / "status").write_text("1\n")
+    out = tmp_path / "out"
+
+    r = cli("fetch", "gpu", "r1", "outputs/checkpoint-200/", "--out", str(out), "--workdir", workdir)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: outputs/checkpoint-200 is incomplete (no trainer_state.json: cut "
+                     "off mid-save); the newest complete one is outputs/checkpoint-150. "
+                     "`--incomplete` fetches it anyway.\n")
+    assert not out.exists()
+
+    r = cli("fetch", "gpu", "r1", "outputs/checkpoint-200", "--out", str(out), "--workdir", workdir,
+            "--incomplete")
+    assert r.rc == 0, r.err
+    assert r.out == f"fetched to {out / 'checkpoint-200'}\n"
+    assert "warning: outputs/checkpoint-200 is incomplete" in r.err
+    assert sorted(p.name for p in (out / "checkpoint-200").iterdir()) == sorted(save_order()[:3])
+
+    r = cli("fetch", "gpu", "r1", "outputs/checkpoint-150", "--out", str(out), "--workdir", workdir)
+    assert (r.rc, r.err) == (0, "")
+    assert (out / "checkpoint-150" / "trainer_state.json").exists()

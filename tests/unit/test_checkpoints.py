@@ -274,3 +274,17 @@ def test_the_marker_is_one_safe_word() -> None:
     for bad in ("", "a b", "x'y", "ck\n", "é"):
         with pytest.raises(ValueError):
             remote_sh.checkpoints("/w", "r1", bad)
+
+
+def test_the_note_before_fetching_an_incomplete_checkpoint_names_a_complete_one() -> None:
+    full = save_order()
+    judged = ck.judge([listing("outputs/checkpoint-150", 150, full),
+                       listing("outputs/checkpoint-200", 200, full[:2])])
+    assert ck.incomplete_note(judged, "outputs/checkpoint-200/") == (
+        "outputs/checkpoint-200 is incomplete (no trainer_state.json: cut off mid-save); "
+        "the newest complete one is outputs/checkpoint-150")
+    assert ck.incomplete_note(judged, "outputs/checkpoint-150") == ""
+    assert ck.incomplete_note(judged, "train.log") == ""
+    assert ck.incomplete_note([judged[0]], "outputs/checkpoint-200") == (
+        "outputs/checkpoint-200 is incomplete (no trainer_state.json: cut off mid-save); "
+        "the run has no complete checkpoint")

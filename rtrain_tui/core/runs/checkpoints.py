@@ -259,3 +259,15 @@ def parse_listing(out: str, marker: str) -> list[Listing]:
             state = StateText(size, head, tail, whole=how != "head")
     flush()
     return listings
+
+
+def incomplete_note(checkpoints: Sequence[Checkpoint], path: str) -> str:
+    """What to say before fetching `path` when it is an incomplete checkpoint ("" when it
+    is not one): why, and which complete one to take instead."""
+    mine = next((c for c in checkpoints if c.path == path.strip("/")), None)
+    if mine is None or mine.complete:
+        return ""
+    newest = newest_complete(checkpoints).checkpoint
+    instead = (f"the newest complete one is {newest.path}" if newest is not None
+               else "the run has no complete checkpoint")
+    return f"{mine.path} is incomplete ({mine.why}); {instead}"
