@@ -221,7 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_remote(p)
 
     p = sub.add_parser("runs", help="list the runs in the local index", parents=common)
-    p.add_argument("--refresh", action="store_true", help="update every run's state from its host")
+    p.add_argument("--refresh", action="store_true",
+                   help="update the runs' states from their hosts (a run that ended, with its "
+                   "end time known, is not asked again)")
+    p.add_argument("--all", action="store_true", dest="all_runs",
+                   help="with --refresh: ask about the ended runs too")
     p.add_argument("--discover", nargs="?", const=ALL_HOSTS, default=None, metavar="HOST",
                    help="first add the runs found on HOST (default: every host in the index) "
                    "that were started elsewhere, e.g. by `praisonai train remote`")
@@ -789,8 +793,8 @@ def _prune(engine: Engine, args: argparse.Namespace) -> int:
     """`runs --prune`: list the runs it will forget, then forget exactly those."""
     if args.older_than is None:
         raise validate.ValidationError("--prune needs --older-than, e.g. --older-than 90d.")
-    if args.refresh or args.discover is not None or args.json:
-        raise validate.ValidationError("--prune goes alone: not with --refresh, --discover or --json.")
+    if args.refresh or args.discover is not None or args.json or args.all_runs:
+        raise validate.ValidationError("--prune goes alone: not with --refresh, --all, --discover or --json.")
     states = [s.strip() for s in (args.state or ",".join(PRUNABLE)).split(",") if s.strip()]
     age = parse_age(args.older_than)
     report = engine.index.load_report()
@@ -824,6 +828,8 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
         return _prune(engine, args)
     if args.older_than is not None or args.state is not None or args.dry_run:
         raise validate.ValidationError("--older-than, --state and --dry-run go with --prune.")
+    if args.all_runs and not args.refresh:
+        raise validate.ValidationError("--all goes with --refresh: rtrain-tui runs --refresh --all.")
     if args.discover is not None:
         code = await _discover(engine, args.discover, args)
         if code:
@@ -842,7 +848,7 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
                 _err(f"{left} run{'' if left == 1 else 's'} on the demo host not refreshed: "
                      "add --demo (rtrain-tui --demo runs --refresh).")
         # The app's refresh, without the progress column this table does not have.
-        await host_view.refresh(engine, records, words=False)
+        await host_view.refresh(engine, records, words=False, all_runs=args.all_runs)
         report = engine.index.load_report()
     # Oldest first, as they were started: the index keeps ended runs in monthly
     # archives, so its file order no longer is that (a run with no start time leads).

@@ -212,6 +212,9 @@ class Engine:
         # Each known run's backend as its index record says ("" = backends.DEFAULT):
         # filled by refresh and start, so a probe need not re-read the index.
         self._kinds: dict[tuple[str, str, str], str] = {}
+        # Per host: did its last refresh probe get an answer? (A host whose runs are all
+        # settled has no run state to tell it by.)
+        self.answered: dict[str, bool] = {}
 
     @property
     def hosts(self) -> hostconfig.HostConfig:
@@ -525,6 +528,7 @@ class Engine:
     async def probe_host(
         self, host: str, runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
         gpus: bool = False, kinds: Sequence[str] | None = None, find: bool = False,
+        known: Sequence[tuple[str, str]] | None = None,
     ) -> HostProbe:
         """The runs' probes and, with `gpus`, a GPU sample: one script per backend.
 
@@ -539,13 +543,15 @@ class Engine:
         `remote_sh.FIND_LIMIT` names of each: no extra round trip when nothing new is
         there; when something is, one more probes it and it joins the index as `found`
         (see `_add_found`). A failure of that part leaves the probes above standing.
+        `known` (default: `runs`) are the runs the listing is told the host has.
         """
         if kinds is None:
             kinds = await self._backends(host, runs)
         gpus = gpus and time.monotonic() >= self._gpu_quiet_until.get(host, 0.0)
         results: list[RunProbe | None] = [None] * len(runs)
         sample = None
-        workdirs, listing = self._find_script(host, runs, remote_sh.FIND_LIMIT) if find else ([], "")
+        workdirs, listing = (self._find_script(host, runs if known is None else known,
+                                               remote_sh.FIND_LIMIT) if find else ([], ""))
         listed = ""
         chooser = backends.gpu_chooser()
         wanted = set(need_end)
@@ -679,22 +685,35 @@ class Engine:
     async def refresh(self, records: Sequence[RunRecord] | None = None,
                       sample_gpus: bool = False,
                       on_found: Callable[[str, list[RunRecord]], None] | None = None,
-                      ) -> dict[tuple[str, str, str], str]:
+                      *, all_runs: bool = False) -> dict[tuple[str, str, str], str]:
         """Update the index from the hosts, all hosts at once, one probe per host.
+
+        Final is final: a run `settled` (see there) is not probed again, so a refresh
+        costs the live runs, not a year of ended ones; `all_runs` probes every run all
+        the same (`runs --refresh --all`; `status HOST RUN` always asks the host).
 
         With `sample_gpus`, each host's probe also samples its GPUs into `gpu_history`.
         With `on_found`, each host's probe also lists its workdirs (`probe_host(find=True)`);
         the runs started elsewhere join the index and are passed to `on_found(host, runs)`.
+        A host whose runs are all settled is still asked for those two; whether it
+        answered is in `answered`.
 
-        Returns {record key: state}; a host that cannot be reached yields
-        `unreachable` for its runs, whose last known state stays in the index, stale.
-        A state that changed after this refresh began (a stop's verdict) is kept.
+        Returns {record key: state} for the runs it probed; a host that cannot be reached
+        yields `unreachable` for its runs, whose last known state stays in the index,
+        stale. A state that changed after this refresh began (a stop's verdict) is kept.
         """
         observed_at = index_now()
         records = list(await asyncio.to_thread(self.index.load) if records is None else records)
         by_host: dict[str, list[RunRecord]] = {}
+        # The listing is told every run the host has, probed or not: a settled run is
+        # known, never "found" again.
+        listed: dict[str, list[tuple[str, str]]] = {}
         for rec in records:
-            by_host.setdefault(rec.host, []).append(rec)
+            listed.setdefault(rec.host, []).append((rec.workdir, rec.run_id))
+            if all_runs or not settled(rec):
+                by_host.setdefault(rec.host, []).append(rec)
+            elif sample_gpus or on_found is not None:
+                by_host.setdefault(rec.host, [])
 
         ended: dict[tuple[str, str, str], str] = {}
         forget: dict[tuple[str, str, str], str] = {}  # unlaunched starts the host removed
@@ -716,11 +735,14 @@ class Engine:
                 added: list[RunRecord] = []
                 if sample_gpus or on_found is not None:
                     found, sample, added = await self.probe_host(
-                        host, runs, need_end, gpus=sample_gpus, find=on_found is not None)
+                        host, runs, need_end, gpus=sample_gpus, find=on_found is not None,
+                        known=listed[host])
                 else:  # probe_many is the seam fault tests slow down; keep going through it
                     found, sample = await self.probe_many(host, runs, need_end), None
             except RemoteError:
+                self.answered[host] = False
                 return {r.key: probes.UNREACHABLE for r in recs}
+            self.answered[host] = True
             if added and on_found is not None:
                 on_found(host, added)
             if sample is not None:
@@ -883,6 +905,18 @@ class Engine:
     def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
         # A run the index does not know changes nothing, and set_states then writes nothing.
         self.index.set_states({(host, workdir, run_id): (state, False, index_now())})
+
+
+def settled(record: RunRecord) -> bool:
+    """Final is final: a run whose state is final and whose end time is recorded can
+    change no more, and a refresh does not probe it again.
+
+    A stale record is not settled: its host did not answer when last asked, so the state
+    it shows is one kept, not one read (its row says `?stale`), and only an answer from
+    the host clears that. A final run without its end time is probed until a probe gives
+    it one.
+    """
+    return probes.is_final(record.state) and bool(record.ended_at) and not record.stale
 
 
 # What `_settle_start` answers for an entry to drop; never a state word, never stored.

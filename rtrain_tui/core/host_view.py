@@ -60,10 +60,13 @@ class HostView:
     states: Mapping[RunKey, str] = field(default_factory=dict)
     lines: tuple[RunLine, ...] = ()
     found: tuple[RunRecord, ...] = ()
+    # Did the host answer? None: as its states say. Set where they cannot say it: the
+    # runs the refresh left alone (settled) keep their final states whatever the host did.
+    answered: bool | None = None
 
     @property
     def reached(self) -> bool:
-        return reached(self.states)
+        return reached(self.states) if self.answered is None else self.answered
 
 
 def reached(states: Mapping[RunKey, str]) -> bool:
@@ -169,12 +172,13 @@ async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[R
 
 async def refresh(engine: Any, records: Sequence[RunRecord], settled: Collection[RunKey] = (),
                   *, words: bool = True, sample_gpus: bool = False,
-                  find: bool = False) -> dict[str, HostView]:
+                  find: bool = False, all_runs: bool = False) -> dict[str, HostView]:
     """Refresh `records` (one probe per host, all hosts at once) into one view per host.
 
     `words=False` only refreshes states (the index and `states`), reading no log;
-    `sample_gpus` and `find` are `Engine.refresh`'s (`find`: the runs started elsewhere
-    join the index and each view's `found`).
+    `sample_gpus`, `find` and `all_runs` are `Engine.refresh`'s (`find`: the runs started
+    elsewhere join the index and each view's `found`; `all_runs`: the settled runs are
+    probed too). A settled run the refresh did not probe keeps its index state in `states`.
     """
     found: dict[str, list[RunRecord]] = {}
 
@@ -182,15 +186,20 @@ async def refresh(engine: Any, records: Sequence[RunRecord], settled: Collection
         found.setdefault(host, []).extend(added)
 
     states = await engine.refresh(records, sample_gpus=sample_gpus,
-                                  on_found=on_found if find else None)
+                                  on_found=on_found if find else None, all_runs=all_runs)
     by_host: dict[str, list[RunRecord]] = {}
     for r in records:
         by_host.setdefault(r.host, []).append(r)
     views = {}
     for host, recs in by_host.items():
-        host_states = {r.key: states[r.key] for r in recs if r.key in states}
+        probed = {r.key: states[r.key] for r in recs if r.key in states}
+        # Asked about none of its runs, the host answered (or not) the GPU sample or the
+        # listing it was still asked for; asked nothing, there is no verdict.
+        answered = (reached(probed) if probed else
+                    engine.answered.get(host) if sample_gpus or find else None)
+        host_states = {r.key: probed.get(r.key, r.state) for r in recs}
         lines = await lines_for(engine, recs, host_states, settled) if words else ()
-        views[host] = HostView(host, host_states, lines, tuple(found.get(host, ())))
+        views[host] = HostView(host, host_states, lines, tuple(found.get(host, ())), answered)
     return views
 
 
