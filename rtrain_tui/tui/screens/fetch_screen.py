@@ -4,10 +4,15 @@ The dialog opens at once with "loading…" and stays usable while the host answe
 fetch asked for before the listing arrives is kept and runs on what gets preselected
 (the adapter, `lora_model/`, else the first entry). Names come from the host: shown as
 text, never as markup, with control characters removed.
+
+Each `checkpoint-N/` is marked `✓` or `incomplete` (and why) by the rule resume uses
+(core/runs/checkpoints.py), asked of the host beside the listing. Fetching an incomplete
+one says so first and takes a second ctrl+s, as the CLI takes `--incomplete`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +28,8 @@ from textual.widgets.tree import TreeNode
 
 from rtrain_tui.core.engine import Engine
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.runs import checkpoints as checkpoint_rule
+from rtrain_tui.core.runs.checkpoints import Checkpoint
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.safety.sanitize import safe_line, safe_text
 from rtrain_tui.core.transfers.transfer import RemoteEntry
@@ -55,7 +62,8 @@ class FetchScreen(ModalScreen[Path | None]):
 
     def __init__(self, engine: Engine | None, record: RunRecord, out_dir: Path,
                  entries: list[RemoteEntry] | None = None,
-                 remember_dir: Callable[[Path], None] | None = None) -> None:
+                 remember_dir: Callable[[Path], None] | None = None,
+                 checkpoints: list[Checkpoint] | None = None) -> None:
         super().__init__()
         self.engine = engine
         self.record = record
@@ -66,6 +74,8 @@ class FetchScreen(ModalScreen[Path | None]):
         self.fetch_when_loaded = False
         self.preselected: TreeNode[RemoteEntry | None] | None = None  # lora_model/, else the first
         self.warnings: list[str] = []
+        self.checkpoints = checkpoints or []
+        self.incomplete_asked = ""  # the incomplete checkpoint a first ctrl+s warned about
 
     def compose(self) -> ComposeResult:
         r = self.record
@@ -100,7 +110,8 @@ class FetchScreen(ModalScreen[Path | None]):
         r = self.record
         assert self.engine is not None
         try:
-            entries = await self.engine.list_run(r.host, r.workdir, r.run_id)
+            entries, self.checkpoints = await asyncio.gather(
+                self.engine.list_run(r.host, r.workdir, r.run_id), self._judged())
         except RemoteError as exc:
             self.query_one("#tree", Tree).root.set_label(Text(f"{r.run_id}/ (not listed)"))
             self.fetch_when_loaded = False
@@ -108,15 +119,31 @@ class FetchScreen(ModalScreen[Path | None]):
             return
         self.show_entries(entries)
 
+    async def _judged(self) -> list[Checkpoint]:
+        # Marks help; they never keep the listing from the user.
+        assert self.engine is not None
+        r = self.record
+        try:
+            return await self.engine.checkpoints(r.host, r.workdir, r.run_id)
+        except RemoteError:
+            return []
+
     def show_entries(self, entries: list[RemoteEntry]) -> None:
         tree = self.query_one("#tree", Tree)
         tree.root.set_label(Text(f"{self.record.run_id}/"))
         nodes = {"": tree.root}
+        marks = {c.path: c for c in self.checkpoints}
         for e in sorted_entries(entries):
             parent = nodes.get(e.path.rpartition("/")[0], tree.root)
             name = safe_line(e.path.rpartition("/")[2])
             if e.is_dir:
-                nodes[e.path] = parent.add(Text(f"{name}/", style="bold"), data=e, expand=False)
+                label = Text(f"{name}/", style="bold")
+                if (mark := marks.get(e.path)) is not None and mark.complete:
+                    label.append(" ✓", style="green")
+                elif mark is not None:
+                    label.append(" incomplete", style="yellow")
+                    label.append(f" ({safe_line(mark.why)})", style="dim")
+                nodes[e.path] = parent.add(label, data=e, expand=False)
             else:
                 parent.add_leaf(Text.assemble(name, (f"  {human_size(e.size)}", "dim")), data=e)
         # Keys pressed while loading moved the cursor over nothing: the preselection wins.
@@ -168,6 +195,11 @@ class FetchScreen(ModalScreen[Path | None]):
         self.start_fetch(entry)
 
     def start_fetch(self, entry: RemoteEntry) -> None:
+        note = checkpoint_rule.incomplete_note(self.checkpoints, entry.path) if entry.is_dir else ""
+        if note and self.incomplete_asked != entry.path:
+            self.incomplete_asked = entry.path
+            self.show_error(f"{note}. ctrl+s again fetches it anyway.")
+            return
         self.query_one("#fetch", Button).disabled = True
         self.query_one("#errors", Static).update("")
         self.run_fetch(entry.path, Path(self.query_one("#dest", Input).value).expanduser())
