@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from rtrain_tui.core import ConnectionPool, Engine, RunIndex
 from rtrain_tui.core.errors import NoSuchRunError
 from rtrain_tui.core.runs import checkpoints as ck
 from tests.checkpoint_files import save_order, state_json, write_checkpoint
-from tests.conftest import Cli
+from tests.conftest import Cli, write_config
 from tests.sshd import SshHosts
 
 
@@ -89,3 +90,30 @@ def test_cli_fetch_of_an_incomplete_checkpoint_refuses_unless_asked(
     r = cli("fetch", "gpu", "r1", "outputs/checkpoint-150", "--out", str(out), "--workdir", workdir)
     assert (r.rc, r.err) == (0, "")
     assert (out / "checkpoint-150" / "trainer_state.json").exists()
+
+
+def test_the_stand_in_trainer_saves_as_transformers_does_and_a_kill_mid_save_shows(
+    cli: Cli, hosts: SshHosts, tmp_path: Path, workdir: str,
+) -> None:
+    config = write_config(tmp_path / "c.yaml", steps=6, step_seconds=0.01, save_steps=2, ranks=2,
+                          die_mid_save=6)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "r2", "--gpus", "0",
+            "--no-follow")
+    assert r.rc == 0, r.err
+    status = Path(workdir) / "r2" / "status"
+    deadline = time.monotonic() + 30
+    while not status.exists():
+        assert time.monotonic() < deadline, "the stand-in run did not end"
+        time.sleep(0.05)
+    assert status.read_text().strip() == "137"  # SIGKILLed mid-save
+    got = judged(hosts, tmp_path, workdir, "r2")
+    assert [c.line for c in got] == [
+        "outputs/checkpoint-6 incomplete: no trainer_state.json: cut off mid-save",
+        "outputs/checkpoint-4 ✓",
+        "outputs/checkpoint-2 ✓",
+    ]
+    saved = Path(workdir) / "r2" / "outputs" / "checkpoint-4"
+    assert sorted(p.name for p in saved.iterdir()) == sorted(
+        ["adapter_config.json", *save_order(2)[1:]])
+    times = {p.name: p.stat().st_mtime_ns for p in saved.iterdir()}
+    assert times["trainer_state.json"] == max(times.values())  # written last

@@ -7,6 +7,9 @@ bar redrawn with `\\r` on stderr, `{'loss': ...}` dicts without a step on stdout
 `logging_steps`, an eval dict every `eval_steps`, the `train_runtime` summary), saves `checkpoint-N/` every `save_steps`, writes
 `lora_model/` (adapter_config.json + adapter_model.safetensors) at the end, and on
 SIGTERM saves a checkpoint and exits 143, as a real trainer's signal handler would.
+A checkpoint holds the files a Trainer's holds, written in its order (`save_checkpoint`),
+so the "newest complete checkpoint" rule (core/runs/checkpoints.py) judges it as it
+would a real one.
 
 Config (flat `key: value` lines in config.yaml): max_steps, step_seconds,
 learning_rate, batch_size, save_steps, logging_steps, eval_steps, seed.
@@ -184,6 +187,20 @@ class Bigram:
             json.dumps({"peft_type": "DEMO_BIGRAM", "vocab": "".join(self.vocab), **meta}, indent=2) + "\n")
 
 
+def save_checkpoint(directory: Path, model: Bigram, step: int, state: dict[str, object],
+                    args: dict[str, str]) -> None:
+    """`checkpoint-N/` in the order transformers' Trainer writes one: the model (weights,
+    its config), training args, optimizer, scheduler, RNG state, and `trainer_state.json`
+    last (with `global_step`, as `json.dumps(indent=2, sort_keys=True)`), so a save cut
+    short lacks it. The optimizer and RNG files are stand-ins (plain SGD keeps no state)."""
+    model.save(directory, {"step": step})
+    for name, body in (("training_args.bin", args), ("optimizer.pt", {"sgd": True}),
+                       ("scheduler.pt", {"last_step": step}), ("rng_state.pth", {"python": step})):
+        (directory / name).write_text(json.dumps(body) + "\n")
+    (directory / "trainer_state.json").write_text(
+        json.dumps({**state, "global_step": step}, indent=2, sort_keys=True) + "\n")
+
+
 def _clock(seconds: float) -> str:
     s = int(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
@@ -248,8 +265,14 @@ def main(argv: list[str] | None = None) -> int:
         stopping = True
 
     signal.signal(signal.SIGTERM, on_term)
+
+    def trainer_state() -> dict[str, object]:
+        return {"epoch": round(step * batch / corpus_pairs, 2), "log_history": list(history),
+                "logging_steps": logging_steps, "max_steps": max_steps, "save_steps": save_steps,
+                "train_batch_size": batch}
     began = time.monotonic()
     losses = []
+    history: list[dict[str, float]] = []  # trainer_state.json's log_history
     # tqdm draws on stderr; the dicts go to stdout. The log merges both, so a dict
     # lands glued to the end of the bar line, as in a real run's train.log.
     sys.stderr.write(progress_bar(0, max_steps, began))
@@ -264,19 +287,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         epoch = round(step * batch / corpus_pairs, 2)
         if step % logging_steps == 0 or step == max_steps:
-            print(trainer_dict({"loss": round(loss, 4), "grad_norm": round(grad_norm, 4),
-                                "learning_rate": round(step_lr, 6), "epoch": epoch}), flush=True)
+            logged = {"loss": round(loss, 4), "grad_norm": round(grad_norm, 4),
+                      "learning_rate": round(step_lr, 6), "epoch": epoch}
+            history.append({**logged, "step": step})
+            print(trainer_dict(logged), flush=True)
         if step % eval_steps == 0 or step == max_steps:
             eval_loss = sum(-math.log(max(model.probs(a)[b], 1e-12)) for a, b in held_out) / len(held_out)
             print(trainer_dict({"eval_loss": round(eval_loss, 4), "eval_runtime": 0.01,
                                 "eval_samples_per_second": 100.0, "eval_steps_per_second": 12.5,
                                 "epoch": epoch}), flush=True)
         if step % save_steps == 0:
-            model.save(Path(f"checkpoint-{step}"), {"step": step})
+            save_checkpoint(Path(f"checkpoint-{step}"), model, step, trainer_state(), cfg)
             print(f"Saving model checkpoint to checkpoint-{step}", flush=True)
         time.sleep(pause)
     if stopping:
-        model.save(Path(f"checkpoint-{step}"), {"step": step})
+        save_checkpoint(Path(f"checkpoint-{step}"), model, step, trainer_state(), cfg)
         print(f"\nReceived SIGTERM: saved checkpoint-{step}, exiting.", flush=True)
         return 128 + signal.SIGTERM
     runtime = time.monotonic() - began

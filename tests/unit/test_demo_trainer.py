@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.metrics.metrics import parse_text
+from rtrain_tui.core.runs import checkpoints
 from rtrain_tui.demo.server import SAMPLES
 
 
@@ -68,3 +70,25 @@ def test_a_300_mb_dataset_is_streamed_in_bounded_memory(tmp_path: Path) -> None:
     assert p.summary().finished and [s for s, _ in p.eval_losses] == [10, 20, 30]
     assert f"  Num examples = {(data.stat().st_size // len(block)) * 4000:,}\n" in \
         (tmp_path / "train.log").read_text()
+
+
+def test_demo_checkpoints_are_complete_by_the_resume_rule_with_trainer_state_last(
+        tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("max_steps: 45\nstep_seconds: 0\nsave_steps: 20\nlogging_steps: 5\n")
+    rc = subprocess.run([sys.executable, "-m", "rtrain_tui.demo.trainer", "llm",
+                         str(SAMPLES / "pirate_chat.jsonl"), "--config", str(config)],
+                        capture_output=True, cwd=tmp_path, timeout=60).returncode
+    assert rc == 0
+    script = remote_sh.checkpoints(str(tmp_path.parent), tmp_path.name, "ck_mark")
+    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True,
+                         timeout=30).stdout
+    assert [c.line for c in checkpoints.judge(checkpoints.parse_listing(out, "ck_mark"))] == [
+        "checkpoint-40 ✓", "checkpoint-20 ✓"]
+    saved = tmp_path / "checkpoint-40"
+    times = {p.name: p.stat().st_mtime_ns for p in saved.iterdir()}
+    assert {"adapter_model.safetensors", "training_args.bin", "optimizer.pt", "scheduler.pt",
+            "rng_state.pth"} < set(times)
+    assert times["trainer_state.json"] == max(times.values())
+    state = json.loads((saved / "trainer_state.json").read_text())
+    assert state["global_step"] == 40 and [e["step"] for e in state["log_history"]][-1] == 40

@@ -6,7 +6,9 @@ running after SIGTERM), `children` (spawn that many sleeping children in its gro
 `progress_bar` (write \\r-style progress), `bad_utf8` (write an invalid byte),
 `hostile_escapes` (write terminal escapes a hostile trainer could print: see HOSTILE),
 `say` (print that text as one line before the steps), `fill_disk` (save a checkpoint
-until the disk is full, then log a line the full disk cuts short, and exit 1).
+until the disk is full, then log a line the full disk cuts short, and exit 1),
+`save_steps` (save `outputs/checkpoint-N/` every that many steps as transformers does;
+with `output_dir`, `ranks` and `die_mid_save`: see checkpoint.py).
 It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
 """
 
@@ -100,10 +102,17 @@ def main():
         sys.exit(int(cfg.get("exit_code", 0)))
     steps = int(cfg.get("steps", 5))
     pause = float(cfg.get("step_seconds", 0.05))
+    save_steps = int(cfg.get("save_steps", 0))
+    history = []
     for step in range(1, steps + 1):
         if cfg.get("progress_bar") == "true":
             sys.stdout.write(f"progress {step}/{steps}\r")
         print(f"{{'loss': {2.0 / step:.4f}, 'step': {step}, 'epoch': {step / steps:.2f}}}", flush=True)
+        history.append({"loss": round(2.0 / step, 4), "step": step})
+        if save_steps and step % save_steps == 0:
+            from praisonai_train import checkpoint
+
+            checkpoint.save(step, cfg, history)
         if cfg.get("bad_utf8") == "true" and step == 1:
             sys.stdout.buffer.write(b"bad byte \xff here\n")
             sys.stdout.flush()
