@@ -8,9 +8,7 @@ imported only when the TUI is asked for, so scripted calls start fast.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import csv
 import json
 import os
 import shlex
@@ -20,27 +18,16 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtrain_tui import __version__
-from rtrain_tui.core import backends, host_view
-from rtrain_tui.core.backends import slurm
-from rtrain_tui.core.engine import (
-    CREATED,
-    LAUNCHED,
-    LAUNCHING,
-    LEFT,
-    Engine,
-    StartRequest,
-    StartTrace,
-)
+from rtrain_tui.core import backends
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.logs.logstream import LogFollower, LogLines
 from rtrain_tui.core.metrics import metrics_format
-from rtrain_tui.core.metrics.metrics_sync import sync_metrics
 from rtrain_tui.core.runs import hostconfig, probes
 from rtrain_tui.core.runs.index import (
     PRUNABLE,
+    IndexReport,
     RunIndex,
     default_index_path,
     parse_age,
@@ -49,11 +36,16 @@ from rtrain_tui.core.runs.index import (
 )
 from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.sanitize import safe_line
-from rtrain_tui.core.transport.bounded import bounded
-from rtrain_tui.core.transport.connection import ConnectionPool
 from rtrain_tui.core.transport.sshconfig import default_ssh_config, list_hosts, shown_path
-from rtrain_tui.log_view import LogWriter
-from rtrain_tui.progress_view import TerminalProgress
+
+# What only the commands that reach a host need (the engine, the event loop, the SSH
+# library, rich's progress bars) is imported inside them: `runs` reads the index alone,
+# and those imports were most of its cost (issue 17). A test pins which modules it loads.
+if TYPE_CHECKING:
+    import asyncio
+
+    from rtrain_tui.core.backends import slurm
+    from rtrain_tui.core.engine import Engine, StartTrace
 
 
 def _add_remote(p: argparse.ArgumentParser, python: bool = True) -> None:
@@ -119,6 +111,8 @@ def _refuse_slurm_flags(args: argparse.Namespace) -> None:
 
 def _slurm_options(engine_hosts: hostconfig.HostConfig, args: argparse.Namespace) -> slurm.SlurmOptions:
     """The host's config.toml defaults with the flags given on top, validated."""
+    from rtrain_tui.core.backends import slurm
+
     base = engine_hosts.for_host(args.host).slurm
     changes = {k: v for k, v in (
         ("partition", args.partition), ("gpus_per_node", args.gpus_per_node),
@@ -319,6 +313,13 @@ def _main(argv: list[str] | None) -> int:
 
     # A config.toml that cannot be used is one line, before anything touches a host.
     hosts = hostconfig.load()
+    if _reads_index_only(args):
+        return list_runs(index, hosts, args)
+
+    import asyncio
+
+    from rtrain_tui.core.engine import Engine
+    from rtrain_tui.core.transport.connection import ConnectionPool
 
     async def serve() -> int:
         engine = Engine(ConnectionPool(ssh_config, on_warning=lambda m: _err(f"warning: {m}")),
@@ -381,6 +382,8 @@ def _signals_cancel(task: asyncio.Task[Any] | None) -> Iterator[list[int]]:
     A second signal is ignored: landing inside the cleanup, Python's KeyboardInterrupt
     cut it short (hundreds of .part files left) or printed a traceback from wherever it
     struck."""
+    import asyncio
+
     received: list[int] = []
     loop = asyncio.get_running_loop()
 
@@ -503,6 +506,11 @@ def _hint(args: argparse.Namespace, command: str, run_id: str) -> str:
 
 
 async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rtrain_tui.core.engine import StartRequest, StartTrace
+    from rtrain_tui.progress_view import TerminalProgress
+
     gpu_ids = validate.parse_gpu_ids(args.gpu_ids) if args.gpu_ids is not None else ()
     gpus = args.gpus if args.gpus is not None else (len(gpu_ids) if gpu_ids else 1)
     if (args.backend or engine.backend_of_host(args.host)) != "slurm":
@@ -553,6 +561,8 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
 
 def _start_cancelled(args: argparse.Namespace, trace: StartTrace) -> str:
     """What a cancelled start left on the host, and what to do about it."""
+    from rtrain_tui.core.engine import CREATED, LAUNCHED, LAUNCHING, LEFT
+
     said, run = f"start cancelled; {trace.left(args.host)}", trace.run_id
     if trace.stage in (CREATED, LEFT):
         return f"{said} (`{_program()} runs --refresh`)."
@@ -574,6 +584,9 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
     (host key changed, auth refused, no such host) ends the stream by raising a
     RemoteError, which `main` prints as one line before exiting 1.
     """
+    from rtrain_tui.core.logs.logstream import LogFollower, LogLines
+    from rtrain_tui.log_view import LogWriter
+
     # A host never reached in 30 s (a dead port, a down box) is given up on; one that
     # answered once is waited for as long as the outage lasts.
     follower = LogFollower(engine, host, workdir, run_id, give_up_after=30.0)
@@ -612,6 +625,8 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
 async def _detaching(events: AsyncIterator[Any], host: str, run_id: str,
                      args: argparse.Namespace | None) -> AsyncIterator[Any]:
     """`events`, and a cancel turned into the line that says following stopped, not the run."""
+    import asyncio
+
     try:
         async for event in events:
             yield event
@@ -627,6 +642,8 @@ async def cmd_tail(engine: Engine, args: argparse.Namespace) -> int:
 
 
 async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
+    from rtrain_tui.core import host_view
+
     probe = await engine.require_run(args.host, args.workdir, args.run_id)
     engine.remember_state(args.host, args.workdir, args.run_id, probe.state)
     # Worded as the runs table words it (core.host_view): the same state word, and the
@@ -649,6 +666,8 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
 
 
 async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
+    from rtrain_tui.core.metrics.metrics_sync import sync_metrics
+
     parser = await sync_metrics(engine, args.host, args.workdir, args.run_id)
     # Its state decides whether the ETA and steps/s are live (metrics_format.for_state).
     state = (await engine.probe(args.host, args.workdir, args.run_id)).state
@@ -658,6 +677,8 @@ async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
         return 0
     rows = metrics_format.rows(parser)
     if args.csv:
+        import csv
+
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(metrics_format.COLUMNS)
         writer.writerows([[step, *("" if v is None else repr(v) for v in values)]
@@ -675,6 +696,10 @@ async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
 
 
 async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
+    import asyncio
+
+    from rtrain_tui.progress_view import TerminalProgress
+
     # Engine.fetch validates the path, run id and workdir before it connects.
     rel = validate.check_fetch_path(args.path)  # a bad path is said before the host is asked
     await engine.require_run(args.host, args.workdir, args.run_id)
@@ -713,6 +738,8 @@ async def _check_checkpoint(engine: Engine, args: argparse.Namespace, rel: str) 
 
 
 async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
+    import asyncio
+
     signalled: list[str] = []
 
     def step(message: str) -> None:
@@ -731,6 +758,8 @@ async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
 
 async def _stop_cancelled(engine: Engine, args: argparse.Namespace, signalled: list[str]) -> str:
     """Did the run stop? Asked of the host once more (bounded), and said as it answers."""
+    from rtrain_tui.core.transport.bounded import bounded
+
     sent = f"stop cancelled after {signalled[-1]}" if signalled else \
         "stop cancelled before any signal was sent"
     try:
@@ -789,7 +818,7 @@ def _json_rows(rows: list[dict[str, str | bool | None]]) -> str:
         for row in rows) + "\n]"
 
 
-def _prune(engine: Engine, args: argparse.Namespace) -> int:
+def _prune(index: RunIndex, args: argparse.Namespace) -> int:
     """`runs --prune`: list the runs it will forget, then forget exactly those."""
     if args.older_than is None:
         raise validate.ValidationError("--prune needs --older-than, e.g. --older-than 90d.")
@@ -797,7 +826,7 @@ def _prune(engine: Engine, args: argparse.Namespace) -> int:
         raise validate.ValidationError("--prune goes alone: not with --refresh, --all, --discover or --json.")
     states = [s.strip() for s in (args.state or ",".join(PRUNABLE)).split(",") if s.strip()]
     age = parse_age(args.older_than)
-    report = engine.index.load_report()
+    report = index.load_report()
     for problem in report.problems:
         _err(f"warning: {problem}")
     listed = prunable(report.records, age, states)
@@ -816,27 +845,53 @@ def _prune(engine: Engine, args: argparse.Namespace) -> int:
     if args.dry_run:
         print("dry run: nothing was removed.")
         return 0
-    removed = engine.index.remove_records(listed)
+    removed = index.remove_records(listed)
     kept = len(listed) - len(removed)
-    print(f"removed {len(removed)} run{'' if len(removed) == 1 else 's'} from {engine.index.path}"
+    print(f"removed {len(removed)} run{'' if len(removed) == 1 else 's'} from {index.path}"
           + (f"; {kept} changed since they were listed and were kept." if kept else "."))
     return 0
 
 
-async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
+def _reads_index_only(args: argparse.Namespace) -> bool:
+    """`runs` without --refresh or --discover asks no host: it needs no engine, no event
+    loop and no SSH library, so `_main` serves it with `list_runs` alone."""
+    return args.command == "runs" and not args.refresh and args.discover is None
+
+
+def list_runs(index: RunIndex, hosts: hostconfig.HostConfig, args: argparse.Namespace) -> int:
+    """`runs` (or `runs --prune`) from the local index alone."""
     if args.prune:
-        return _prune(engine, args)
+        return _prune(index, args)
+    _refuse_prune_flags(args)
+    return _print_runs(index, hosts, _runs_report(index), args)
+
+
+def _refuse_prune_flags(args: argparse.Namespace) -> None:
     if args.older_than is not None or args.state is not None or args.dry_run:
         raise validate.ValidationError("--older-than, --state and --dry-run go with --prune.")
     if args.all_runs and not args.refresh:
         raise validate.ValidationError("--all goes with --refresh: rtrain-tui runs --refresh --all.")
+
+
+def _runs_report(index: RunIndex) -> IndexReport:
+    report = index.load_report()
+    for problem in report.problems:  # every mode: `--json` keeps stdout for the runs alone
+        _err(f"warning: {problem}")
+    return report
+
+
+async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
+    """`runs --refresh` / `--discover`: ask the hosts, then list as `list_runs` does."""
+    from rtrain_tui.core import host_view
+
+    if args.prune:
+        return _prune(engine.index, args)  # which says it goes alone
+    _refuse_prune_flags(args)
     if args.discover is not None:
         code = await _discover(engine, args.discover, args)
         if code:
             return code
-    report = engine.index.load_report()
-    for problem in report.problems:  # every mode: `--json` keeps stdout for the runs alone
-        _err(f"warning: {problem}")
+    report = _runs_report(engine.index)
     if args.refresh:
         records = report.records
         if _demo_needs_flag(args):
@@ -850,6 +905,11 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
         # The app's refresh, without the progress column this table does not have.
         await host_view.refresh(engine, records, words=False, all_runs=args.all_runs)
         report = engine.index.load_report()
+    return _print_runs(engine.index, engine.hosts, report, args)
+
+
+def _print_runs(index: RunIndex, hosts: hostconfig.HostConfig, report: IndexReport,
+                args: argparse.Namespace) -> int:
     # Oldest first, as they were started: the index keeps ended runs in monthly
     # archives, so its file order no longer is that (a run with no start time leads).
     runs = sorted(report.records, key=lambda r: parse_time(r.started_at) or _NEVER)
@@ -858,13 +918,13 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
              "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
              "workdir": r.workdir, "origin": r.origin or "started", "gpu_ids": r.gpu_ids,
-             "backend": engine.backend_of(r), "slurm_job_id": r.job_id or None}
+             "backend": hosts.backend_of(r), "slurm_job_id": r.job_id or None}
             for r in runs
         ]))
         return 0
     if not runs and report.problems:
         _err(f"no usable runs: the index holds {len(report.problems)} that were skipped (above); "
-             f"fix or remove them in {engine.index.path}.")
+             f"fix or remove them in {index.path}.")
         return 0
     if not runs:
         print("no runs yet; start one with: rtrain-tui start HOST -c CONFIG -d DATASET "

@@ -231,14 +231,9 @@ class Engine:
         return self.hosts.for_host(host).backend
 
     def backend_of(self, record: RunRecord) -> str:
-        """The backend of `record`'s run: its own, fixed when it started. None recorded
-        means what the older version that wrote it meant: a run it started was a box
-        run (`direct`); a run it found on the host was what the host was configured as,
-        which only the host's setting still tells (a refresh then records it).
-        """
-        if record.backend:
-            return record.backend
-        return self.backend_of_host(record.host) if record.origin == "found" else backends.DEFAULT
+        """The backend of `record`'s run (`HostConfig.backend_of`: its own, else what
+        an older version that recorded none meant)."""
+        return self.hosts.backend_of(record)
 
     async def _backends(self, host: str, runs: Sequence[tuple[str, str]]) -> list[str]:
         """Each run's backend, as its index record says: fixed when it started, never

@@ -18,15 +18,18 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import InlineTable
 
-from rtrain_tui.core.backends import check_backend
+from rtrain_tui.core.backends import DEFAULT, check_backend
 from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.errors import ValidationError
+
+if TYPE_CHECKING:
+    from rtrain_tui.core.runs.index import RunRecord
 
 _SLURM_KEYS = {"partition": str, "account": str, "qos": str, "time": str,
                "gpus_per_node": int, "nodes": int}
@@ -50,6 +53,16 @@ class HostConfig:
 
     def for_host(self, alias: str) -> HostSettings:
         return self.hosts.get(alias, HostSettings())
+
+    def backend_of(self, record: RunRecord) -> str:
+        """The backend of `record`'s run: its own, fixed when it started. None recorded
+        means what the older version that wrote it meant: a run it started was a box
+        run (`direct`); a run it found on the host was what the host was configured as,
+        which only the host's setting still tells (a refresh then records it).
+        """
+        if record.backend:
+            return record.backend
+        return self.for_host(record.host).backend if record.origin == "found" else DEFAULT
 
 
 def load(path: Path | None = None) -> HostConfig:
