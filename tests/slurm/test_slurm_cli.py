@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -115,6 +117,20 @@ def test_failing_trainer_reads_failed_exit_3(scli: SlurmCli, tmp_path: Path, wor
     assert (got["state"], got["exit_code"], got["slurm_state"]) == ("failed (exit 3)", 3, "FAILED")
     assert got["queue_position"] is None
     assert scli("status", LOGIN, "bad", "--workdir", workdir).out == "failed (exit 3)\n"
+
+
+def test_an_ended_job_gets_its_end_time_and_is_not_asked_about_again(
+        scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
+    """Slurm's runs never had an end time, so a refresh asked about every one forever
+    (issue 17): now the probe reads when `status` was written, and the run is settled."""
+    assert start(scli, tmp_path, workdir, "short", follow=True, steps=1).rc == 0
+    r = scli("runs", "--refresh", "--json")
+    (run,) = json.loads(r.out)
+    status_file = Path(workdir) / "short" / "status"
+    assert run["state"] == "completed"
+    assert run["ended_at"] == datetime.fromtimestamp(int(status_file.stat().st_mtime), UTC).isoformat()
+    shutil.rmtree(Path(workdir) / "short")  # asked about, it would read `unknown`
+    assert [x["state"] for x in json.loads(scli("runs", "--refresh", "--json").out)] == ["completed"]
 
 
 def test_stop_of_a_trainer_ignoring_sigterm_leaves_nothing(scli: SlurmCli, tmp_path: Path, workdir: str,

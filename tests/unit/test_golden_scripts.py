@@ -49,7 +49,7 @@ GOLDENS: dict[str, Callable[[], str]] = {
         + direct_sh.run_states([("~/.praisonai-train", "r1"), ("/data/runs", "r-2.b")],
                                need_end=[1], gpus=True),
     "probe-slurm.sh": lambda: slurm.run_states(
-        [("~/.praisonai-train", "r1"), ("/data/runs", "r2")]),
+        [("~/.praisonai-train", "r1"), ("/data/runs", "r2")], need_end=[1]),
 }
 
 

@@ -52,6 +52,10 @@ def python_facts(python: str) -> str:
 # Free space where the workdir is (or its nearest existing parent): needs $wd.
 DISK_FREE = host.text("disk_free.sh")
 
+# `mtimes`: the last-write times of many files by one `stat` (see the file); the probes
+# read when runs ended with it, the listing when runs started.
+MTIMES = host.text("mtimes.sh")
+
 
 def check_token(token: str) -> str:
     """A run token is lowercase hex: it reaches scripts and grep patterns unquoted."""
@@ -187,7 +191,7 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
     listing prints only the `wd` lines when nothing new is there. Variables are
     prefixed `fr_` so the listing can precede another probe script in one round trip.
     """
-    lines = [host.text("find_runs.sh")]
+    lines = [MTIMES + host.text("find_runs.sh")]
     cap = shlex.quote("" if limit is None else str(int(limit)))
     for i, workdir in enumerate(workdirs):
         validate.check_workdir("host", workdir)

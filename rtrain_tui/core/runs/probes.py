@@ -353,16 +353,24 @@ def check_answered(answered: int, count: int, output: str, host: str) -> None:
         )
 
 
+def run_facts(output: str, count: int) -> dict[int, dict[str, str]]:
+    """The `I<TAB>key=value...` lines of a probe, by run index: a run's facts may come
+    in more than one line (its end time comes last, read for all runs at once)."""
+    found: dict[int, dict[str, str]] = {}
+    for line in output.splitlines():
+        index, *fields = line.split("\t")
+        i = _int_or_none(index) if index[:1].isdigit() else None
+        if i is None or not 0 <= i < count:
+            continue
+        found.setdefault(i, {}).update(f.partition("=")[::2] for f in fields)
+    return found
+
+
 def parse_run_states(output: str, count: int, host: str = "the host") -> list[RunProbe]:
     """Parse `run_states` output; a run the script said nothing about is `unknown`,
     and an answer about none of them raises RemoteError (see `check_answered`)."""
     found: dict[int, RunProbe] = {}
-    for line in output.splitlines():
-        index, *fields = line.split("\t")
-        i = _int_or_none(index)
-        if i is None or not 0 <= i < count:
-            continue
-        facts = dict(f.partition("=")[::2] for f in fields)
+    for i, facts in run_facts(output, count).items():
         found[i] = RunProbe(
             exists=facts.get("exists") == "1",
             pid=_int_or_none(facts.get("pid", "")),

@@ -1,8 +1,11 @@
 ## The refresh probe of a box: `probe I RUNDIR NEED_END` prints one tab-separated line
 ## for the run, its index I and then key=value facts. A run whose wrapper lives costs no
 ## fork; the scan for marked processes runs only when a wrapper is gone without an exit
-## code, once for all runs. With NEED_END=1 an ended run also reports `ended=EPOCH`.
-## Needs liveness.sh and `own_groups` run first.
+## code, once for all runs. With NEED_END=1 an ended run also reports when it ended:
+## `probe_ends`, after the last `probe`, prints `I<TAB>ended=EPOCH` for all of them at
+## once (its `status` file's last write, else its log's; one `stat`, not a fork per run).
+## Needs liveness.sh, mtimes.sh and `own_groups` run first.
+ends=
 probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
@@ -25,11 +28,11 @@ probe() {
       unwritten=1; free=$(df -Pk "$rd" 2>/dev/null | awk 'NR == 2 { print $4 }')
     fi
   fi
-  ended=
   if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
-    [ -e "$ef" ] && ended=$(date -r "$ef" +%s 2>/dev/null)
+    [ -e "$ef" ] && ends="$ends$1${tab}ended=$nl$ef$nl"
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tended=%s\tunwritten=%s\tfree_kb=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$ended" "$unwritten" "$free"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free"
 }
+probe_ends() { mtimes "$ends"; }

@@ -79,16 +79,20 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
     This is the one probe per host per refresh: every run on the host in one script.
     A run whose wrapper lives costs no fork; the scan for marked processes runs only
     when a wrapper is gone without an exit code, once for all runs. For the runs listed
-    in `need_end` (by position), an ended run also reports `ended=EPOCH`: when its
-    `status` was written (else its log's last write), so its elapsed time is the host's
-    and not when we happened to look. One `date` each, asked once per run. With `gpus`,
-    the same script also reports the GPUs (the last background sample, and starts the
-    next; see gpu_sample_async.sh): still one round trip.
+    in `need_end` (by position), an ended run also reports `ended=EPOCH` (a line of its
+    own, after the others): when its `status` was written (else its log's last write),
+    so its elapsed time is the host's and not when we happened to look; one `stat` for
+    all of them (host/mtimes.sh). With `gpus`, the same script also reports the GPUs
+    (the last background sample, and starts the next; see gpu_sample_async.sh): still
+    one round trip.
     """
-    lines = [_LIVENESS + "own_groups\n" + _file("probe.sh")]
+    lines = [_LIVENESS + remote_sh.MTIMES + "own_groups\n" + _file("probe.sh")]
+    ends = set(need_end)  # a list of 5,000 would make this loop quadratic
     for i, (workdir, run_id) in enumerate(runs):
         lines.append(f"probe {i} {remote_sh.run_dir_word(workdir, run_id)} "
-                     f"{1 if i in need_end else 0}\n")
+                     f"{1 if i in ends else 0}\n")
+    if need_end:
+        lines.append("probe_ends\n")
     if gpus:
         lines.append(_GPU_SAMPLE_ASYNC)
     return "".join(lines)

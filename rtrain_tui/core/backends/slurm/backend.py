@@ -93,7 +93,7 @@ class SlurmBackend(Backend):
 
     # -- probe ----------------------------------------------------------------------------
     def probe_script(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
-        return scripts.run_states(runs)  # Slurm says when a job ended; no `date` needed
+        return scripts.run_states(runs, need_end)
 
     def parse_probe(self, output: str, count: int, host: str) -> list[probes.RunProbe]:
         return parse.parse_run_states(output, count, host)

@@ -96,14 +96,8 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[pr
     """
     jobs = parse_jobs(output)
     places = _queue_places(output)
-    found: dict[int, probes.RunProbe] = {}
-    for line in output.splitlines():
-        index, *fields = line.split("\t")
-        i = _int(index) if index[:1].isdigit() else None
-        if i is None or not 0 <= i < count:
-            continue
-        facts = dict(f.partition("=")[::2] for f in fields)
-        found[i] = _probe_of(facts, jobs, places, host)
+    found = {i: _probe_of(facts, jobs, places, host)
+             for i, facts in probes.run_facts(output, count).items()}
     probes.check_answered(len(found), count, output, host)
     return [found.get(i, probes.RunProbe(exists=False)) for i in range(count)]
 
@@ -134,6 +128,7 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
         stopped=facts.get("stopped") == "1",
         launched=facts.get("launched") == "1" or bool(job_id),
         job_id=job_id,
+        ended_at=_int(facts.get("ended", "")),  # asked for: engine keeps it once final
     )
     if base.exists and not job_id and facts.get("unknown") == "1":
         # sbatch took the run but printed no job id: Slurm may hold it queued. Until its

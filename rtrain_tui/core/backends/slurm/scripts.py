@@ -10,7 +10,7 @@ per run) read by parse.py.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from rtrain_tui.core import host
 from rtrain_tui.core.backends.slurm.options import MASTER_PORT, SlurmOptions
@@ -62,18 +62,21 @@ def submit(run_dir: str, token: str) -> str:
     return host.assign(rd=run_dir, tok=remote_sh.check_token(token)) + _file("submit.sh")
 
 
-def run_states(runs: Sequence[tuple[str, str]]) -> str:
+def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) -> str:
     """One script for all the Slurm runs of a host: their files, then one Slurm query.
 
     Prints per run `I\\texists=..\\tjob=..\\tcode=..\\tattempt=..\\tstop=..\\tstopped=..\\tlaunched=..`
-    (`attempt`: the job's restart count when `status` was written), then per job
+    (`attempt`: the job's restart count when `status` was written); for the runs in
+    `need_end` (by position) that have a job or a code, `I\\tended=EPOCH` (when `status`,
+    else the log, was last written; one `stat` for all); then per job
     `J\\tID|STATE|REASON|RAW_EXIT|RESTARTS` lines from squeue (raw wait status),
     `C\\t` lines from `scontrol -o show job` for jobs squeue did not list, and `A\\t` lines
     from sacct (`ID|STATE|EXIT:SIG`) when accounting is enabled.
     """
-    runs_lines = "".join(f"probe {i} {remote_sh.run_dir_word(workdir, run_id)}\n"
-                         for i, (workdir, run_id) in enumerate(runs))
-    return host.render("probe.sh", __package__, runs=runs_lines)
+    ends = set(need_end)  # a list of 5,000 would make this loop quadratic
+    runs_lines = "".join(f"probe {i} {remote_sh.run_dir_word(workdir, run_id)} "
+                         f"{1 if i in ends else 0}\n" for i, (workdir, run_id) in enumerate(runs))
+    return remote_sh.MTIMES + host.render("probe.sh", __package__, runs=runs_lines)
 
 
 # -- stop -------------------------------------------------------------------------------------

@@ -1,0 +1,19 @@
+## `mtimes LIST`: LIST holds two lines per file, a PREFIX then the file's PATH (each
+## line ending in a newline). Prints, in LIST's order, each PREFIX followed at once by
+## its file's last-write time in epoch seconds (nothing after it when that cannot be
+## read). One `stat` for all the files (GNU and busybox `stat -c`, BSD `stat -f`; xargs
+## keeps each command line under the host's limit), never a fork per file: 2,000 ended
+## runs' `date -r` took 6.6 s of one probe. Variables are prefixed `mt_`.
+## `tab` is a tab, for the prefixes callers build.
+tab='	'
+mtimes() {
+  [ -n "$1" ] || return 0
+  if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  { printf '%s//\n' "$1"
+    printf '%s' "$1" | sed -n 'n;p' | tr '\n' '\000' | xargs -0 stat "$mt_o" "$mt_f" 2>/dev/null
+  } | awk '
+    !sep && $0 == "//" { sep = 1; next }
+    !sep { if (NR % 2) pre[++n] = $0; else path[n] = $0; next }
+    { t = $1; sub(/^[^ ]* /, ""); when[$0] = t }
+    END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
+}

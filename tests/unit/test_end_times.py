@@ -1,0 +1,90 @@
+"""When runs ended and started, read by one `stat` for all of them (issue 17 item 2).
+
+A probe asked for the end time of every run that had just ended with a `date -r` each,
+and the listing for the start time of every run it found: 2,000 of them cost 6.6 s of
+one probe. The scripts run here under the real `/bin/sh`, with `date` and `stat` on the
+PATH replaced by stand-ins that note each call and run the real tool.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from rtrain_tui.core.backends import slurm
+from rtrain_tui.core.backends.direct import scripts as direct_sh
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from tests.test_discover import STARTED, seed_run
+
+RUNS = 30
+
+
+def counted_sh(script: str, tmp_path: Path) -> tuple[str, list[str]]:
+    """`script`'s output under /bin/sh, and the `date` and `stat` commands it ran."""
+    bindir, log = tmp_path / "bin", tmp_path / "calls"
+    bindir.mkdir(exist_ok=True)
+    for tool in ("date", "stat"):
+        real = shutil.which(tool)
+        assert real, tool
+        (bindir / tool).write_text(f'#!/bin/sh\necho {tool} >> "{log}"\nexec {real} "$@"\n')
+        (bindir / tool).chmod(0o755)
+    log.unlink(missing_ok=True)
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env=env,
+                         timeout=60).stdout
+    return out, log.read_text().split() if log.exists() else []
+
+
+def _ended_runs(work: Path) -> list[tuple[str, str]]:
+    runs = []
+    for i in range(RUNS):
+        run_dir = seed_run(work, f"r{i:02d}", code=None if i == 0 else f"{i % 2}\n")
+        if i == 0:  # lost: no status; its log's last write is its end
+            os.utime(run_dir / "train.log", (STARTED + 7, STARTED + 7))
+        else:
+            os.utime(run_dir / "status", (STARTED + i, STARTED + i))
+        runs.append((str(work), f"r{i:02d}"))
+    return runs
+
+
+def test_the_box_probe_reads_every_ended_runs_end_time_with_one_stat(tmp_path: Path) -> None:
+    runs = _ended_runs(tmp_path / "work")
+    out, calls = counted_sh(direct_sh.run_states(runs, need_end=range(RUNS)), tmp_path)
+    found = probes.parse_run_states(out, RUNS)
+    assert [p.ended_at for p in found] == [STARTED + 7] + [STARTED + i for i in range(1, RUNS)]
+    assert [p.state for p in found[:3]] == ["lost", "failed (exit 1)", "completed"]
+    assert calls.count("date") == 0 and calls.count("stat") <= 2, calls
+
+
+def test_a_probe_not_asked_for_end_times_reads_none(tmp_path: Path) -> None:
+    runs = _ended_runs(tmp_path / "work")
+    out, calls = counted_sh(direct_sh.run_states(runs, need_end=[3]), tmp_path)
+    assert [i for i, p in enumerate(probes.parse_run_states(out, RUNS)) if p.ended_at] == [3]
+    out, calls = counted_sh(direct_sh.run_states(runs), tmp_path)
+    assert not any(p.ended_at for p in probes.parse_run_states(out, RUNS)) and calls == []
+
+
+def test_the_login_node_probe_reads_when_each_job_ended(tmp_path: Path) -> None:
+    """Slurm's runs had no end time at all, so an ended one was never settled."""
+    work = tmp_path / "work"
+    runs = _ended_runs(work)
+    for i in range(RUNS):
+        (work / f"r{i:02d}" / "slurm_job_id").write_text(f"{100 + i}\n")
+    # No squeue here: every job is gone from Slurm, and the recorded codes say the rest.
+    out, calls = counted_sh(slurm.run_states(runs, need_end=range(RUNS)), tmp_path)
+    found = slurm.parse_run_states(out, RUNS)
+    assert [p.ended_at for p in found[1:]] == [STARTED + i for i in range(1, RUNS)]
+    assert [p.state for p in found[1:3]] == ["failed (exit 1)", "completed"]
+    assert calls.count("date") == 0 and calls.count("stat") <= 2, calls
+
+
+def test_the_listing_reads_every_found_runs_start_with_one_stat(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    _ended_runs(work)
+    out, calls = counted_sh(remote_sh.find_runs([str(work)]), tmp_path)
+    _, found = probes.parse_found_runs(out, 1)
+    assert sorted((f.run_id, f.started) for f in found) == [(f"r{i:02d}", STARTED) for i in range(RUNS)]
+    assert calls.count("date") == 0 and calls.count("stat") <= 2, calls
