@@ -1,10 +1,24 @@
+tab='	'
+mtimes() {
+  [ -n "$1" ] || return 0
+  if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  { printf '%s//\n' "$1"
+    printf '%s' "$1" | sed -n 'n;p' | tr '\n' '\000' | xargs -0 stat "$mt_o" "$mt_f" 2>/dev/null
+  } | awk '
+    !sep && $0 == "//" { sep = 1; next }
+    !sep { if (NR % 2) pre[++n] = $0; else path[n] = $0; next }
+    { t = $1; sub(/^[^ ]* /, ""); when[$0] = t }
+    END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
+}
+fr_nl='
+'
 fr_list() {
   fr_i=$1 fr_wd=$2 fr_known=$3 fr_limit=$4
   case $fr_wd in /*) ;; *) fr_wd=$(pwd)/$fr_wd;; esac
   printf 'wd\t%s\t%s\n' "$fr_i" "$fr_wd"
   # shellcheck disable=SC2012  # newest first needs `ls -t`; -q and the case below keep names to one safe line
   ls -qt -- "$fr_wd/" 2>/dev/null | {
-  fr_c=0
+  fr_c=0 fr_ends=
   while IFS= read -r fr_n; do
     case $fr_n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
     [ ${#fr_n} -le 64 ] || continue
@@ -13,12 +27,12 @@ fr_list() {
     fr_d=$fr_wd/$fr_n
     [ -d "$fr_d" ] || continue
     [ -e "$fr_d/train.pid" ] || [ -e "$fr_d/status" ] || [ -e "$fr_d/train.log" ] || continue
-    fr_t=
     for fr_f in config.yaml train.pid train.log status; do
-      if [ -e "$fr_d/$fr_f" ]; then fr_t=$(date -r "$fr_d/$fr_f" +%s 2>/dev/null); break; fi
+      [ -e "$fr_d/$fr_f" ] && break
     done
-    printf 'run\t%s\t%s\t%s\n' "$fr_i" "$fr_n" "$fr_t"
-  done; }
+    fr_ends="${fr_ends}run$tab$fr_i$tab$fr_n$tab$fr_nl$fr_d/$fr_f$fr_nl"
+  done
+  mtimes "$fr_ends"; }
 }
 fr_list 0 ~/.praisonai-train ' r1 ' 200
 fr_list 1 /data/runs '  ' 200
@@ -130,7 +144,20 @@ RTRAIN_RUN=$1
 "*) return 0;; esac
   return 1
 }
+tab='	'
+mtimes() {
+  [ -n "$1" ] || return 0
+  if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  { printf '%s//\n' "$1"
+    printf '%s' "$1" | sed -n 'n;p' | tr '\n' '\000' | xargs -0 stat "$mt_o" "$mt_f" 2>/dev/null
+  } | awk '
+    !sep && $0 == "//" { sep = 1; next }
+    !sep { if (NR % 2) pre[++n] = $0; else path[n] = $0; next }
+    { t = $1; sub(/^[^ ]* /, ""); when[$0] = t }
+    END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
+}
 own_groups
+ends=
 probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
@@ -153,16 +180,17 @@ probe() {
       unwritten=1; free=$(df -Pk "$rd" 2>/dev/null | awk 'NR == 2 { print $4 }')
     fi
   fi
-  ended=
   if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
-    [ -e "$ef" ] && ended=$(date -r "$ef" +%s 2>/dev/null)
+    [ -e "$ef" ] && ends="$ends$1${tab}ended=$nl$ef$nl"
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tended=%s\tunwritten=%s\tfree_kb=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$ended" "$unwritten" "$free"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free"
 }
+probe_ends() { mtimes "$ends"; }
 probe 0 ~/.praisonai-train/r1 0
 probe 1 /data/runs/r-2.b 1
+probe_ends
 gs_id=; gs_b=
 read -r gs_id 2>/dev/null < /proc/sys/kernel/hostname; read -r gs_b 2>/dev/null < /proc/sys/kernel/random/boot_id
 gs_id=$gs_id-$gs_b

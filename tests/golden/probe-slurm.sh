@@ -1,5 +1,19 @@
+tab='	'
+mtimes() {
+  [ -n "$1" ] || return 0
+  if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  { printf '%s//\n' "$1"
+    printf '%s' "$1" | sed -n 'n;p' | tr '\n' '\000' | xargs -0 stat "$mt_o" "$mt_f" 2>/dev/null
+  } | awk '
+    !sep && $0 == "//" { sep = 1; next }
+    !sep { if (NR % 2) pre[++n] = $0; else path[n] = $0; next }
+    { t = $1; sub(/^[^ ]* /, ""); when[$0] = t }
+    END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
+}
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
-ids=
+ids='' ends=''
+nl='
+'
 probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
@@ -11,11 +25,16 @@ probe() {
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
   unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1
+  if [ "$3" = 1 ] && [ -n "$job$code" ]; then
+    ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
+    [ -e "$ef" ] && ends="$ends$1${tab}ended=$nl$ef$nl"
+  fi
   printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\n' \
     "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown"
 }
-probe 0 ~/.praisonai-train/r1
-probe 1 /data/runs/r2
+probe 0 ~/.praisonai-train/r1 0
+probe 1 /data/runs/r2 1
+mtimes "$ends"
 [ -n "$ids" ] || exit 0
 sq=$(squeue -h -t all -j "$ids" -O 'JobID:|,State:|,Reason:|,exit_code:|,RestartCnt:|' 2>/dev/null)
 printf '%s\n' "$sq" | sed -n 's/^\([0-9]\)/J	\1/p'
