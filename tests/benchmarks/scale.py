@@ -40,6 +40,9 @@ the steadier number on a shared machine):
     how many of the 5,000 it found.
 The anchor, measured in the same run: plain ssh per run, `ssh HOST cat RUN/status` for
 each live run one after another (what a shell loop pays to refresh without rtrain-tui).
+`runs --refresh` and `--discover` also say the CPU the hosts spent (their sshd's reaped
+children: the sessions, shells and probes), so a wall time far above both CPU times
+reads as waiting for a shared machine, not as work.
 
 Prints a Markdown table: each row's measurement, goal, anchor where there is one and
 whether the goal was met. The machine is shared and noisy: a table to read, not a timed
@@ -61,6 +64,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +79,7 @@ from tests.sshd import SshHosts, start_hosts
 ROOT = Path(__file__).resolve().parent.parent.parent
 WORKDIR = ".praisonai-train"  # the index's `~/.praisonai-train`, under each remote HOME
 PERIOD = 2.0  # the app's refresh period
+INF = float("inf")  # a median of nothing measured
 SFTP = "Subsystem sftp internal-sftp\n"
 # What a cloned run's directory carries of its own; the rest is the template's.
 OWN_FILES = ("train.pid", "train.ident", "train.token", "status", "stopped", "status.tmp")
@@ -95,6 +100,7 @@ class Scene:
     live: list[RunRecord]
     real_live: list[str] = field(default_factory=list)  # run ids started with `start`
     sleepers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    sshd: dict[str, int] = field(default_factory=dict)  # each host's listening sshd: its pid
 
     def cli(self, *words: str, config: Path | None = None, index: Path | None = None) -> list[str]:
         return [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(config or self.ssh_config),
@@ -164,23 +170,26 @@ def build(args: argparse.Namespace) -> Scene:
 def _build(args: argparse.Namespace, root: Path, hosts: SshHosts) -> Scene:
     began = time.perf_counter()
     names = host_names(args.hosts)
-    homes, stanzas = {}, []
+    homes, stanzas, sshd = {}, [], {}
     for name in names:
         if name in hosts.ports:  # the pair start_hosts started
             homes[name] = hosts.remote_homes[name]
             stanzas.append(stanza(hosts, name, hosts.ports[name]))
+            sshd[name] = hosts.procs[list(hosts.ports).index(name)].pid
         else:
             homes[name] = hosts.root / f"remote_home_{name}"
             stanzas.append(hosts.extra_host(name, sftp=SFTP, gpus=hosts.gpu_file, home=homes[name]))
+            sshd[name] = hosts.procs[-1].pid
     homes["many"] = hosts.root / "remote_home_many"
     many = hosts.extra_host("many", sftp=SFTP, gpus=hosts.gpu_file, home=homes["many"])
+    sshd["many"] = hosts.procs[-1].pid
     ssh_config = root / "ssh_config"
     ssh_config.write_text("".join(stanzas))
     discover_config = root / "ssh_config_discover"
     discover_config.write_text("".join(stanzas) + many)
     (root / "index").mkdir()
     scene = Scene(root, hosts, names, homes, ssh_config, discover_config,
-                  root / "index" / "runs.toml", root / "index-live" / "runs.toml", [])
+                  root / "index" / "runs.toml", root / "index-live" / "runs.toml", [], sshd=sshd)
     env = hosts.env()
     log(f"{len(names) + 1} sshd hosts up in {time.perf_counter() - began:.1f} s")
 
@@ -268,7 +277,7 @@ async def watch_app(ssh_config: Path, index: Path, seconds: float) -> dict[str, 
     began = time.monotonic()
     async with app.run_test(size=(160, 50)) as pilot:
         # Warm: every host connected and refreshed once (the first one pays the handshake).
-        while not all(finished[h] for h in hosts) and time.monotonic() - began < max(120, 6 * seconds):
+        while not all(finished[h] for h in hosts) and time.monotonic() - began < max(60, 3 * seconds):
             await pilot.pause(0.1)
         warm = time.monotonic() - began
         window = time.monotonic()
@@ -285,17 +294,20 @@ async def watch_app(ssh_config: Path, index: Path, seconds: float) -> dict[str, 
             await asyncio.sleep(0.1)
         end = time.monotonic()
         status = Path("/proc/self/status").read_text()
-    in_window = {h: [t for t in finished[h] if t >= window] for h in hosts}
-    intervals = {h: [b - a for a, b in zip(ts, ts[1:])] for h, ts in in_window.items()}
-    # A host refreshed once or never in the window waited longer than the window.
-    per_host = {h: statistics.mean(v) if v else end - window for h, v in intervals.items()}
+    # A host's intervals: each refresh shown in the window, since the one before it. One
+    # shown once or never there is waiting still: its interval is at least the time since
+    # its last refresh (or since the app started), a lower bound.
+    intervals = {h: [b - a for a, b in zip(ts, ts[1:]) if b >= window] for h, ts in finished.items()}
+    waiting = {h: end - (ts[-1] if ts else began) for h, ts in finished.items()}
+    per_host = {h: statistics.mean(v) if v else waiting[h] for h, v in intervals.items()}
     every = sorted(x for v in intervals.values() for x in v)
     rss = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
     peak = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
     lat = sorted(latencies)
     return {
-        "warm_s": warm, "hosts": len(hosts),
+        "warm_s": warm, "all_warm": all(finished[h] for h in hosts), "hosts": len(hosts),
         "worst_host_interval_s": max(per_host.values()) if per_host else None,
+        "worst_is_lower_bound": any(not v for v in intervals.values()),
         "median_interval_s": statistics.median(every) if every else None,
         "hosts_with_intervals": sum(bool(v) for v in intervals.values()),
         "cpu_share": idle_cpu, "rss_bytes": rss, "peak_rss_bytes": peak,
@@ -382,22 +394,49 @@ def concurrent_starts(scene: Scene, env: dict[str, str], n: int, tag: str) -> tu
     return ok, wrong, time.perf_counter() - began
 
 
-def discover(scene: Scene, env: dict[str, str], repeat: int) -> tuple[float, float, int]:
+def host_cpu(scene: Scene) -> float:
+    """The CPU time the hosts spent on connections that are over: each listening sshd's
+    reaped children (cutime + cstime), once it has reaped every one of them (a
+    connection's processes wait for theirs, so a session's shell and probes count)."""
+    total = 0
+    for pid in scene.sshd.values():
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        wait_for(lambda f=children: not f.read_text().strip(), "an sshd to reap its connections", 30)
+        rest = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+        total += int(rest[13]) + int(rest[14])  # fields 16 and 17 of stat(5)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def timed_both(scene: Scene, fn: Callable[[], object], repeat: int) -> tuple[float, float, float]:
+    """`timed`, and the hosts' CPU time beside it: medians of wall, client CPU, host CPU."""
+    walls, cpus, hosts = [], [], []
+    for _ in range(repeat):
+        there = host_cpu(scene)
+        wall, cpu = timed(fn, 1)
+        walls.append(wall)
+        cpus.append(cpu)
+        hosts.append(host_cpu(scene) - there)
+    return statistics.median(walls), statistics.median(cpus), statistics.median(hosts)
+
+
+def discover(scene: Scene, env: dict[str, str], repeat: int) -> tuple[float, float, float, int]:
     """`runs --discover many` on a copy of the index (each try finds them all anew)."""
-    walls, cpus, found = [], [], []
+    walls, cpus, hosts, found = [], [], [], []
     for i in range(repeat):
         copy = scene.root / f"index-discover-{i}"
         shutil.copytree(scene.index.parent, copy)
+        there = host_cpu(scene)
         began, cpu = time.perf_counter(), child_cpu()
         err = subprocess.run(scene.cli("runs", "--discover", "many", config=scene.discover_config,
                                        index=copy / "runs.toml"), env=env, check=True,
                              capture_output=True, text=True, timeout=600).stderr
         walls.append(time.perf_counter() - began)
         cpus.append(child_cpu() - cpu)
+        hosts.append(host_cpu(scene) - there)
         match = re.search(r"many: found (\d+) run", err)
         found.append(int(match.group(1)) if match else 0)
         shutil.rmtree(copy)
-    return statistics.median(walls), statistics.median(cpus), min(found)
+    return statistics.median(walls), statistics.median(cpus), statistics.median(hosts), min(found)
 
 
 # -- the table ---------------------------------------------------------------------
@@ -410,13 +449,17 @@ def ms(x: float) -> str:
     return f"{x * 1000:.0f} ms"
 
 
+def cpu_here_there(cpu: tuple[float, float]) -> str:
+    return f"CPU {secs(cpu[0])} here, {secs(cpu[1])} on the hosts"
+
+
 def verdict(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
 
 def med(values: list[Any], key: str) -> float:
     got = [v[key] for v in values if v[key] is not None]
-    return statistics.median(got) if got else float("inf")
+    return statistics.median(got) if got else INF
 
 
 def measure(scene: Scene, args: argparse.Namespace) -> list[tuple[str, str, str, str, bool]]:
@@ -451,12 +494,15 @@ def measure(scene: Scene, args: argparse.Namespace) -> list[tuple[str, str, str,
 
     start_work()  # the first write may migrate the index: not what a start pays
     start = statistics.median(start_work() for _ in range(repeat))
-    refresh = timed(lambda: cli_run("runs", "--refresh"), repeat)
-    refresh_live = timed(lambda: cli_run("runs", "--refresh", index=scene.live_index), repeat)
-    found_wall, found_cpu, found = discover(scene, env, repeat)
+    refresh = timed_both(scene, lambda: cli_run("runs", "--refresh"), repeat)
+    refresh_live = timed_both(scene, lambda: cli_run("runs", "--refresh", index=scene.live_index), repeat)
+    found_wall, found_cpu, found_host, found = discover(scene, env, repeat)
     ok, wrong, starts_wall = concurrent_starts(scene, env, args.starts, "a")
 
     worst = med(apps, "worst_host_interval_s")
+    bound = any(a["worst_is_lower_bound"] for a in apps)
+    interval = med(apps, "median_interval_s")
+    warm, all_warm = med(apps, "warm_s"), all(a["all_warm"] for a in apps)
     p95 = med(apps, "key_p95_s")
     cpu = med(apps, "cpu_share")
     rss = med(apps, "rss_bytes") / 1e6
@@ -466,8 +512,10 @@ def measure(scene: Scene, args: argparse.Namespace) -> list[tuple[str, str, str,
          f"{ms(p95)} (median {ms(med(apps, 'key_median_s'))}, {apps[0]['presses']} presses)",
          "≤ 50 ms", "—", p95 <= 0.050),
         (f"app: each host refreshed every {PERIOD:.0f} s (its period)",
-         f"worst host every {secs(worst)} (median interval {secs(med(apps, 'median_interval_s'))}; "
-         f"{apps[0]['hosts_with_intervals']}/{apps[0]['hosts']} hosts refreshed twice or more)",
+         f"worst host every {'≥ ' if bound else ''}{secs(worst)}, median interval "
+         f"{secs(interval) if interval != INF else '—'}; "
+         f"{min(a['hosts_with_intervals'] for a in apps)}/{apps[0]['hosts']} hosts refreshed in the "
+         f"window; every host's first refresh {'took' if all_warm else 'not done in'} {secs(warm)}",
          "≤ 2.5 s", f"ssh per live run: {secs(anchor_host)} a host's pass", worst <= 2.5),
         ("app: client CPU while idle-polling", f"{cpu * 100:.0f}% of one core", "≤ 15% of one core",
          "—", cpu <= 0.15),
@@ -484,13 +532,13 @@ def measure(scene: Scene, args: argparse.Namespace) -> list[tuple[str, str, str,
          f"{ok}/{args.starts} succeed, {wrong} said failed though launched; all done in {secs(starts_wall)}",
          f"{args.starts}/{args.starts} succeed", "—", ok == args.starts and wrong == 0),
         ("`runs --refresh` (new process)",
-         f"{secs(refresh[0])} ({secs(refresh[1])} CPU); live runs alone in the index: "
-         f"{secs(refresh_live[0])} ({secs(refresh_live[1])} CPU)",
+         f"{secs(refresh[0])} ({cpu_here_there(refresh[1:])}); live runs alone in the index: "
+         f"{secs(refresh_live[0])} ({cpu_here_there(refresh_live[1:])})",
          "≤ 1.5 s, grows with live runs not the index",
          f"ssh per live run: {secs(anchor_all)} ({len(scene.live)} × `ssh HOST cat RUN/status`)",
          refresh[0] <= 1.5 and refresh[0] <= refresh_live[0] * 1.2 + 0.1),
         (f"`runs --discover` of a host with {args.discover_dirs:,} run directories",
-         f"{secs(found_wall)} ({secs(found_cpu)} CPU), found {found:,}", "≤ 3 s, all found", "—",
+         f"{secs(found_wall)} ({cpu_here_there((found_cpu, found_host))}), found {found:,}", "≤ 3 s, all found", "—",
          found_wall <= 3.0 and found == args.discover_dirs),
     ]
     return rows
