@@ -324,9 +324,13 @@ from rtrain_tui.tui.app import make_app
 app = make_app(Path(sys.argv[1]), RunIndex(Path(sys.argv[2])), poll_runs=True)
 want, marks = int(sys.argv[3]), {}
 def check():
-    if "full" not in marks and app.runs_table.row_count >= want:
+    if "full" in marks:
+        return
+    if app.runs_table.row_count >= want:
         marks["full"] = time.monotonic()
         app.exit()
+    elif time.monotonic() - marks["first"] > 60:
+        app.exit()  # never full: said as such
 def first():
     marks["first"] = time.monotonic()
     app.set_interval(0.005, check)
@@ -339,13 +343,14 @@ print(json.dumps(marks))
 
 def first_frame(scene: Scene, env: dict[str, str], rows: int) -> tuple[float, float]:
     """From starting `rtrain-tui`'s app (a new process) to its first frame, and to the
-    runs table holding every run of the index; CLOCK_MONOTONIC is the machine's."""
+    runs table holding every run of the index (INF: not within 60 s); CLOCK_MONOTONIC is
+    the machine's, so the two processes' clocks agree."""
     began = time.monotonic()
     out = subprocess.run([sys.executable, "-c", FIRST_FRAME, str(scene.ssh_config), str(scene.index),
                           str(rows)], env=env, cwd=ROOT, check=True, capture_output=True, text=True,
                          timeout=300).stdout
     marks = json.loads(out.strip().splitlines()[-1])
-    return marks["first"] - began, marks["full"] - began
+    return marks["first"] - began, marks.get("full", INF) - began
 
 
 def app_once(scene: Scene, env: dict[str, str], seconds: float) -> dict[str, Any]:
@@ -520,7 +525,8 @@ def measure(scene: Scene, args: argparse.Namespace) -> list[tuple[str, str, str,
         ("app: client CPU while idle-polling", f"{cpu * 100:.0f}% of one core", "≤ 15% of one core",
          "—", cpu <= 0.15),
         ("app: resident memory", f"{rss:.0f} MB (peak {peak:.0f} MB)", "≤ 150 MB", "—", rss <= 150),
-        ("app: first frame / full table (new process)", f"{secs(first)} / {secs(full)}",
+        ("app: first frame / full table (new process)",
+         f"{secs(first)} / {secs(full) if full != INF else 'not full after 60 s'}",
          "≤ 0.5 s / ≤ 1.0 s", "—", first <= 0.5 and full <= 1.0),
         ("`runs` / `runs --json` (new process)",
          f"{secs(runs[0])} ({secs(runs[1])} CPU) / {secs(runs_json[0])} ({secs(runs_json[1])} CPU)",
