@@ -251,6 +251,7 @@ def teardown(scene: Scene) -> None:
             except (ValueError, ProcessLookupError, PermissionError):
                 pass
     scene.hosts.stop()
+    shutil.rmtree(scene.root, ignore_errors=True)  # 15,000 run directories: not left in /tmp
 
 
 def log(text: str) -> None:
