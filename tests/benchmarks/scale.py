@@ -354,11 +354,19 @@ def first_frame(scene: Scene, env: dict[str, str], rows: int) -> tuple[float, fl
     return marks["first"] - began, marks.get("full", INF) - began
 
 
-def app_once(scene: Scene, env: dict[str, str], seconds: float) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "tests.benchmarks.scale", "--app-child",
-                          str(scene.ssh_config), str(scene.index), str(seconds)],
+def app_once(scene: Scene, env: dict[str, str], seconds: float,
+             profile: Path | None = None) -> dict[str, Any]:
+    """`watch_app` in a process of its own; with `profile`, under cProfile (its stats
+    written there, the 30 functions with the most time of their own printed): where the app's time goes."""
+    python = [sys.executable] + (["-m", "cProfile", "-o", str(profile)] if profile else [])
+    out = subprocess.run(python + ["-m", "tests.benchmarks.scale", "--app-child",
+                                   str(scene.ssh_config), str(scene.index), str(seconds)],
                          env=env, cwd=ROOT, check=True, capture_output=True, text=True,
                          timeout=600 + 4 * seconds).stdout
+    if profile:
+        import pstats
+
+        pstats.Stats(str(profile), stream=sys.stderr).sort_stats("tottime").print_stats(30)
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -476,7 +484,7 @@ def measure(scene: Scene, args: argparse.Namespace) -> list[tuple[str, str, str,
 
     apps = []
     for i in range(repeat):
-        apps.append(app_once(scene, env, args.seconds))
+        apps.append(app_once(scene, env, args.seconds, args.profile if i == 0 else None))
         log(f"app {i + 1}/{repeat}: {apps[-1]}")
     n_rows = len(RunIndex(scene.index).load())
     frames = [first_frame(scene, env, n_rows) for _ in range(repeat)]
@@ -560,6 +568,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--starts", type=int, default=20, help="concurrent starts")
     parser.add_argument("--discover-dirs", type=int, default=5000)
+    parser.add_argument("--profile", type=Path, default=None, metavar="FILE",
+                        help="profile the first app run (cProfile stats to FILE)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
     parser.add_argument("--app-child", nargs=3, metavar=("SSH_CONFIG", "INDEX", "SECONDS"),
                         help=argparse.SUPPRESS)
