@@ -265,3 +265,35 @@ def test_an_archive_emptied_by_a_prune_goes_with_its_parsed_form(tmp_path: Path)
     assert len(index.remove_records(january)) == len(january)
     assert not (tmp_path / "runs-2026-01.toml").exists() and not parsed.exists()
     assert len(RunIndex(tmp_path / "runs.toml").load()) == 2000 - len(january)
+
+
+def test_a_live_runs_unchanged_state_is_told_from_the_live_file_without_reading_the_archives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status HOST RUN` of a live run, in a new process: remembering the state it read
+    needs the live file and the run's own month's archive, not a year of archives."""
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add_new(_runs(3000, live=3))  # January to April 2026
+    live = index.load_live()[-1]
+    index = RunIndex(tmp_path / "runs.toml")
+    read: list[str] = []
+    real_read = index._read
+    monkeypatch.setattr(index, "_read", lambda path: read.append(path.name) or real_read(path))
+    index.set_states({live.key: ("running", False, utc_now())})
+    assert read == ["runs.toml", f"runs-{live.started_at[:7]}.toml"]
+    # A state that did change is still written, wherever the run is.
+    index.set_states({live.key: ("completed", False, utc_now())})
+    assert [r.state for r in RunIndex(tmp_path / "runs.toml").load() if r.key == live.key] == ["completed"]
+
+
+def test_a_live_copy_an_archive_shadows_takes_the_whole_view(tmp_path: Path) -> None:
+    """A write cut off between its renames left an ended copy in the archive and the live
+    one in runs.toml: the state is applied to the copy that is read (the archive's)."""
+    path = tmp_path / "runs.toml"
+    run = _runs(1, first=datetime(2026, 5, 2, tzinfo=UTC))[0]
+    path.write_text(tomli_w.dumps({"runs": [dict(replace(run, state="running").__dict__)]}))
+    (tmp_path / "runs-2026-05.toml").write_text(tomli_w.dumps({"runs": [dict(replace(
+        run, updated_at="2026-05-03T00:00:00+00:00").__dict__)]}))
+    index = RunIndex(path)
+    assert [r.state for r in index.load()] == ["completed"]
+    index.set_states({run.key: ("running", False, "2026-05-04T00:00:00+00:00")})
+    assert [r.state for r in RunIndex(path).load()] == ["running"]

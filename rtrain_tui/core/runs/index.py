@@ -334,13 +334,48 @@ class RunIndex:
             return [new for new in map(apply, runs) if new is not None]
 
         # The usual refresh changes nothing: tell so from the runs it names alone (one
-        # host's, of 2,000), without going through every run in the file.
+        # host's, of 2,000), without going through every run in the file. A process
+        # that has not read the archives yet (`status` of a live run) tells it from the
+        # live file when they are all there: reading a year of archives for nothing was
+        # a fifth of its time. (With the view at hand, as in the app, that is cheaper.)
+        keys = {*states, *ended, *forget, *backends}
+        if self._last_view is None and self._unchanged_in_live(keys, apply):
+            return
         by_key = self._view().by_key
-        if by_key is not None and all(
-                by_key[k] is apply(by_key[k]) for k in {*states, *ended, *forget, *backends}
-                if k in by_key):
+        if by_key is not None and all(by_key[k] is apply(by_key[k]) for k in keys if k in by_key):
             return
         self.update(merge)
+
+    def _unchanged_in_live(self, keys: set[RunKey],
+                           apply: Callable[[RunRecord], RunRecord | None]) -> bool:
+        """Every run in `keys` is in the live file, `apply` leaves each as it is, and no
+        archive holds a copy of it that could be the one read instead.
+
+        A run gets into an archive only by a write that moves it to the archive of the
+        month it started in (`_home`), and out of the live file in the same write; so
+        only that archive can hold a copy as new as the live one (a write cut off
+        between its two renames). A copy with an earlier start is an older run that used
+        the same id, and the live (newer) one is read.
+        """
+        live = self._read(self.path).by_key
+        if not keys or live is None or not keys <= live.keys():
+            return False
+        months: set[str] = set()
+        for key in keys:
+            record = live[key]
+            if apply(record) is not record:
+                return False
+            began = parse_time(record.started_at)
+            if began is not None:  # (with none, its home is the live file: no archive has it)
+                months.add(f"{began.year:04d}-{began.month:02d}")
+        for month in months:  # each archive once: a refresh names 2,000 runs of a few months
+            try:
+                archived = self._read(self.archive_path(month)).by_key
+            except IndexCorruptError:
+                return False  # the whole view says what to do about a broken archive
+            if archived is None or not keys.isdisjoint(archived.keys()):
+                return False
+        return True
 
     def update(self, change: Callable[[list[RunRecord]], list[RunRecord]]) -> None:
         """Re-read, apply `change`, write atomically — all under the lock.
