@@ -87,7 +87,8 @@ class RTrainApp(HeldToasts):
         self.run_actions = RunActions(self)
         self.log_tabs = LogTabs(self)
         self.refresher = Refresher(self, engine, self.runs_view.read_index, refresh_seconds, poll_runs,
-                                   gpus_only=self.hosts_panel.checked_reachable)
+                                   gpus_only=self.hosts_panel.checked_reachable,
+                                   wanted=self._runs_in_sight)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False) -> None:
@@ -172,6 +173,10 @@ class RTrainApp(HeldToasts):
     def refresh_runs(self) -> None:
         """Refresh every host that has runs now (those already refreshing are left be)."""
         self.refresher.refresh_all()
+
+    def _runs_in_sight(self) -> set[RunKey]:
+        """The runs whose progress a refresh reads: on screen in the table, or open."""
+        return self.runs_table.on_screen() | self.main_screen.log_panes.keys()
 
     @on(HostRefreshed)
     def _host_refreshed(self, event: HostRefreshed) -> None:
@@ -277,6 +282,9 @@ class RTrainApp(HeldToasts):
         table = self.runs_table
         table.host_filter = None if table.host_filter else self.host_list.selected_alias
         table.refilter()
+
+    def action_state_filter(self) -> None:
+        self.runs_table.cycle_state_filter()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -18,6 +18,8 @@ KEYS: list[Binding] = [
     Binding("b", "toggle_hosts", "Hosts", id="toggle_hosts",
             tooltip="Show or hide the host sidebar (folded away on a narrow terminal)"),
     Binding("/", "filter", "Filter", id="filter", tooltip="Filter runs"),
+    Binding("s", "state_filter", "State", id="state_filter",
+            tooltip="Show live runs, then failed ones, then all (the table's border says which)"),
     Binding("h", "host_filter", "This host", id="host_filter", show=False,
             tooltip="Show only the selected host's runs"),
     Binding("c", "toggle_curves", "Curves", id="toggle_curves",

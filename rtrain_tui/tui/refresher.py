@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -19,7 +19,8 @@ from textual.timer import Timer
 
 from rtrain_tui.core import host_view
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, RemoteError
-from rtrain_tui.core.runs.index import IndexReport
+from rtrain_tui.core.runs.index import IndexReport, RunRecord
+from rtrain_tui.core.runs.probes import is_final
 from rtrain_tui.tui.messages import HostRefreshed
 
 RunKey = tuple[str, str, str]
@@ -37,15 +38,19 @@ class Scheduler(Protocol):
 class Refresher:
     def __init__(self, app: Scheduler, engine: Any,
                  read_index: Callable[[], Awaitable[IndexReport | None]],
-                 period: float, rearm: bool, gpus_only: Callable[[str], bool]) -> None:
+                 period: float, rearm: bool, gpus_only: Callable[[str], bool],
+                 wanted: Callable[[], Collection[RunKey]] | None = None) -> None:
         """`gpus_only(host)`: poll a host that has no runs for its GPUs alone (it was
-        checked and answered); `rearm`: arm each host's next refresh (the app's poll)."""
+        checked and answered); `rearm`: arm each host's next refresh (the app's poll);
+        `wanted()`: the runs whose progress is worth reading (on screen, or open in a
+        tab); None: every run."""
         self.app = app
         self.engine = engine
         self.read_index = read_index
         self.period = period
         self.rearm = rearm
         self.gpus_only = gpus_only
+        self.wanted = wanted
         self.in_flight: set[str] = set()
         self.discovering = False
         self.settled: set[RunKey] = set()  # ended runs whose final line is shown
@@ -126,14 +131,29 @@ class Refresher:
             if view is not None:
                 # The states first: a run's progress read can wait its whole bound.
                 self.app.post_message(replace(message, final=False))
-                lines = await host_view.lines_for(self.engine, records, view.states,
-                                                  self.settled, self.stalled)
+                lines = await host_view.lines_for(self.engine,
+                                                  self._worth_reading(records, view.states),
+                                                  view.states, self.settled, self.stalled)
                 message.view = replace(view, lines=lines, found=())
                 self.settled.update(line.key for line in lines if line.settled)
         except (IndexCorruptError, IndexBusyError) as exc:
             message.trouble = exc
         finally:
             self.app.post_message(message)
+
+    def _worth_reading(self, records: list[RunRecord], states: Mapping[RunKey, str]) -> list[RunRecord]:
+        """The runs whose lines this refresh reads.
+
+        Reading a run's progress costs SFTP reads on its host: with 10,000 runs in the
+        index only the runs on screen or open in a tab are read, and a run that ended
+        since the last refresh (its toast says why). An ended run's final line is read
+        once (`settled`), when it is first in sight.
+        """
+        if self.wanted is None:
+            return records
+        keys = self.wanted()
+        return [r for r in records if r.key in keys
+                or (not is_final(r.state) and is_final(states.get(r.key, "")))]
 
     async def _poll_gpus(self, host: str) -> bool:
         """A checked host without runs is still polled, for its GPUs alone; did it answer?"""

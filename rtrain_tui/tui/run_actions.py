@@ -30,6 +30,7 @@ class RunActions:
         self.app = app
         self.last_states: dict[RunKey, str] = {}
         self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended
+        self._seen: list[RunRecord] = []  # the records notify_transitions last went through
 
     # -- start ---------------------------------------------------------------------
     def new_run(self) -> None:
@@ -106,7 +107,13 @@ class RunActions:
 
     # -- runs that ended on their own ----------------------------------------------
     def notify_transitions(self, records: list[RunRecord]) -> None:
+        if records == self._seen:
+            return  # the same records as the last time (compared in C): no run changed
+        seen = {id(r) for r in self._seen}  # a run whose record is the same did not change
+        self._seen = records
         for r in records:
+            if id(r) in seen:
+                continue
             before = self.last_states.get(r.key)
             if before in (probes.RUNNING, probes.QUEUED, probes.STARTING) and r.state != before \
                     and not r.stale:

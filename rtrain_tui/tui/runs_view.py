@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 class RunsView:
     def __init__(self, app: RTrainApp) -> None:
         self.app = app
-        self.progress: dict[RunKey, str] = {}
         self.index_reader = IndexReader(app.engine.index, app.notify, self._mark_skipped)
 
     async def read_index(self) -> IndexReport | None:
@@ -70,15 +69,20 @@ class RunsView:
                 hosts.show_reachability(host, False)
             hosts.gpus_changed(host)
             hosts.show_reachability(host, view.reached)
+            # Only this refresh's lines go to the table: a refresh costs what it changed.
+            progress: dict[RunKey, str] = {}
+            reasons: dict[RunKey, str] = {}
             for line in view.lines:
                 if line.progress is not None:
-                    self.progress[line.key] = line.progress
+                    progress[line.key] = line.progress
                 if line.reason:
-                    app.run_actions.reasons[line.key] = line.reason
-            if event.records is not None:
-                app.main_screen.show_runs(event.records, self.progress)
-                if event.final:  # an ended run's toast says why: that comes with the lines
-                    app.run_actions.notify_transitions(event.records)
+                    reasons[line.key] = line.reason
+            app.run_actions.reasons.update(reasons)
+            # (An index that could not be read this time keeps the rows it had.)
+            app.main_screen.show_runs(event.records, progress, reasons)
+            if event.records is not None and event.final:
+                # an ended run's toast says why: that comes with the lines
+                app.run_actions.notify_transitions(event.records)
         except NoMatches:
             # The screen's widgets are being removed (the app closes under a fast poll,
             # and is_running is still true): there is nothing left to show this on.

@@ -90,3 +90,28 @@ def test_without_polling_a_shown_refresh_arms_nothing() -> None:
     refresher.refresh_now("gpu")
     refresher.finished("gpu")
     assert app.timers == [] and refresher.idle("gpu")
+
+
+def test_only_runs_in_sight_and_runs_that_just_ended_get_their_lines_read() -> None:
+    """Reading a run's progress costs SFTP reads: with 10,000 runs only those on screen
+    (or open), and a run that ended since the last refresh (its toast says why)."""
+    from rtrain_tui.core.runs.index import RunRecord
+
+    def rec(run_id: str, state: str) -> RunRecord:
+        return RunRecord("gpu", run_id, "~/w", state=state)
+
+    shown, hidden, ended, old, old_hidden = (
+        rec("shown", "running"), rec("hidden", "running"), rec("ended", "running"),
+        rec("old", "completed"), rec("old-hidden", "completed"))
+    records = [shown, hidden, ended, old, old_hidden]
+    states = {shown.key: "running", hidden.key: "running", ended.key: "completed",
+              old.key: "completed", old_hidden.key: "completed"}
+    app = StandInApp()
+    refresher = Refresher(app, engine=None, read_index=_no_index, period=2.0,  # type: ignore[arg-type]
+                          rearm=True, gpus_only=lambda host: False,
+                          wanted=lambda: {shown.key, old.key})
+    assert refresher._worth_reading(records, states) == [shown, ended, old]
+    # without a `wanted`, every run
+    everyone = Refresher(app, engine=None, read_index=_no_index, period=2.0,  # type: ignore[arg-type]
+                         rearm=True, gpus_only=lambda host: False)
+    assert everyone._worth_reading(records, states) == records

@@ -18,6 +18,7 @@ KEYS = [
     ("r", "refresh every run's state now"),
     ("/", "filter runs; in a log pane: search it (enter: next match)"),
     ("h", "show only the selected host's runs (again: all)"),
+    ("s", "show only live runs, then failed ones, then all"),
     ("b", "show / hide the host sidebar"),
     ("m", "run the checked host's jobs through Slurm (writes config.toml)"),
     ("F", "in a log pane: follow / pause (scrolling up pauses)"),

@@ -9,7 +9,7 @@ key does to a run). It is the app's default screen, so the app's queries find it
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from textual import events, on
@@ -41,7 +41,7 @@ def main_layout(hosts: list[str], clock: Callable[[], datetime]) -> ComposeResul
             yield HostList(hosts, id="hosts")
             yield PreflightPanel(id="preflight")
         with Vertical(id="right"):
-            yield Input(placeholder="filter runs by host, id, state or progress (esc: close)",
+            yield Input(placeholder="filter runs by host, id, state, progress or reason (esc: close)",
                         id="run-filter", classes="hidden")
             yield RunsTable(clock, id="runs")
             yield Static(EMPTY_RUNS, id="runs-empty", classes="hidden")
@@ -67,11 +67,14 @@ class MainScreen(Screen[None]):
     def runs_table(self) -> RunsTable:
         return self.query_one("#runs", RunsTable)
 
-    def show_runs(self, records: list[RunRecord], progress: dict[RunKey, str] | None) -> None:
-        """The table, or while the index has no runs at all, what to do about that."""
-        self.runs_table.set_runs(records, progress)
-        self.runs_table.set_class(not records, "hidden")
-        self.query_one("#runs-empty").set_class(bool(records), "hidden")
+    def show_runs(self, records: list[RunRecord] | None, progress: Mapping[RunKey, str] | None,
+                  reasons: Mapping[RunKey, str] | None = None) -> None:
+        """The table, or while the index has no runs at all, what to do about that
+        (`records` None: the runs as they were, with these lines)."""
+        self.runs_table.set_runs(records, progress, reasons)
+        if records is not None:
+            self.runs_table.set_class(not records, "hidden")
+            self.query_one("#runs-empty").set_class(bool(records), "hidden")
 
     # -- the filter box ----------------------------------------------------------
     def open_filter(self) -> None:
