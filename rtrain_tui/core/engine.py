@@ -242,8 +242,10 @@ class Engine:
         `backend_of` reads it. Only a run the index does not know (`status` of a run
         started elsewhere) is taken to be what its host is now.
         """
-        # The live file first: `status` of a live run need not read a year of archives.
-        for load in (self.index.load_live, self.index.load):
+        # The live file first, then the archives it takes (`find`): `status` of a run
+        # need not read a year of them.
+        keys = [(host, w, r) for w, r in runs]
+        for load in (self.index.load_live, lambda: self.index.find(keys)):
             if all((host, w, r) in self._kinds for w, r in runs):
                 break
             try:

@@ -297,3 +297,71 @@ def test_a_live_copy_an_archive_shadows_takes_the_whole_view(tmp_path: Path) -> 
     assert [r.state for r in index.load()] == ["completed"]
     index.set_states({run.key: ("running", False, "2026-05-04T00:00:00+00:00")})
     assert [r.state for r in RunIndex(path).load()] == ["running"]
+
+
+def _reads(index: RunIndex, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files `index` reads from now on, by name, in order."""
+    read: list[str] = []
+    real_read = index._read
+    monkeypatch.setattr(index, "_read", lambda path: read.append(path.name) or real_read(path))
+    return read
+
+
+def test_a_run_that_ended_is_found_in_the_newer_archives_without_reading_older_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status HOST RUN` (its backend, its workdir, the state it read) of a run that
+    ended last month reads the live file and the archives back to that month."""
+    index = RunIndex(tmp_path / "runs.toml")
+    runs = _runs(6000, live=3)  # January to July 2026, one archive a month
+    index.add_new(runs)
+    archives = [p.name for p in index.archives()]
+    ended = next(r for r in reversed(runs) if r.started_at[:7] == archives[-2][5:12])
+    newer = ["runs.toml", archives[-1], archives[-2]]
+    for ask in (lambda i: i.get(ended.host, ended.run_id),
+                lambda i: i.set_states({ended.key: ("completed", False, utc_now())}),
+                lambda i: i.find([ended.key])):
+        index = RunIndex(tmp_path / "runs.toml")
+        read = _reads(index, monkeypatch)
+        ask(index)
+        assert read == newer, read
+
+
+def test_find_reads_each_run_as_load_does(tmp_path: Path) -> None:
+    """Live, archived, unknown and a run in two files (a write cut off between its
+    renames: the live copy is older than the archive's)."""
+    path = tmp_path / "runs.toml"
+    index = RunIndex(path)
+    runs = _runs(3000, live=5)
+    index.add_new(runs)
+    twice = runs[-1]
+    raw = tomllib.loads(path.read_text())
+    month = twice.started_at[:7]
+    archive = tomllib.loads((tmp_path / f"runs-{month}.toml").read_text())
+    archive["runs"].append(dict(replace(twice, state="completed", updated_at=utc_now()).__dict__))
+    (tmp_path / f"runs-{month}.toml").write_text(tomli_w.dumps(archive))
+    assert [t["run_id"] for t in raw["runs"]].count(twice.run_id) == 1
+    everything = {r.key: r for r in RunIndex(path).load()}
+    unknown = ("h01", "~/w", "no-such-run")
+    for keys in ([runs[0].key], [runs[1500].key, runs[-2].key], [twice.key], [unknown],
+                 [r.key for r in runs[::97]] + [unknown]):
+        got = RunIndex(path).find(keys)
+        assert sorted(got, key=lambda r: r.key) == sorted(
+            (everything[k] for k in keys if k in everything), key=lambda r: r.key)
+    assert RunIndex(path).find([twice.key])[0].state == "completed"
+
+
+def test_the_backend_of_a_run_that_ended_recently_is_found_in_the_newer_archives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from rtrain_tui.core import ConnectionPool, Engine
+
+    index = RunIndex(tmp_path / "runs.toml")
+    runs = _runs(6000, live=3)
+    index.add_new([replace(r, backend="slurm") if i == 5000 else r for i, r in enumerate(runs)])
+    index = RunIndex(tmp_path / "runs.toml")
+    read = _reads(index, monkeypatch)
+    engine = Engine(ConnectionPool(tmp_path / "ssh_config"), index)
+    ended = runs[5000]
+    assert asyncio.run(engine._backends(ended.host, [(ended.workdir, ended.run_id)])) == ["slurm"]
+    assert f"runs-{ended.started_at[:7]}.toml" in read and "runs-2026-01.toml" not in read

@@ -49,7 +49,7 @@ import stat
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -206,12 +206,62 @@ class RunIndex:
         return list(self._view().problems)
 
     def get(self, host: str, run_id: str) -> RunRecord | None:
-        """The run `run_id` on `host`; the live file is asked first (it is small)."""
-        for records in (self.load_live, self.load):
-            for rec in reversed(records()):  # a later copy is the newer one
+        """The run `run_id` on `host`; the live file is asked first (it is small), then the
+        archives newest first (see `find`), so a recent run costs a file or two."""
+        for path in (self.path, *reversed(self.archives())):
+            try:
+                doc = self._read(path)
+            except IndexCorruptError:
+                if path == self.path:
+                    raise
+                continue  # its runs are not read (load_report says so)
+            for rec in reversed(_records(doc)):  # a later copy is the newer one
                 if rec.host == host and rec.run_id == run_id:
                     return rec
         return None
+
+    def find(self, keys: Collection[RunKey]) -> list[RunRecord]:
+        """The runs of `keys` the index holds, as `load()` reads them, from as few files
+        as it takes: the live file, then the archives newest month first until each is
+        found. `status HOST RUN` of a run that ended last week reads two files, not a
+        year of them.
+
+        A run gets into an archive only by a write that moves it to the archive of the
+        month it started in (`_home`), and out of the live file in the same write. So
+        of two copies in archives the newer start is in the newer archive, which is
+        read first; and only a live run's own start month can hold a copy as new as
+        the live one (a write cut off between its two renames): that archive is read
+        too, and such a copy (or a key twice in one file) is left to the whole view.
+        """
+        wanted = set(keys)
+        live = self._read(self.path).by_key
+        if live is None:
+            return self._from_view(wanted)
+        found = {k: live[k] for k in wanted & live.keys()}
+        in_live = set(found)
+        archives = self.archives()
+        check: set[Path] = set()  # the start months' archives of the runs found live
+        for record in found.values():
+            began = parse_time(record.started_at)
+            if began is not None:  # (with none, its home is the live file: no archive has it)
+                check.add(self.archive_path(f"{began.year:04d}-{began.month:02d}"))
+        check &= set(archives)
+        for path in reversed(archives):
+            missing = wanted - found.keys()
+            if not missing and not check:
+                break
+            check.discard(path)
+            try:
+                archived = self._read(path).by_key
+            except IndexCorruptError:
+                continue  # its runs are not read (load_report says so), as in `load()`
+            if archived is None or not in_live.isdisjoint(archived.keys()):
+                return self._from_view(wanted)
+            found.update((k, archived[k]) for k in missing & archived.keys())
+        return list(found.values())
+
+    def _from_view(self, keys: set[RunKey]) -> list[RunRecord]:
+        return [r for r in self._view().records if r.key in keys]
 
     def check(self) -> None:
         """Raise IndexCorruptError unless the index can be read and written. Writes nothing.
@@ -335,47 +385,18 @@ class RunIndex:
 
         # The usual refresh changes nothing: tell so from the runs it names alone (one
         # host's, of 2,000), without going through every run in the file. A process
-        # that has not read the archives yet (`status` of a live run) tells it from the
-        # live file when they are all there: reading a year of archives for nothing was
-        # a fifth of its time. (With the view at hand, as in the app, that is cheaper.)
+        # that has not read the archives yet (`status HOST RUN`) tells it from the files
+        # that hold them (`find`): reading a year of archives for nothing was a fifth of
+        # its time. (With the view at hand, as in the app, that is the cheaper way.)
         keys = {*states, *ended, *forget, *backends}
-        if self._last_view is None and self._unchanged_in_live(keys, apply):
-            return
+        if self._last_view is None and keys:
+            named = self.find(keys)
+            if len(named) == len(keys) and all(apply(r) is r for r in named):
+                return
         by_key = self._view().by_key
         if by_key is not None and all(by_key[k] is apply(by_key[k]) for k in keys if k in by_key):
             return
         self.update(merge)
-
-    def _unchanged_in_live(self, keys: set[RunKey],
-                           apply: Callable[[RunRecord], RunRecord | None]) -> bool:
-        """Every run in `keys` is in the live file, `apply` leaves each as it is, and no
-        archive holds a copy of it that could be the one read instead.
-
-        A run gets into an archive only by a write that moves it to the archive of the
-        month it started in (`_home`), and out of the live file in the same write; so
-        only that archive can hold a copy as new as the live one (a write cut off
-        between its two renames). A copy with an earlier start is an older run that used
-        the same id, and the live (newer) one is read.
-        """
-        live = self._read(self.path).by_key
-        if not keys or live is None or not keys <= live.keys():
-            return False
-        months: set[str] = set()
-        for key in keys:
-            record = live[key]
-            if apply(record) is not record:
-                return False
-            began = parse_time(record.started_at)
-            if began is not None:  # (with none, its home is the live file: no archive has it)
-                months.add(f"{began.year:04d}-{began.month:02d}")
-        for month in months:  # each archive once: a refresh names 2,000 runs of a few months
-            try:
-                archived = self._read(self.archive_path(month)).by_key
-            except IndexCorruptError:
-                return False  # the whole view says what to do about a broken archive
-            if archived is None or not keys.isdisjoint(archived.keys()):
-                return False
-        return True
 
     def update(self, change: Callable[[list[RunRecord]], list[RunRecord]]) -> None:
         """Re-read, apply `change`, write atomically — all under the lock.
