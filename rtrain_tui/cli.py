@@ -214,6 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between SIGTERM and SIGKILL (default: %(default)s)")
     _add_remote(p)
 
+    p = sub.add_parser("resume", help="a new attempt of a run that ended failed, stopped or lost, "
+                       "in its run directory, from its newest complete checkpoint", parents=common)
+    p.add_argument("host", help=HOST_HELP)
+    p.add_argument("run_id", metavar="RUN_ID", help=RUN_HELP)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--from", dest="from_path", default=None, metavar="PATH",
+                     help="resume from this complete checkpoint-N directory (relative to the "
+                     "run dir, e.g. outputs/checkpoint-150) instead of the newest one")
+    how.add_argument("--restart", action="store_true",
+                     help="run it again from the start (no checkpoint), in the same directory")
+    _add_remote(p, python=False)
+
     p = sub.add_parser("runs", help="list the runs in the local index", parents=common)
     p.add_argument("--refresh", action="store_true",
                    help="update the runs' states from their hosts (a run that ended, with its "
@@ -650,12 +662,18 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     # same reason the row and the end-of-run toast show (one function).
     line = await host_view.run_line(engine, args.host, args.workdir, args.run_id, probe)
     if args.json:
+        from rtrain_tui.core import resume
+
+        attempts = resume.attempts_view(
+            await engine.attempts(args.host, args.workdir, args.run_id),
+            line.state, probe.exit_code, line.reason)
         print(json.dumps({
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": line.state, "pid": probe.pid, "exit_code": probe.exit_code,
             "exists": probe.exists, "stop_requested": probe.stop_requested,
             "reason": line.reason, "queue_position": line.queue_place,
             "slurm_job_id": probe.job_id or None, "slurm_state": probe.scheduler_state or None,
+            "attempt": attempts[-1]["attempt"], "attempts": attempts,
         }, indent=2))
         return 0
     # Exactly one status word on stdout: scripts parse it. Why goes beside it, on stderr.
@@ -753,6 +771,37 @@ async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
         print(await engine.stop(args.host, args.workdir, args.run_id, args.grace, step))
     except asyncio.CancelledError:
         raise _Cancelled(await _stop_cancelled(engine, args, signalled)) from None
+    return 0
+
+
+async def cmd_resume(engine: Engine, args: argparse.Namespace) -> int:
+    from rtrain_tui.core import host_view
+
+    def step(message: str) -> None:
+        if sys.stderr.isatty():
+            print(f"  {message}", file=sys.stderr)
+
+    # Why the attempt before ended, worded as `status` words it: attempts.jsonl keeps it.
+    probe = await engine.require_run(args.host, args.workdir, args.run_id)
+    line = await host_view.run_line(engine, args.host, args.workdir, args.run_id, probe)
+    resumed = await engine.resume(args.host, args.workdir, args.run_id, from_path=args.from_path,
+                                  restart=args.restart, on_step=step, reason=line.reason)
+    for skipped in resumed.skipped:
+        _err(f"skipped {skipped}")
+    started = resumed.started
+    if started.record.gpu_ids:
+        _err(f"{started.run_id} gets GPU(s) {started.record.gpu_ids} on {args.host}")
+    if started.submit_message:
+        _err(f"{args.host} said: {started.submit_message}")
+    how = f"from {resumed.checkpoint}" if resumed.checkpoint else "from the start"
+    job = f" (Slurm job {started.job_id})" if started.job_id else ""
+    print(f"resumed {started.run_id} on {args.host}: attempt {resumed.attempt}, {how}{job}")
+    print(f"  tail: {_hint(args, 'tail', started.run_id)}")
+    print(f"  stop: {_hint(args, 'stop', started.run_id)}", flush=True)
+    if started.unrecorded:
+        _err(f"warning: {started.run_id} is running on {args.host}, but the run index could "
+             f"not record it ({started.unrecorded}); the next `{_program()} runs --refresh` "
+             "records it.")
     return 0
 
 
@@ -944,4 +993,5 @@ def _print_runs(index: RunIndex, hosts: hostconfig.HostConfig, report: IndexRepo
 COMMANDS: dict[str, Callable[[Engine, argparse.Namespace], Awaitable[int]]] = {
     "preflight": cmd_preflight, "start": cmd_start, "tail": cmd_tail, "status": cmd_status,
     "fetch": cmd_fetch, "stop": cmd_stop, "runs": cmd_runs, "metrics": cmd_metrics,
+    "resume": cmd_resume,
 }

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rtrain_tui.core import backends
+from rtrain_tui.core import resume as resume_mod
 from rtrain_tui.core.backends import Backend, BackendOptions, GpuChoice, LaunchSpec
 from rtrain_tui.core.errors import IndexBusyError, NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.host import remote_sh
@@ -361,6 +362,11 @@ class Engine:
                     spec = LaunchSpec(run_id, token, req.trainer, req.python, dataset_name,
                                       req.gpus, env, options)
                     await _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec))
+                    # What was launched, for a later resume (core/resume.py): the user's env,
+                    # not the GPUs chosen now; a resume chooses them again.
+                    await _write_remote_text(sftp, f"{run_dir}/{resume_mod.LAUNCH_JSON}", resume_mod.launch_json(
+                        req.trainer, req.python, dataset_name, req.gpus, dict(req.env),
+                        req.gpu_ids, req.allow_busy, options))
                     step(kind.launch_step)
                     launching, trace.stage = True, LAUNCHING
                     out = dict(probes.parse_key_values(await conn.run(kind.launch_script(run_dir, token))))
@@ -874,6 +880,20 @@ class Engine:
                 f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/{run_id}); "
                 "`rtrain-tui runs` lists the known runs.")
         return checkpoint_rule.judge(checkpoint_rule.parse_listing(out, marker), world_size)
+
+    # -- resume ------------------------------------------------------------------
+    async def resume(self, host: str, workdir: str, run_id: str, *, from_path: str | None = None,
+                     restart: bool = False, on_step: StepCallback | None = None,
+                     reason: str = "") -> resume_mod.ResumedRun:
+        """A new attempt of a run that ended failed, stopped or lost, in its run dir: from
+        its newest complete checkpoint, `from_path`, or (`restart`) the start. See
+        core/resume.py; raises RemoteError (one line) when it does not resume."""
+        return await resume_mod.resume(self, host, workdir, run_id, from_path=from_path,
+                                       restart=restart, on_step=on_step, reason=reason)
+
+    async def attempts(self, host: str, workdir: str, run_id: str) -> list[dict[str, object]]:
+        """The run's attempts as its attempts.jsonl records them ([] when never resumed)."""
+        return await resume_mod.attempts(self, host, workdir, run_id)
 
     # -- stop ------------------------------------------------------------------
     async def stop(

@@ -78,6 +78,12 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
         "~/venv/bin/python", "send", b"/home/u/r1", b"lora_model")),
     "transfer_command_recv": (remote_sh.transfer_command, lambda: remote_sh.transfer_command(
         "python3", "recv", b"/home/u/.datasets", 1234)),
+    "resume_facts": (remote_sh.resume_facts, lambda: remote_sh.resume_facts(WORKDIR, "r1")),
+    "resume": (remote_sh.resume, lambda: remote_sh.resume(
+        WORKDIR, "r1", token=TOKEN, previous_token=TOKEN[::-1], attempt=2,
+        checkpoint="outputs/checkpoint-150", edit_config=True,
+        separator="=== attempt 2: resuming from outputs/checkpoint-150 ===",
+        ended_record='{"attempt": 1, "reason": "it\'s gone"}', launch_file="run.sh")),
     "checkpoints": (remote_sh.checkpoints,
                     lambda: remote_sh.checkpoints(WORKDIR, "r1", "ck_0123456789abcdef_end")),
     "free_kb": (remote_sh.free_kb, lambda: remote_sh.free_kb(f"{RUN_DIR}/it's")),

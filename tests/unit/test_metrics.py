@@ -332,3 +332,31 @@ def test_only_a_running_run_has_a_live_eta_and_rate(state: str) -> None:
     assert "ETA" not in summary_line(ended) and "steps/s" not in summary_line(ended)
     done = parse_text(HF4_LOG + FINAL_LINE).summary()
     assert for_state(done, state) == done  # the trainer's own final figures are a record
+
+
+def test_a_resumed_attempt_replaces_the_steps_past_its_checkpoint() -> None:
+    """Attempt 1 logged steps 1-5 and died; attempt 2 goes on from checkpoint-4, so the
+    crashed attempt's step 5 is dropped and the new one's 5 and 6 follow."""
+    log = "".join(f"{{'loss': {10 - s}.0, 'step': {s}}}\n" for s in range(1, 6))
+    log += "=== attempt 2: resuming from outputs/checkpoint-4 ===\n"
+    log += "  Continuing training from global step 4\n"
+    log += "".join(f"{{'loss': {s}.5, 'learning_rate': 0.1, 'step': {s}}}\n" for s in (5, 6))
+    parser = MetricsParser()
+    for i in range(0, len(log), 7):  # fed in pieces, as a follower reads it
+        parser.feed(log[i:i + 7].encode())
+    assert parser.losses == [(1, 9.0), (2, 8.0), (3, 7.0), (4, 6.0), (5, 5.5), (6, 6.5)]
+    assert parser.learning_rates == [(5, 0.1), (6, 0.1)]
+
+
+def test_a_restarted_attempt_starts_the_curves_over_and_counts_from_zero() -> None:
+    log = ("{'loss': 3.0}\n{'loss': 2.0}\n" + FINAL_LINE
+           + "=== attempt 3: restarting from the start ===\n{'loss': 4.0}\n")
+    parser = parse_text(log)
+    assert parser.losses == [(1, 4.0)]
+    assert parser.summary().finished is False
+
+
+def test_a_log_line_that_only_looks_like_a_separator_changes_nothing() -> None:
+    log = "{'loss': 3.0}\n{'loss': 2.0}\nsay === attempt 2: restarting from the start ===\n"
+    log += "=== attempt 2: resuming from outputs/checkpoint-x ===\n"
+    assert parse_text(log).losses == [(1, 3.0), (2, 2.0)]

@@ -107,3 +107,20 @@ def test_uses_tells_whether_a_placeholder_is_in_the_template() -> None:
     assert template.uses("{python} t.py --data {dataset}", "dataset")
     assert not template.uses("{python} t.py --data {{dataset}}", "dataset")  # literal braces
     assert not template.uses("{python} t.py ${dataset:-x}", "dataset")  # the shell's
+
+
+def test_resume_field_renders_its_flag_and_the_quoted_path_only_when_resuming(tmp_path: Path) -> None:
+    tmpl = "{python} train.py --config {config} {resume:--resume_from_checkpoint} --x 1"
+    assert template.render(tmpl, "python3", None, 1) == "python3 train.py --config config.yaml --x 1"
+    resumed = template.render(tmpl, "python3", None, 1, resume="outputs/checkpoint-150")
+    assert resumed == ("python3 train.py --config config.yaml "
+                       "--resume_from_checkpoint outputs/checkpoint-150 --x 1")
+    odd = template.render("printf '%s|' {resume:-r}", "p", None, 1, resume="a b;$(touch P)")
+    assert run_sh(odd, tmp_path).stdout == "-r|a b;$(touch P)|" and not (tmp_path / "P").exists()
+
+
+@pytest.mark.parametrize("tmpl", ["x {resume}", "x {resume:}", "x {resume:a b}",
+                                  "x {resume:--a;b}", "x {resume:resume}", "x '{resume:--r}'"])
+def test_a_resume_field_without_one_option_word_or_in_quotes_is_refused(tmpl: str) -> None:
+    with pytest.raises(ValidationError, match="resume"):
+        validate.check_trainer_template(tmpl)

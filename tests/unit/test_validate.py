@@ -158,7 +158,8 @@ def test_an_alias_the_ssh_config_lists_may_be_any_text_without_controls() -> Non
 @pytest.mark.parametrize("name", ["config.yaml", "run.sh", "status", "train.pid", "train.log",
                                   "train.ident", "stop_requested", "stopped", "launch.out",
                                   ".rtrain-nonce", "status.tmp", "run.sh.part", "lora_model",
-                                  "train.token", "submit_unknown"])
+                                  "train.token", "submit_unknown", "attempts.jsonl", "attempts",
+                                  "launch.json"])
 def test_a_dataset_named_like_a_run_dir_file_is_refused_naming_the_collision(name: str) -> None:
     with pytest.raises(ValidationError) as err:
         validate.check_dataset_name(name)

@@ -75,6 +75,10 @@ class LaunchSpec:
     gpus: int
     env: Mapping[str, str] = field(default_factory=dict)  # the trainer's, with chosen GPUs
     options: BackendOptions | None = None
+    # A resumed run's new attempt (`Engine.resume`): its number (its log goes on after
+    # the attempts before it) and the checkpoint it resumes from ('' = from the start).
+    attempt: int = 1
+    resume_from: str = ""
 
 
 @dataclass(frozen=True)

@@ -209,3 +209,34 @@ def checkpoints(workdir: str, run_id: str, marker: str) -> str:
     if not marker or not marker.replace("_", "").isalnum() or not marker.isascii():
         raise ValueError(f"bad marker {marker!r}")
     return run_dir_assign(workdir, run_id) + host.assign(mk=marker) + host.text("checkpoints.sh")
+
+
+def resume_facts(workdir: str, run_id: str) -> str:
+    """Print what a resume reads of a run dir: `attempts=N`, `token=...`, `spec=<launch.json>`
+    (or `nodir`)."""
+    return run_dir_assign(workdir, run_id) + host.text("resume_facts.sh")
+
+
+def resume(workdir: str, run_id: str, *, token: str, previous_token: str, attempt: int,
+           checkpoint: str, edit_config: bool, separator: str, ended_record: str,
+           launch_file: str) -> str:
+    """Claim attempt `attempt` of an ended run and ready its directory for it (see
+    resume.sh); the backend's launch script follows it in the same round trip.
+
+    `checkpoint` (relative to the run dir, '' = from the start) is validated as a
+    checkpoint path (safe characters: it is written into config.yaml in quotes);
+    `previous_token` may be '' (a run from before tokens).
+    """
+    if checkpoint:
+        validate.check_fetch_path(checkpoint)
+        if not all(c.isalnum() or c in "._-/" for c in checkpoint) or not checkpoint.isascii():
+            raise ValueError(f"bad checkpoint path {checkpoint!r}")
+    if previous_token:
+        check_token(previous_token)
+    if attempt < 2 or launch_file not in ("run.sh", "run.sbatch"):
+        raise ValueError(f"bad attempt {attempt} or launch file {launch_file!r}")
+    return (run_dir_assign(workdir, run_id)
+            + host.assign(tok=check_token(token), prev=previous_token, n=int(attempt),
+                          p=int(attempt) - 1, ck=checkpoint, cfg=int(edit_config),
+                          sep=separator, rec=ended_record, lf=launch_file)
+            + host.text("resume.sh"))

@@ -34,6 +34,13 @@ A run may also have a `metrics.jsonl` beside its log (metrics_jsonl.py), fed wit
   else the jsonl's `train_runtime` record.
 - A replaced jsonl (`reset_jsonl`) drops only the jsonl's side: the log's series show
   again until the new file carries them.
+
+A resumed run's log goes on after a separator line (`=== attempt 2: resuming from
+outputs/checkpoint-150 ===`, or `... restarting from the start ===`, written by
+`rtrain-tui resume`): the attempt before may have got past its checkpoint before it died,
+and the new attempt trains those steps again, so the log's points after step 150 (none,
+on a restart) are dropped there and the curves go on from the checkpoint. (metrics.jsonl
+is the trainer's own file: what it writes on a resume is left as it is.)
 """
 
 from __future__ import annotations
@@ -72,6 +79,9 @@ _TRAIN_DESC = re.compile(r"^(?:train(?:ing)?|epoch\b.*|steps?)$", re.IGNORECASE)
 _STEP_UNITS = ("it/s", "s/it")
 # Lightning's bar counts one epoch: `Epoch 1:` (old) or `Epoch 1/2:` (0-based, of 3).
 _EPOCH_DESC = re.compile(r"^epoch\s+(\d+)(?:\s*/\s*(\d+))?", re.IGNORECASE)
+# core/resume.py's separator: the step the new attempt goes on from (none: from the start).
+_ATTEMPT = re.compile(r"=== attempt \d+: (?:resuming from \S*?checkpoint-(\d{1,18})|restarting "
+                      r"from the start) ===\s*")
 
 
 
@@ -180,7 +190,11 @@ class MetricsParser:
         # that one is what makes 300,000 lines/s (tqdm writes ~4 redraws per dict).
         bars: list[str] = []
         for line in lines:
-            if "{" in line:
+            if line.startswith("=== attempt ") and (m := _ATTEMPT.fullmatch(line)):
+                if bars:
+                    bars = self._newest_bar(bars)
+                self._new_attempt(int(m.group(1) or 0))
+            elif "{" in line:
                 brace = line.find("{")
                 if brace and "%|" in line[:brace] and self._bar(line[:brace]):
                     bars = []  # the bar glued before the dict is newer than the run's
@@ -202,6 +216,15 @@ class MetricsParser:
         if bars:
             self._newest_bar(bars)
         self._peek_pending()
+
+    def _new_attempt(self, step: int) -> None:
+        """A new attempt goes on from `step`: the points after it are the crashed attempt's."""
+        for series in (self.log_losses, self.log_eval_losses, self.log_learning_rates,
+                       self.log_grad_norms):
+            series[:] = [p for p in series if p[0] <= step]
+        self._last_step = step
+        self._bar_step, self._bar_used = None, True
+        self._final = {}
 
     def _newest_bar(self, bars: list[str]) -> list[str]:
         """Take the newest of these redraws that is the training bar; returns an empty run."""

@@ -3,7 +3,9 @@
 A template is the user's own command line, with placeholders filled in at launch:
 `{python}`, `{dataset}`, `{config}` and `{gpus}`, and for multi-node Slurm jobs
 `{nodes}`, `{node_rank}`, `{master_addr}` and `{master_port}` (one node: 1, 0,
-127.0.0.1, 29500). Every value goes in as one finished
+127.0.0.1, 29500), and `{resume:FLAG}`: `FLAG '<checkpoint path>'` when an attempt
+resumes from a checkpoint (`rtrain-tui resume`), nothing (and the space before it) on a
+fresh start; FLAG is one option word (`--resume_from_checkpoint`, `-r`). Every value goes in as one finished
 shell word, already quoted here (`python_word`, `shlex.quote`), so the template must
 leave it alone: a placeholder the template puts inside quotes of its own (`'{dataset}'`,
 `"{dataset}"`), behind a backslash, inside backticks or after a `#` is refused, because
@@ -32,7 +34,10 @@ FIELDS = ("python", "dataset", "config", "gpus", "nodes", "node_rank", "master_a
 # job of several nodes fills them per node instead (see slurm.trainer_values).
 SINGLE_NODE = {"nodes": "1", "node_rank": "0", "master_addr": "127.0.0.1", "master_port": "29500"}
 _ALLOWED = ("it may use only {python}, {dataset}, {config}, {gpus}, {nodes}, {node_rank}, "
-            "{master_addr} and {master_port}")
+            "{master_addr}, {master_port} and {resume:FLAG}")
+# `{resume:FLAG}`: the one field with an argument, an option word the path follows.
+RESUME = "resume"
+_RESUME_FLAG = re.compile(r"-{1,2}[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CONFIG_NAME = "config.yaml"
 MAX_LENGTH = 4096
 
@@ -43,9 +48,10 @@ _PARAM_BODY = re.compile(r"[#]?[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]|[#]?[A-Za-z_]
 
 @dataclass(frozen=True)
 class Field:
-    """A placeholder in a parsed template."""
+    """A placeholder in a parsed template (`arg`: the FLAG of `{resume:FLAG}`)."""
 
     name: str
+    arg: str = ""
 
 
 def shell_word(value: str) -> str:
@@ -95,9 +101,16 @@ def _split(template: str) -> list[str | Field]:
             name = template[i + 1:end] if end != -1 else ""
             if end == -1 or "{" in name:
                 raise _refuse(template, "it has a lone '{'; write {{ for a literal brace.")
-            if name not in FIELDS:
+            arg = ""
+            if name.startswith(RESUME + ":") or name == RESUME:
+                name, _, arg = name.partition(":")
+                if not _RESUME_FLAG.fullmatch(arg):
+                    raise _refuse(template, "write the resume field as {resume:--flag} (one "
+                                  "option word: letters, digits, '_', '.', '-'), e.g. "
+                                  "{resume:--resume_from_checkpoint}.")
+            elif name not in FIELDS:
                 unknown.append(name)
-            pieces.extend(["".join(text), Field(name)])
+            pieces.extend(["".join(text), Field(name, arg)])
             text = []
             i = end + 1
         elif c == "}":
@@ -130,7 +143,7 @@ def _check_shell(template: str, pieces: list[str | Field]) -> None:
     prev = " "  # the character before the current one, for word starts
     for piece in pieces:
         if isinstance(piece, Field):
-            here = f"{{{piece.name}}}"
+            here = f"{{{piece.name}:{piece.arg}}}" if piece.arg else f"{{{piece.name}}}"
             if escaped:
                 raise _refuse(template, f"remove the backslash before {here}: values are quoted for you.")
             if _COMMENT in stack:
@@ -244,12 +257,13 @@ def uses(template: str, name: str) -> bool:
 
 
 def render(template: str, python: str, dataset: str | None, gpus: int,
-           nodes: dict[str, str] | None = None) -> str:
+           nodes: dict[str, str] | None = None, resume: str = "") -> str:
     """Fill the template: every value becomes one quoted shell word.
 
     Without a dataset, `{dataset}` and the one space before it go, so the default shape
-    becomes `... llm --config config.yaml`. `nodes` gives the multi-node fields as
-    finished shell words (default: one node, see SINGLE_NODE).
+    becomes `... llm --config config.yaml`; so does `{resume:FLAG}` without `resume`
+    (the checkpoint an attempt resumes from), else it is `FLAG '<resume>'`. `nodes`
+    gives the multi-node fields as finished shell words (default: one node, see SINGLE_NODE).
     """
     values = {
         "python": python_word(python),
@@ -261,9 +275,13 @@ def render(template: str, python: str, dataset: str | None, gpus: int,
     out: list[str] = []
     for piece in parse(template):
         if isinstance(piece, Field):
-            if piece.name == "dataset" and not dataset and out and out[-1].endswith(" "):
+            if piece.name == RESUME:
+                value = f"{piece.arg} {shell_word(resume)}" if resume else ""
+            else:
+                value = values[piece.name]
+            if not value and out and out[-1].endswith(" "):
                 out[-1] = out[-1][:-1]
-            out.append(values[piece.name])
+            out.append(value)
         else:
             out.append(piece)
     return "".join(out)

@@ -55,6 +55,8 @@ RUN_DIR_FILES = frozenset({
     # The run's marker: a dataset shipped under this name would replace it, and stop finds
     # the run's escaped workers by it.
     "train.token", "submit_unknown",
+    # A resumed run's record of its attempts, and where each ended one's files went.
+    "attempts.jsonl", "attempts",
 })
 _RUN_DIR_PREFIXES = ("launch.", ".rtrain")
 _TEMP_SUFFIXES = (".tmp", ".part")

@@ -45,8 +45,9 @@ class DirectBackend(GpuChoice):
 
     # -- launch ---------------------------------------------------------------------------
     def launch_text(self, spec: LaunchSpec) -> str:
-        command = trainer_template.render(spec.trainer, spec.python, spec.dataset, spec.gpus)
-        return scripts.wrapper(command, dict(spec.env))
+        command = trainer_template.render(spec.trainer, spec.python, spec.dataset, spec.gpus,
+                                          resume=spec.resume_from)
+        return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1)
 
     def launch_script(self, run_dir: str, token: str) -> str:
         return scripts.launch(run_dir, token)

@@ -44,13 +44,15 @@ def preflight(python: str, workdir: str) -> str:
         disk_free=remote_sh.DISK_FREE)
 
 
-def wrapper(trainer_cmd: str, env: dict[str, str]) -> str:
+def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False) -> str:
     """The `run.sh` that runs detached in the run dir.
 
     It records its own pid and identity, runs the trainer with stdin from /dev/null and
     its output in train.log, ends whatever is left of the run, and writes the exit code
     to `status`. The trap keeps the wrapper alive on SIGTERM just long enough to record
     the trainer's code (a handler, unlike an ignore, is not inherited by the trainer).
+    With `append` (a resumed run's later attempt) the log goes on after the attempts
+    before it, instead of starting anew.
     """
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
@@ -58,7 +60,7 @@ def wrapper(trainer_cmd: str, env: dict[str, str]) -> str:
                        # Braces: every command of a compound template (`cd x && python
                        # ...`) logs to train.log, not only the last one; the newline ends
                        # a template that ends in a comment.
-                       trainer=f"{{ {trainer_cmd}\n}} > train.log 2>&1 < /dev/null\n")
+                       trainer=f"{{ {trainer_cmd}\n}} {'>>' if append else '>'} train.log 2>&1 < /dev/null\n")
 
 
 def launch(run_dir: str, token: str) -> str:

@@ -72,7 +72,7 @@ class SlurmBackend(Backend):
         assert isinstance(options, SlurmOptions)
         gpn = spec.gpus if options.gpus_per_node is None else options.gpus_per_node
         command = trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn,
-                                          trainer_values(options.nodes))
+                                          trainer_values(options.nodes), resume=spec.resume_from)
         # On a login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
         return scripts.batch_script(spec.run_id, spec.token, command, spec.env, options, spec.gpus)
 

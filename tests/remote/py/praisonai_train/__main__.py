@@ -8,7 +8,8 @@ running after SIGTERM), `children` (spawn that many sleeping children in its gro
 `say` (print that text as one line before the steps), `fill_disk` (save a checkpoint
 until the disk is full, then log a line the full disk cuts short, and exit 1),
 `save_steps` (save `outputs/checkpoint-N/` every that many steps as transformers does;
-with `output_dir`, `ranks` and `die_mid_save`: see checkpoint.py).
+with `output_dir`, `ranks` and `die_mid_save`: see checkpoint.py), `resume_from_checkpoint`
+(a checkpoint's path: go on from its `global_step`, logging it as transformers does).
 It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
 """
 
@@ -104,7 +105,19 @@ def main():
     pause = float(cfg.get("step_seconds", 0.05))
     save_steps = int(cfg.get("save_steps", 0))
     history = []
-    for step in range(1, steps + 1):
+    first = 1
+    resume = cfg.get("resume_from_checkpoint", "").strip("'\"")
+    if resume:
+        import json
+
+        with open(os.path.join(resume, "trainer_state.json")) as f:
+            state = json.load(f)
+        history = state["log_history"]
+        first = state["global_step"] + 1
+        print(f"env RTRAIN_RESUME_FROM={os.environ.get('RTRAIN_RESUME_FROM', '<unset>')}", flush=True)
+        print("  Continuing training from checkpoint, will skip to saved global_step", flush=True)
+        print(f"  Continuing training from global step {state['global_step']}", flush=True)
+    for step in range(first, steps + 1):
         if cfg.get("progress_bar") == "true":
             sys.stdout.write(f"progress {step}/{steps}\r")
         print(f"{{'loss': {2.0 / step:.4f}, 'step': {step}, 'epoch': {step / steps:.2f}}}", flush=True)

@@ -5,7 +5,8 @@ default `outputs`, as praisonai-train's) in the Trainer's order: config, weights
 training args, optimizer, scheduler, each rank's RNG state (`rng_state.pth` for one
 process, `rng_state_K.pth` for each of `ranks`), and `trainer_state.json` last with
 `global_step` N (indent 2, sorted keys). With `die_mid_save: N` the save of step N stops
-after the optimizer and the process is SIGKILLed there, as a crash mid-save leaves it.
+after the optimizer and the process is SIGKILLed there, as a crash mid-save leaves it;
+an attempt that resumes (`resume_from_checkpoint`) saves it whole: the crash was once.
 """
 
 import json
@@ -23,7 +24,8 @@ def save(step, cfg, history):
     for name in files:
         with open(os.path.join(directory, name), "wb") as f:
             f.write(os.urandom(64))
-        if name == "optimizer.pt" and cfg.get("die_mid_save") == str(step):
+        if (name == "optimizer.pt" and cfg.get("die_mid_save") == str(step)
+                and not cfg.get("resume_from_checkpoint")):
             print(f"killed while saving {directory}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
     state = {"epoch": step / int(cfg.get("steps", 5)), "global_step": step,

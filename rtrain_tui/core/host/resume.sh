@@ -1,0 +1,35 @@
+## Make a run directory whose run ended ready for attempt $n, once: the files that said
+## how attempt $p ended (its exit code, stop marks, pid, identity, launch lock, job id)
+## move to attempts/$p/, so nothing of it can be read as the new attempt's; train.token
+## gets the new attempt's token; config.yaml's top-level `resume_from_checkpoint` line is
+## replaced (or removed, on a restart) when $cfg is 1; the log gets the separator line;
+## attempts.jsonl gets the ended attempt's record ($rec) and the new one's; the launch
+## file written as `$lf.$tok` takes its place. The claim is `mkdir attempts/$p`: of two
+## resumes at once only one makes it (the other answers `error=busy`). Sent again after a
+## lost answer (train.token already holds $tok) it changes nothing. Needs $rd, $tok,
+## $prev (the token the resume read), $n, $p, $ck, $cfg, $sep, $rec, $lf.
+cd "$rd" 2>/dev/null || { echo "error=no run directory"; exit 0; }
+rf=; [ -r train.token ] && read -r rf < train.token
+if [ "$rf" != "$tok" ]; then
+  mkdir attempts 2>/dev/null
+  if [ "$rf" != "$prev" ] || ! mkdir "attempts/$p" 2>/dev/null; then
+    rm -f -- "$lf.$tok"; echo "error=busy"; exit 0
+  fi
+  for f in status status.tmp status_attempt stop_requested stopped launch.lock train.pid \
+           train.ident slurm_job_id submit_unknown submit_error submit_message; do
+    if [ -e "$f" ]; then mv -f -- "$f" "attempts/$p/$f"; fi
+  done
+  if [ "$cfg" = 1 ] && [ -f config.yaml ]; then
+    awk '!/^resume_from_checkpoint[ \t]*:/' config.yaml > config.yaml.tmp &&
+      { [ -z "$ck" ] || printf "resume_from_checkpoint: '%s'\n" "$ck"; } >> config.yaml.tmp &&
+      mv -f config.yaml.tmp config.yaml
+  fi
+  # On a line of its own, even after a line the crash cut short (a bar's `\r` redraw).
+  if [ -s train.log ] && [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
+  printf '%s\n' "$sep" >> train.log
+  printf '%s\n{"attempt": %s, "started": %s, "checkpoint": "%s"}\n' \
+    "$rec" "$n" "$(date +%s)" "$ck" >> attempts.jsonl
+  printf '%s\n' "$tok" > train.token.tmp && mv -f train.token.tmp train.token
+  mv -f -- "$lf.$tok" "$lf"
+fi
+echo "claimed=$n"

@@ -1,0 +1,367 @@
+"""Resume: a run that ended `failed`, `stopped` or `lost` gets a new attempt in the same
+run directory, from its newest complete checkpoint (or one chosen by hand, or from the
+start).
+
+What a start launched is kept in the run dir (`launch.json`: the trainer template, its
+python, dataset, GPUs asked for and the user's env), so a resume launches the same
+command again; only what is per attempt changes:
+- the GPUs are chosen again, as `start` chooses them (the host's GPU-choice lock, the
+  same sample and rule);
+- the checkpoint is told three ways: the default trainer's `config.yaml` gets the
+  top-level line `resume_from_checkpoint: '<path>'` (replaced or added; a restart removes
+  it: the one top-level line only, so a value spread over several YAML lines is not
+  handled), a `--trainer` template's `{resume:FLAG}` renders as `FLAG '<path>'`, and
+  every trainer sees `RTRAIN_RESUME_FROM=<path>`;
+- the files that said how the attempt before ended (its exit code, stop marks, pid file,
+  identity, launch lock, Slurm job id) move to `attempts/N/`, and `train.token` gets a
+  new token: liveness, the probe and the stop ladder read the new attempt exactly as
+  they read a first one, and nothing of attempt 1 can be taken for attempt 2;
+- the log goes on in `train.log` after `=== attempt 2: resuming from outputs/checkpoint-150 ===`;
+  `attempts.jsonl` records each attempt (started, checkpoint; ended, exit, state, reason).
+
+Exactly once: on the host, the claim is one `mkdir attempts/N` (two resumes from two
+laptops: one launches, the other is told); on this machine, resumes of one run wait for
+each other on a lock file, so the second sees the first's attempt running and refuses.
+The index entry becomes `starting` (with the new token, its end time cleared, so a
+refresh probes it again) and then what the launch said, as a start's does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import secrets
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rtrain_tui.core import backends
+from rtrain_tui.core.backends import GpuChoice, LaunchSpec
+from rtrain_tui.core.errors import NoSuchRunError, RemoteError
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import checkpoints as checkpoint_rule
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.runs.index import utc_now as index_now
+from rtrain_tui.core.safety import validate
+from rtrain_tui.core.safety.sanitize import safe_line
+
+if TYPE_CHECKING:
+    from rtrain_tui.core.engine import Engine, StartedRun, StepCallback
+
+LAUNCH_JSON = "launch.json"
+RESUME_ENV = "RTRAIN_RESUME_FROM"
+RESUME_WAIT = 120.0  # how long a resume waits for another resume of the same run here
+# The states a resume takes: the run ended and did not complete.
+RESUMABLE = (probes.STOPPED, probes.LOST, probes.FAILED)
+
+
+@dataclass(frozen=True)
+class ResumedRun:
+    """A resume's outcome: the launched attempt (as a start's), its number, the checkpoint
+    it resumes from ('' = from the start) and the newer checkpoints skipped (one line each)."""
+
+    started: StartedRun
+    attempt: int
+    checkpoint: str
+    skipped: tuple[str, ...] = ()
+
+
+def separator(attempt: int, checkpoint: str) -> str:
+    """The line train.log gets before attempt `attempt`'s output."""
+    how = f"resuming from {checkpoint}" if checkpoint else "restarting from the start"
+    return f"=== attempt {attempt}: {how} ==="
+
+
+def launch_json(trainer: str, python: str, dataset: str | None, gpus: int,
+                env: dict[str, str], gpu_ids: tuple[int, ...], allow_busy: bool,
+                options: object | None) -> str:
+    """What a start records in the run dir for a later resume (one line of JSON)."""
+    return json.dumps({
+        "trainer": trainer, "python": python, "dataset": dataset, "gpus": gpus,
+        "env": env, "gpu_ids": list(gpu_ids), "allow_busy": allow_busy,
+        "options": asdict(options) if options is not None else None,  # type: ignore[call-overload]
+    }, sort_keys=True)
+
+
+def resumable(state: str) -> bool:
+    return state in RESUMABLE or state.startswith("failed")
+
+
+def refusal(state: str, host: str, run_id: str) -> str:
+    """Why a run in `state` cannot be resumed, and what to do instead."""
+    if state in (probes.RUNNING, probes.QUEUED, probes.STARTING):
+        return (f"{run_id} is {state} on {host}: only a run that ended failed, stopped or lost "
+                f"can be resumed; stop it first (`rtrain-tui stop {host} {run_id}`).")
+    if state == probes.COMPLETED:
+        return (f"{run_id} completed on {host}: there is nothing to resume; start a new run "
+                "to train again.")
+    return (f"{run_id} on {host} is {state}: it never launched, so there is nothing to "
+            "resume; start it again.")
+
+
+def parse_attempts(text: str) -> list[dict[str, Any]]:
+    """attempts.jsonl's records merged by attempt number, in order (lines that do not
+    parse are skipped: it is host text)."""
+    merged: dict[int, dict[str, Any]] = {}
+    for line in text.splitlines():
+        try:
+            one = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(one, dict) or not isinstance(one.get("attempt"), int):
+            continue
+        merged.setdefault(one["attempt"], {}).update(one)
+    return [merged[n] for n in sorted(merged)]
+
+
+def attempts_view(recorded: list[dict[str, Any]], state: str, exit_code: int | None,
+                  reason: str) -> list[dict[str, Any]]:
+    """Every attempt of a run, oldest first, each `{attempt, started, ended, exit, state,
+    reason, checkpoint}` (times ISO 8601 UTC, null when not known); the last one is the
+    run as it is now (`state`, `exit_code`, `reason`: what the probe and `status` say)."""
+    by_number = {a["attempt"]: a for a in recorded}
+    last = max(by_number, default=1)
+    view = []
+    for n in range(1, last + 1):
+        one = by_number.get(n, {})
+        current = n == last
+        view.append({
+            "attempt": n, "started": _iso(one.get("started")),
+            "ended": _iso(one.get("ended")),
+            "exit": exit_code if current else one.get("exit"),
+            "state": state if current else one.get("state"),
+            "reason": reason if current else (one.get("reason") or ""),
+            "checkpoint": one.get("checkpoint") or None,
+        })
+    return view
+
+
+def _iso(value: object) -> str | None:
+    """A time as attempts.jsonl has it (epoch seconds from the host, or ISO text) in ISO."""
+    from datetime import UTC, datetime
+
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**40:
+        return datetime.fromtimestamp(value, UTC).isoformat()
+    return safe_line(value)[:40] if isinstance(value, str) and value else None
+
+
+def _run_lock_path(engine: Engine, host: str, workdir: str, run_id: str) -> Path:
+    digest = hashlib.sha256(f"{host}\0{workdir}\0{run_id}".encode()).hexdigest()[:32]
+    return engine.index.path.parent / "starting" / f"resume-{digest}.lock"
+
+
+async def _facts(engine: Engine, host: str, workdir: str, run_id: str) -> dict[str, str]:
+    out = await engine.host(host).run(remote_sh.resume_facts(workdir, run_id))
+    if out.strip() == "nodir":
+        raise NoSuchRunError(f"no run {run_id} on {host}; `rtrain-tui runs` lists the known runs.")
+    return dict(probes.parse_key_values(out))
+
+
+def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
+    """launch.json, checked as a start checks its request (it is host text)."""
+    try:
+        spec = json.loads(facts["spec"])
+        if not isinstance(spec, dict):
+            raise ValueError(spec)
+    except (KeyError, ValueError):
+        raise RemoteError(
+            f"{run_id} on {host} has no usable {LAUNCH_JSON} (it was started by an older "
+            "rtrain-tui or by `praisonai train remote`), so what to launch again is not "
+            "known; start it again instead.") from None
+    try:
+        validate.check_trainer_template(spec["trainer"])
+        validate.check_python(spec["python"])
+        if spec.get("dataset") is not None:
+            validate.check_dataset_name(spec["dataset"])
+        validate.check_gpus(int(spec["gpus"]))
+        env = validate.parse_env([f"{k}={v}" for k, v in dict(spec.get("env") or {}).items()])
+        ids = tuple(int(i) for i in spec.get("gpu_ids") or ())
+        if ids:
+            validate.parse_gpu_ids(",".join(map(str, ids)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RemoteError(f"{run_id} on {host}: its {LAUNCH_JSON} is not usable "
+                          f"({safe_line(str(exc))[:120]}); start it again instead.") from None
+    return {**spec, "env": env, "gpu_ids": ids, "gpus": int(spec["gpus"])}
+
+
+def _choose_checkpoint(found: list[checkpoint_rule.Checkpoint], chosen: str | None,
+                       host: str, run_id: str) -> tuple[str, tuple[str, ...]]:
+    """The checkpoint to resume from and the newer ones skipped (lines)."""
+    if chosen is not None:
+        path = chosen.strip("/")
+        mine = next((c for c in found if c.path == path), None)
+        if mine is None:
+            listed = ", ".join(c.path for c in found[:5]) or "none"
+            raise RemoteError(f"--from {chosen}: {run_id} on {host} has no such checkpoint-N "
+                              f"directory (it has: {listed}).")
+        if not mine.complete:
+            raise RemoteError(f"--from {chosen}: {checkpoint_rule.incomplete_note(found, path)}; "
+                              "the trainer would fail on it.")
+        return mine.path, ()
+    newest = checkpoint_rule.newest_complete(found)
+    if newest.checkpoint is None:
+        why = f" ({'; '.join(newest.lines)})" if newest.lines else ""
+        raise RemoteError(f"{run_id} on {host} has no complete checkpoint to resume from{why}; "
+                          f"`rtrain-tui resume {host} {run_id} --restart` runs it again from the start.")
+    return newest.checkpoint.path, tuple(newest.lines)
+
+
+async def resume(engine: Engine, host: str, workdir: str, run_id: str, *,
+                 from_path: str | None = None, restart: bool = False,
+                 on_step: StepCallback | None = None, reason: str = "") -> ResumedRun:
+    """See the module docstring. Raises RemoteError (one line) when it does not resume.
+
+    `reason`: why the attempt before ended, as the caller worded it (attempts.jsonl keeps it).
+    """
+    from rtrain_tui.core import engine as engine_mod
+
+    validate.check_run_id(run_id)
+    validate.check_workdir(host, workdir)
+    if restart and from_path is not None:
+        raise validate.ValidationError("--restart and --from disagree: give one of them.")
+    if from_path is not None:
+        validate.check_fetch_path(from_path)
+        if checkpoint_rule.step_of(from_path.strip("/")) is None:
+            raise validate.ValidationError(
+                f"--from {from_path!r} is not a checkpoint-N directory of the run (up to 3 "
+                "levels deep, letters, digits, '.', '_', '-'), e.g. outputs/checkpoint-150.")
+    step = on_step or (lambda _msg: None)
+    await asyncio.to_thread(engine.index.check)
+    lock = engine_mod._HostLock(_run_lock_path(engine, host, workdir, run_id))
+    await lock.acquire(RESUME_WAIT, f"another resume of {run_id} on {host} is under way")
+    try:
+        return await _resume_locked(engine, host, workdir, run_id, from_path, restart, step,
+                                    reason)
+    finally:
+        lock.release()
+
+
+async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
+                         from_path: str | None, restart: bool, step: StepCallback,
+                         reason: str) -> ResumedRun:
+    from rtrain_tui.core import engine as engine_mod
+
+    key = (host, workdir, run_id)
+    old = next((r for r in await asyncio.to_thread(engine.index.load) if r.key == key), None)
+    if old is not None and old.state == probes.STARTING and \
+            engine_mod._start_in_progress(engine.index, old.token):
+        raise RemoteError(refusal(probes.STARTING, host, run_id))
+    step(f"asking {host} how {run_id} ended")
+    probe = (await engine.probe_many(host, [(workdir, run_id)], [0]))[0]
+    if not probe.exists:
+        raise NoSuchRunError(
+            f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/{run_id}); "
+            "`rtrain-tui runs` lists the known runs.")
+    if not resumable(probe.state):
+        await asyncio.to_thread(engine.remember_state, host, workdir, run_id, probe.state)
+        raise RemoteError(refusal(probe.state, host, run_id))
+    facts = await _facts(engine, host, workdir, run_id)
+    spec = _spec(facts, host, run_id)
+    attempt = int(facts.get("attempts", "1") or 1) + 1
+    kind_name = (await engine._backends(host, [(workdir, run_id)]))[0]
+    kind = backends.get(kind_name)
+    options = kind.options(engine.hosts.for_host(host), _options(kind_name, spec.get("options")))
+    # The processes that saved the checkpoints: one per GPU of each node, under torchrun.
+    per_node = getattr(options, "gpus_per_node", None)
+    world = (spec["gpus"] if per_node is None else per_node) * (getattr(options, "nodes", 1) or 1)
+    checkpoint = ""
+    skipped: tuple[str, ...] = ()
+    if not restart:
+        step(f"looking for {run_id}'s newest complete checkpoint")
+        found = await engine.checkpoints(host, workdir, run_id,
+                                         world_size=world or None)
+        checkpoint, skipped = _choose_checkpoint(found, from_path, host, run_id)
+    req = engine_mod.StartRequest(
+        host, Path(spec.get("dataset") or "config.yaml"), gpus=spec["gpus"], run_id=run_id,
+        python=spec["python"], workdir=workdir, env=dict(spec["env"]), trainer=spec["trainer"],
+        gpu_ids=spec["gpu_ids"], allow_busy=bool(spec.get("allow_busy")), backend=kind.name)
+    ended: dict[str, Any] = {"attempt": attempt - 1, "state": probe.state,
+                             "exit": probe.exit_code, "ended": probe.ended_at,
+                             "reason": safe_line(reason or engine.reasons.get(key, ""))[:300]}
+    if attempt == 2 and old is not None and old.started_at:
+        ended["started"] = old.started_at  # the first attempt's start is the run's
+    ended_record = json.dumps(ended)
+    async with engine._choosing_gpus(req, kind) as chosen:
+        env, gpu_ids = (await engine._gpu_env(req, step) if isinstance(kind, GpuChoice)
+                        else (dict(req.env), ""))
+        if checkpoint:
+            env[RESUME_ENV] = checkpoint
+        conn = engine.host(host)
+        token = secrets.token_hex(16)
+        with engine._starting(token):
+            base = old or RunRecord(host, run_id, workdir, python=req.python, gpus=req.gpus,
+                                    started_at=index_now(), backend=kind.name)
+            record = replace(base, state=probes.STARTING, token=token, gpu_ids=gpu_ids,
+                             ended_at="", job_id="", stale=False, updated_at=index_now())
+            engine._kinds[record.key] = record.backend or kind.name
+            await asyncio.to_thread(engine.index.add, record)
+            chosen.release()  # the index says which GPUs this attempt has now
+            run_dir = await engine.run_dir(host, workdir, run_id)
+            spec_ = LaunchSpec(run_id, token, req.trainer, req.python, spec.get("dataset"),
+                               req.gpus, env, options, attempt=attempt, resume_from=checkpoint)
+            sent = False
+            try:
+                sftp = await conn.sftp()
+                await engine_mod._write_remote_text(
+                    sftp, f"{run_dir}/{kind.launch_file}.{token}", kind.launch_text(spec_))
+                script = remote_sh.resume(
+                    workdir, run_id, token=token, previous_token=facts.get("token", ""),
+                    attempt=attempt, checkpoint=checkpoint,
+                    edit_config=req.trainer in engine_mod.BUILT_IN_TRAINERS,
+                    separator=separator(attempt, checkpoint), ended_record=ended_record,
+                    launch_file=kind.launch_file)
+                step(kind.launch_step)
+                sent = True
+                out = dict(probes.parse_key_values(
+                    await conn.run(script + kind.launch_script(run_dir, token))))
+            except BaseException:
+                if not sent:  # nothing changed on the host: the entry is as it was
+                    await asyncio.to_thread(engine.index.add, _unchanged(old, record))
+                raise  # else the entry stays `starting`; a refresh reads what happened
+            if out.get("error") == "busy" or "claimed" not in out:
+                # Another resume (from another machine) took this attempt: the entry is
+                # probed again by the next refresh, which reads that attempt's state.
+                await asyncio.to_thread(engine.index.add, replace(_unchanged(old, record), ended_at=""))
+                if out.get("error") == "busy":
+                    raise RemoteError(f"another resume of {run_id} on {host} took attempt "
+                                      f"{attempt} first; `rtrain-tui status {host} {run_id}` tells "
+                                      "how it is going.")
+            if "error" in out:
+                raise RemoteError(f"{host}: attempt {attempt} of {run_id} did not launch "
+                                  f"({safe_line(out['error'])[:200]}).")
+            launched = kind.launched(host, run_id, out)
+            record = replace(record, state=launched.state, updated_at=index_now(),
+                             job_id=launched.job_id)
+            unrecorded = await engine._record_launched(record)
+    started = engine_mod.StartedRun(host, run_id, run_dir, launched.pid, record,
+                                    job_id=launched.job_id, submit_message=launched.message,
+                                    unrecorded=unrecorded)
+    return ResumedRun(started, attempt, checkpoint, skipped)
+
+
+def _unchanged(old: RunRecord | None, record: RunRecord) -> RunRecord:
+    """The entry as it was before this resume (one it had not: what the host said)."""
+    return old if old is not None else replace(record, state=probes.UNKNOWN)
+
+
+def _options(kind: str, saved: object) -> Any:
+    """The backend options launch.json kept (Slurm's), or None: the host's defaults."""
+    if kind != "slurm" or not isinstance(saved, dict):
+        return None
+    from rtrain_tui.core.backends.slurm.options import SlurmOptions
+
+    try:
+        saved = {**saved, "sbatch_args": tuple(saved.get("sbatch_args") or ())}
+        return SlurmOptions(**saved).validated()
+    except TypeError as exc:
+        raise RemoteError(f"the Slurm options in {LAUNCH_JSON} are not usable: {exc}") from None
+
+
+async def attempts(engine: Engine, host: str, workdir: str, run_id: str) -> list[dict[str, Any]]:
+    """The run's attempts as attempts.jsonl records them (empty for a run never resumed)."""
+    out = await engine.host(host).run(
+        remote_sh.run_dir_assign(workdir, run_id)
+        + 'head -c 262144 "$rd/attempts.jsonl" 2>/dev/null; exit 0\n')
+    return parse_attempts(out)

@@ -1,0 +1,189 @@
+"""`rtrain-tui resume` against the real sshd: a new attempt of an ended run in its own
+directory, from its newest complete checkpoint (issue 18, Resume)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from tests.conftest import Cli, write_config
+from tests.test_cli_runs import wait_state
+
+
+def start(cli: Cli, tmp_path: Path, workdir: str, run_id: str, *extra: str, **cfg: object) -> None:
+    config = write_config(tmp_path / f"{run_id}.yaml", step_seconds=0.02, **cfg)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id,
+            "--no-follow", *(extra or ("--gpus", "0")))
+    assert r.rc == 0, r.err
+
+
+def wait_for(what: str, predicate, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def marked(token: str) -> list[int]:
+    """Live processes that carry the run marker RTRAIN_RUN=<token> (this test's only)."""
+    want = f"RTRAIN_RUN={token}".encode()
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if want in environ.read_bytes().split(b"\0"):
+                pids.append(int(environ.parent.name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_resume_takes_the_newest_complete_checkpoint_past_one_cut_off_mid_save(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "r1"
+    # Saves checkpoint-2, is SIGKILLed while saving checkpoint-4 (no trainer_state.json).
+    start(cli, tmp_path, workdir, "r1", steps=6, save_steps=2, die_mid_save=4)
+    wait_state(cli, "r1", workdir, "failed (exit 137)")
+    first_token = (run / "train.token").read_text().strip()
+
+    r = cli("resume", "gpu", "r1", "--workdir", workdir)
+    assert r.rc == 0, r.err
+    assert r.out.splitlines()[0] == "resumed r1 on gpu: attempt 2, from outputs/checkpoint-2"
+    assert ("rtrain-tui: skipped outputs/checkpoint-4 incomplete: no trainer_state.json: "
+            "cut off mid-save\n") in r.err
+    wait_state(cli, "r1", workdir, "completed")
+
+    log = (run / "train.log").read_text()
+    before, sep, after = log.partition("=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
+    assert sep and "killed while saving outputs/checkpoint-4" in before
+    assert "env RTRAIN_RESUME_FROM=outputs/checkpoint-2" in after
+    assert "Continuing training from global step 2" in after
+    assert "'step': 3" in after and "'step': 2," not in after and "training done, exit 0" in after
+    assert "resume_from_checkpoint: 'outputs/checkpoint-2'\n" in (run / "config.yaml").read_text()
+    # Attempt 1's end is kept apart, and attempt 2 has a marker of its own.
+    assert (run / "attempts" / "1" / "status").read_text().strip() == "137"
+    assert (run / "train.token").read_text().strip() != first_token
+    assert (run / "outputs" / "checkpoint-4" / "trainer_state.json").exists()  # saved whole now
+
+    s = cli("status", "gpu", "r1", "--workdir", workdir, "--json")
+    got = json.loads(s.out)
+    assert got["state"] == "completed" and got["attempt"] == 2
+    one, two = got["attempts"]
+    assert (one["attempt"], one["state"], one["exit"], one["checkpoint"]) == (1, "failed (exit 137)", 137, None)
+    assert (two["attempt"], two["state"], two["exit"], two["checkpoint"]) == (
+        2, "completed", 0, "outputs/checkpoint-2")
+    assert one["ended"] and two["started"] and one["started"]
+    assert cli("status", "gpu", "r1", "--workdir", workdir).out == "completed\n"
+
+
+def test_resume_without_a_complete_checkpoint_refuses_and_restart_runs_it_again(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "r2"
+    start(cli, tmp_path, workdir, "r2", steps=3, exit_code=1)
+    wait_state(cli, "r2", workdir, "failed (exit 1)")
+
+    r = cli("resume", "gpu", "r2", "--workdir", workdir)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: r2 on gpu has no complete checkpoint to resume from; "
+                     "`rtrain-tui resume gpu r2 --restart` runs it again from the start.\n")
+    assert not (run / "attempts").exists()
+
+    r = cli("resume", "gpu", "r2", "--restart", "--workdir", workdir)
+    assert r.rc == 0, r.err
+    assert r.out.splitlines()[0] == "resumed r2 on gpu: attempt 2, from the start"
+    wait_state(cli, "r2", workdir, "failed (exit 1)")
+    log = (run / "train.log").read_text()
+    assert log.count("'step': 1,") == 2
+    assert "=== attempt 2: restarting from the start ===\n{'loss'" not in log  # argv line first
+    assert "=== attempt 2: restarting from the start ===\nargv=" in log
+    assert "resume_from_checkpoint" not in (run / "config.yaml").read_text()
+    got = json.loads(cli("status", "gpu", "r2", "--workdir", workdir, "--json").out)
+    assert [(a["attempt"], a["exit"], a["checkpoint"]) for a in got["attempts"]] == [
+        (1, 1, None), (2, 1, None)]
+
+
+def test_resume_from_a_checkpoint_chosen_by_hand_and_what_from_refuses(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "r3"
+    start(cli, tmp_path, workdir, "r3", steps=4, save_steps=1, exit_code=1)
+    wait_state(cli, "r3", workdir, "failed (exit 1)")
+    (run / "outputs" / "checkpoint-3" / "trainer_state.json").unlink()
+
+    for path, said in (
+        ("outputs/checkpoint-9", "--from outputs/checkpoint-9: r3 on gpu has no such checkpoint-N "
+                                 "directory (it has: outputs/checkpoint-4, outputs/checkpoint-3, "
+                                 "outputs/checkpoint-2, outputs/checkpoint-1)."),
+        ("outputs/checkpoint-3", "--from outputs/checkpoint-3: outputs/checkpoint-3 is incomplete "
+                                 "(no trainer_state.json: cut off mid-save); the newest complete "
+                                 "one is outputs/checkpoint-4; the trainer would fail on it."),
+        ("../r1/outputs/checkpoint-2", "'../r1/outputs/checkpoint-2' points outside the run directory."),
+        ("train.log", "--from 'train.log' is not a checkpoint-N directory of the run"),
+    ):
+        r = cli("resume", "gpu", "r3", "--from", path, "--workdir", workdir)
+        assert r.rc != 0 and said in r.err, (path, r.err)
+    assert not (run / "attempts").exists()
+
+    r = cli("resume", "gpu", "r3", "--from", "outputs/checkpoint-2", "--workdir", workdir)
+    assert r.rc == 0, r.err
+    assert r.out.splitlines()[0] == "resumed r3 on gpu: attempt 2, from outputs/checkpoint-2"
+    wait_state(cli, "r3", workdir, "failed (exit 1)")
+    after = (run / "train.log").read_text().partition("=== attempt 2: resuming from outputs/checkpoint-2 ===")[2]
+    assert "Continuing training from global step 2" in after and "'step': 3" in after
+
+
+def test_resume_refuses_a_running_and_a_completed_run_saying_why(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    start(cli, tmp_path, workdir, "live", steps=10000)
+    start(cli, tmp_path, workdir, "done", steps=2)
+    wait_state(cli, "done", workdir, "completed")
+    wait_state(cli, "live", workdir, "running")
+
+    r = cli("resume", "gpu", "live", "--workdir", workdir)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: live is running on gpu: only a run that ended failed, stopped "
+                     "or lost can be resumed; stop it first (`rtrain-tui stop gpu live`).\n")
+    r = cli("resume", "gpu", "done", "--workdir", workdir)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: done completed on gpu: there is nothing to resume; start a "
+                     "new run to train again.\n")
+    r = cli("resume", "gpu", "nope", "--workdir", workdir)
+    assert r.rc == 1 and "no run nope on gpu" in r.err
+    assert not (Path(workdir) / "live" / "attempts").exists()
+    assert cli("stop", "gpu", "live", "--grace", "5", "--workdir", workdir).rc == 0
+
+
+def test_two_resumes_at_once_start_one_attempt_which_refresh_sees_and_stop_ends(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "r4"
+    # One GPU (the stand-in host has one free): the resume chooses it again.
+    start(cli, tmp_path, workdir, "r4", "--gpus", "1", steps=10000, save_steps=2, children=1)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    r = cli("stop", "gpu", "r4", "--grace", "5", "--workdir", workdir)
+    assert r.out == "stopped r4 on gpu\n", r.err
+    old_pid = int((run / "train.pid").read_text())
+
+    both = [cli.popen("resume", "gpu", "r4", "--workdir", workdir) for _ in range(2)]
+    results = [(p.wait(timeout=60), *p.communicate()) for p in both]
+    won = [out for rc, out, _ in results if rc == 0]
+    lost = [err for rc, _, err in results if rc != 0]
+    assert len(won) == 1 and won[0].startswith("resumed r4 on gpu: attempt 2, from outputs/checkpoint-")
+    wait_for("attempt 2's GPU", lambda: "env CUDA_VISIBLE_DEVICES=0 " in (
+        run / "train.log").read_text().partition("=== attempt 2")[2])
+    assert lost == ["rtrain-tui: r4 is running on gpu: only a run that ended failed, stopped or "
+                    "lost can be resumed; stop it first (`rtrain-tui stop gpu r4`).\n"]
+    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert (run / "train.log").read_text().count("=== attempt 2:") == 1
+
+    # The index left the final state: a refresh probes the run again and sees attempt 2.
+    listed = json.loads(cli("runs", "--refresh", "--json").out)
+    assert [(r["run_id"], r["state"]) for r in listed if r["run_id"] == "r4"] == [("r4", "running")]
+    token = (run / "train.token").read_text().strip()
+    new_pid = int((run / "train.pid").read_text())
+    assert new_pid != old_pid and (run / "attempts" / "1" / "train.pid").read_text().strip() == str(old_pid)
+    assert len(marked(token)) >= 3  # wrapper, trainer, its child
+
+    r = cli("stop", "gpu", "r4", "--grace", "5", "--workdir", workdir)
+    assert r.out == "stopped r4 on gpu\n", r.err
+    assert marked(token) == []
+    assert cli("status", "gpu", "r4", "--workdir", workdir).out == "stopped\n"

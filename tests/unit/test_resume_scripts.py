@@ -1,0 +1,101 @@
+"""The host side of a resume (host/resume.sh, remove_unlaunched.sh, resume_facts.sh) run
+under a real /bin/sh, and the pure parts of core/resume.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rtrain_tui.core import resume
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
+from tests.unit.test_remote_sh import sh
+
+OLD, NEW, OTHER = "a" * 32, "b" * 32, "c" * 32
+
+
+def ended_run(workdir: Path) -> Path:
+    """A run dir as attempt 1 left it: failed, with its pid, identity and launch lock."""
+    run = workdir / "r1"
+    (run / "launch.lock").mkdir(parents=True)
+    for name, text in (("train.token", OLD), ("train.pid", "4242"), ("train.ident", "1 x"),
+                       ("status", "1"), ("train.log", "step 1\r 50%"),
+                       ("config.yaml", "model: tiny\nresume_from_checkpoint: true\nsteps: 3")):
+        (run / name).write_text(text + "\n" if name not in ("config.yaml", "train.log") else text)
+    (run / f"run.sh.{NEW}").write_text("# attempt 2\n")
+    return run
+
+
+def claim(workdir: Path, token: str, checkpoint: str = "outputs/checkpoint-2") -> dict[str, str]:
+    script = remote_sh.resume(
+        str(workdir), "r1", token=token, previous_token=OLD, attempt=2, checkpoint=checkpoint,
+        edit_config=True, separator=resume.separator(2, checkpoint),
+        ended_record=json.dumps({"attempt": 1, "exit": 1}), launch_file="run.sh")
+    return dict(probes.parse_key_values(sh(script)))
+
+
+def test_a_claim_moves_attempt_1_aside_and_readies_the_dir_for_attempt_2(tmp_path: Path) -> None:
+    run = ended_run(tmp_path)
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
+    assert sorted(p.name for p in (run / "attempts" / "1").iterdir()) == [
+        "launch.lock", "status", "train.ident", "train.pid"]
+    assert not (run / "status").exists() and not (run / "train.pid").exists()
+    assert (run / "train.token").read_text() == NEW + "\n"
+    assert (run / "run.sh").read_text() == "# attempt 2\n"
+    assert (run / "config.yaml").read_text() == (
+        "model: tiny\nsteps: 3\nresume_from_checkpoint: 'outputs/checkpoint-2'\n")
+    assert (run / "train.log").read_bytes() == (
+        b"step 1\r 50%\n=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
+    lines = [json.loads(x) for x in (run / "attempts.jsonl").read_text().splitlines()]
+    assert lines[0] == {"attempt": 1, "exit": 1}
+    assert (lines[1]["attempt"], lines[1]["checkpoint"]) == (2, "outputs/checkpoint-2")
+    # Sent again after a lost answer: the same claim, nothing moved twice.
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
+    assert (run / "train.log").read_text().count("=== attempt 2") == 1
+    facts = dict(probes.parse_key_values(sh(remote_sh.resume_facts(str(tmp_path), "r1"))))
+    assert (facts["attempts"], facts["token"]) == ("2", NEW)
+
+
+def test_a_second_claim_of_the_same_attempt_is_busy_and_changes_nothing(tmp_path: Path) -> None:
+    run = ended_run(tmp_path)
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
+    (run / f"run.sh.{OTHER}").write_text("# the other one\n")
+    assert claim(tmp_path, OTHER, "outputs/checkpoint-1") == {"error": "busy"}
+    assert (run / "train.token").read_text() == NEW + "\n"
+    assert (run / "run.sh").read_text() == "# attempt 2\n"
+    assert not (run / f"run.sh.{OTHER}").exists()
+
+
+def test_a_restart_takes_the_resume_line_out_of_the_config(tmp_path: Path) -> None:
+    run = ended_run(tmp_path)
+    assert claim(tmp_path, NEW, checkpoint="") == {"claimed": "2"}
+    assert (run / "config.yaml").read_text() == "model: tiny\nsteps: 3\n"
+    assert (run / "train.log").read_text().endswith("=== attempt 2: restarting from the start ===\n")
+
+
+def test_an_unlaunched_attempt_never_has_its_run_dir_removed(tmp_path: Path) -> None:
+    """A resume cut off after its claim: the dir holds the attempts before; a refresh
+    that tidies unlaunched starts must leave it (a fresh start's is still removed)."""
+    run = ended_run(tmp_path)
+    claim(tmp_path, NEW)
+    (run / "run.sh").unlink()
+    assert sh(remote_sh.remove_unlaunched(str(tmp_path), "r1", NEW)).strip() == "removed=0"
+    assert (run / "attempts" / "1" / "status").exists()
+    fresh = tmp_path / "r2"
+    fresh.mkdir()
+    (fresh / "train.token").write_text(NEW + "\n")
+    assert sh(remote_sh.remove_unlaunched(str(tmp_path), "r2", NEW)).strip() == "removed=1"
+
+
+def test_attempts_are_merged_by_number_and_the_last_is_the_run_now() -> None:
+    recorded = resume.parse_attempts(
+        '{"attempt": 1, "state": "failed (exit 1)", "exit": 1, "ended": 1700000000, '
+        '"started": "2026-11-30T10:00:00+00:00", "reason": "NCCL timeout"}\n'
+        'not json\n{"attempt": 2, "started": 1700000100, "checkpoint": "outputs/checkpoint-2"}\n')
+    view = resume.attempts_view(recorded, "running", None, "")
+    assert view == [
+        {"attempt": 1, "started": "2026-11-30T10:00:00+00:00", "ended": "2023-11-14T22:13:20+00:00",
+         "exit": 1, "state": "failed (exit 1)", "reason": "NCCL timeout", "checkpoint": None},
+        {"attempt": 2, "started": "2023-11-14T22:15:00+00:00", "ended": None, "exit": None,
+         "state": "running", "reason": "", "checkpoint": "outputs/checkpoint-2"}]
+    assert resume.attempts_view([], "completed", 0, "")[0]["attempt"] == 1
