@@ -244,7 +244,8 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     from rtrain_tui.core import engine as engine_mod
 
     key = (host, workdir, run_id)
-    old = next((r for r in await asyncio.to_thread(engine.index.load) if r.key == key), None)
+    # Only this run's record: a year of archived runs is not read for one of them.
+    old = next(iter(await asyncio.to_thread(engine.index.find, [key])), None)
     if old is not None and old.state == probes.STARTING and \
             engine_mod._start_in_progress(engine.index, old.token):
         raise RemoteError(refusal(probes.STARTING, host, run_id))

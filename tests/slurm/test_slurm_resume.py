@@ -1,0 +1,38 @@
+"""`resume` on the real test Slurm: a new job for the same run directory, from the newest
+complete checkpoint, with the new job id recorded (issue 18, Resume)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.slurm.conftest import LOGIN, SlurmCli
+from tests.slurm.test_slurm_cli import start, status, wait_for
+
+
+def test_a_failed_job_resumes_as_a_new_job_in_its_run_dir(
+        scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "sr"
+    # Saves checkpoint-2, then is SIGKILLed while saving checkpoint-4.
+    start(scli, tmp_path, workdir, "sr", "--gpus", "0", steps=6, save_steps=2, die_mid_save=4,
+          step_seconds=0.05)
+    first = wait_for(scli, "sr", workdir, lambda s: s["state"] == "failed (exit 137)")["slurm_job_id"]
+
+    r = scli("resume", LOGIN, "sr", "--workdir", workdir, timeout=180)
+    assert r.rc == 0, r.err
+    head = r.out.splitlines()[0]
+    assert head.startswith("resumed sr on cluster: attempt 2, from outputs/checkpoint-2 (Slurm job ")
+    job = head.rpartition("Slurm job ")[2].rstrip(")")
+    assert job != first and "skipped outputs/checkpoint-4 incomplete" in r.err
+
+    done = wait_for(scli, "sr", workdir, lambda s: s["state"] == "completed", timeout=90)
+    assert done["slurm_job_id"] == job and done["attempt"] == 2
+    assert [(a["attempt"], a["state"]) for a in done["attempts"]] == [
+        (1, "failed (exit 137)"), (2, "completed")]
+    assert (run / "attempts" / "1" / "slurm_job_id").read_text().strip() == first
+    after = (run / "train.log").read_text().partition(
+        "=== attempt 2: resuming from outputs/checkpoint-2 ===\n")[2]
+    assert "Continuing training from global step 2" in after and "training done, exit 0" in after
+    listed = json.loads(scli("runs", "--json").out)
+    assert [(r["run_id"], r["slurm_job_id"]) for r in listed] == [("sr", job)]
+    assert status(scli, "sr", workdir)["state"] == "completed"
