@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rtrain_tui.core.errors import RemoteError, StuckError
@@ -83,6 +83,13 @@ def reason_cell(reason: str, width: int = REASON_WIDTH) -> str:
     """`✗ CUDA out of memory …`: a failure reason, cut to fit beside the state."""
     short = reason if len(reason) <= width else reason[:width - 1] + "…"
     return f"✗ {short}"
+
+
+def attempt_cell(cell: str, attempt: int) -> str:
+    """A resumed run's cell says which attempt it shows: `attempt 2 · 180/300 ▕██▏ …`."""
+    if attempt <= 1:
+        return cell
+    return f"attempt {attempt} · {cell}" if cell else f"attempt {attempt}"
 
 
 def progress_text(summary: Summary, running: bool, tail: Sequence[str] | None = None) -> str:
@@ -167,7 +174,10 @@ async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[R
         if states.get(r.key) == probes.QUEUED:
             why = waiting_text(engine.reasons.get(r.key, ""))
             lines[r.key] = RunLine(r.key, probes.QUEUED, why, waiting=why)
-    return tuple(lines.values())
+    attempts = {r.key: r.attempt for r in records if r.attempt > 1}
+    return tuple(replace(line, progress=attempt_cell(line.progress, attempts[key]))
+                 if key in attempts and line.progress is not None else line
+                 for key, line in lines.items())
 
 
 async def refresh(engine: Any, records: Sequence[RunRecord], settled: Collection[RunKey] = (),

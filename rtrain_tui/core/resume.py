@@ -295,7 +295,8 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             base = old or RunRecord(host, run_id, workdir, python=req.python, gpus=req.gpus,
                                     started_at=index_now(), backend=kind.name)
             record = replace(base, state=probes.STARTING, token=token, gpu_ids=gpu_ids,
-                             ended_at="", job_id="", stale=False, updated_at=index_now())
+                             ended_at="", job_id="", stale=False, updated_at=index_now(),
+                             attempt=attempt)
             engine._kinds[record.key] = record.backend or kind.name
             await asyncio.to_thread(engine.index.add, record)
             chosen.release()  # the index says which GPUs this attempt has now

@@ -83,3 +83,14 @@ def test_run_line_words_status_as_the_row_does_from_the_probe_alone() -> None:
     running = RunProbe(exists=True, launched=True, alive=True)
     line = asyncio.run(host_view.run_line(None, "h", "~/w", "r", running))
     assert (line.state, line.reason, line.settled) == (probes.RUNNING, "", False)
+
+
+def test_a_resumed_runs_cell_says_its_attempt() -> None:
+    assert host_view.attempt_cell("180/300 loss 1.2", 2) == "attempt 2 · 180/300 loss 1.2"
+    assert host_view.attempt_cell("", 3) == "attempt 3"
+    assert host_view.attempt_cell("180/300", 1) == "180/300"
+    recs = [RunRecord("h", "q1", "~/w", attempt=2), RunRecord("h", "q2", "~/w")]
+    states = {r.key: probes.QUEUED for r in recs}
+    lines = asyncio.run(host_view.lines_for(SimpleNamespace(reasons={}), recs, states))
+    assert [line.progress for line in lines] == ["attempt 2 · waiting in the queue",
+                                                 "waiting in the queue"]

@@ -390,3 +390,15 @@ def test_forget_drops_only_the_start_that_still_has_its_token_and_is_starting(tm
               ("h", "~/w", "launched"): "c" * 32}
     index.set_states({}, forget=forget)
     assert [(r.run_id, r.state) for r in index.load()] == [("retaken", "starting"), ("launched", "running")]
+
+
+def test_a_resumed_runs_attempt_is_kept_and_a_bad_one_reported(tmp_path: Path) -> None:
+    path = tmp_path / "runs.toml"
+    index = RunIndex(path)
+    index.add(RunRecord("gpu", "r1", "~/w", state="running", attempt=2))
+    assert [r.attempt for r in RunIndex(path).load()] == [2]
+    path.write_text(path.read_text() + '[[runs]]\nhost = "gpu"\nrun_id = "r2"\nworkdir = "~/w"\n'
+                    'attempt = 0\n')
+    report = RunIndex(path).load_report()
+    assert [r.run_id for r in report.records] == ["r1"]
+    assert "attempt should be a whole number 1 or more, not a number (0)" in report.problems[0]

@@ -110,6 +110,7 @@ class RunRecord:
     # versions) means direct for a run started here, the host's setting for a found one
     job_id: str = ""  # a scheduler's job (Slurm: the id sbatch gave); older versions
     # wrote it as `slurm_job_id`, still read
+    attempt: int = 1  # a resumed run's attempt (`rtrain-tui resume`): 2 for its second
 
     @property
     def key(self) -> RunKey:
@@ -934,6 +935,9 @@ def _record_problems(table: dict[str, Any]) -> list[str]:
     if "gpus" in table and (isinstance(table["gpus"], bool) or not isinstance(table["gpus"], int)
                             or table["gpus"] < 0):
         bad.append(f"gpus should be a whole number 0 or more, not {_describe(table['gpus'])}")
+    if "attempt" in table and (isinstance(table["attempt"], bool)
+                               or not isinstance(table["attempt"], int) or table["attempt"] < 1):
+        bad.append(f"attempt should be a whole number 1 or more, not {_describe(table['attempt'])}")
     if bad:
         return bad
     # Values that reach a remote shell or asyncssh: refused here so one bad record can
