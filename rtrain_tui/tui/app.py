@@ -271,6 +271,11 @@ class RTrainApp(HeldToasts):
         if record is not None:
             self.run_actions.stop(record)
 
+    def action_resume_run(self) -> None:
+        record = self._selected_record()
+        if record is not None:
+            self.run_actions.resume(record)
+
     # -- filter and help -----------------------------------------------------------
     def action_filter(self) -> None:
         self.main_screen.open_filter()

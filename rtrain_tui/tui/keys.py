@@ -15,6 +15,8 @@ KEYS: list[Binding] = [
     Binding("f", "fetch", "Fetch", id="fetch", tooltip="Fetch adapter, checkpoints, log"),
     Binding("x", "stop", "Stop", id="stop", tooltip="Stop every process of the run: SIGTERM, grace, SIGKILL, verified"),
     Binding("r", "refresh", "Refresh", id="refresh", tooltip="Refresh run states now"),
+    Binding("R", "resume_run", "Resume", id="resume_run", show=False,
+            tooltip="A new attempt of a failed, stopped or lost run, from its newest complete checkpoint"),
     Binding("b", "toggle_hosts", "Hosts", id="toggle_hosts",
             tooltip="Show or hide the host sidebar (folded away on a narrow terminal)"),
     Binding("/", "filter", "Filter", id="filter", tooltip="Filter runs"),

@@ -131,6 +131,9 @@ class Refresher:
             if view is not None:
                 # The states first: a run's progress read can wait its whole bound.
                 self.app.post_message(replace(message, final=False))
+                # A run live again (resumed: a new attempt) ends anew, and its new final
+                # line is read then.
+                self.settled.difference_update(k for k, s in view.states.items() if not is_final(s))
                 lines = await host_view.lines_for(self.engine,
                                                   self._worth_reading(records, view.states),
                                                   view.states, self.settled, self.stalled)

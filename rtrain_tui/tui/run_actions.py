@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from textual.notifications import SeverityLevel
 
 from rtrain_tui.core.engine import StartedRun
+from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
@@ -104,6 +105,30 @@ class RunActions:
                         timeout=10 if ok else 30)
         self.app.load_runs()
         self.app.refresh_runs()
+
+    # -- resume --------------------------------------------------------------------
+    def resume(self, record: RunRecord) -> None:
+        """`R`: a new attempt from the newest complete checkpoint (core/resume.py); the
+        engine refuses a run that is live or completed, and the toast says why."""
+        self.app.notify(f"resuming {record.run_id} on {record.host}…", title="Resume", markup=False)
+        self.app.run_worker(self._resume(record), group="resume", exclusive=False,
+                            exit_on_error=False, description=f"resume {record.run_id}")
+
+    async def _resume(self, record: RunRecord) -> None:
+        app = self.app
+        try:
+            resumed = await app.engine.resume(record.host, record.workdir, record.run_id,
+                                              reason=self.reasons.get(record.key, ""))
+        except RemoteError as exc:
+            app.notify(str(exc), title="Resume", severity="error", timeout=30, markup=False)
+            return
+        how = f"from {resumed.checkpoint}" if resumed.checkpoint else "from the start"
+        skipped = "".join(f"\nskipped {line}" for line in resumed.skipped)
+        app.notify(f"resumed {record.run_id} on {record.host}: attempt {resumed.attempt}, {how}"
+                   f"{skipped}", title="Resumed", markup=False)
+        self.last_states[record.key] = resumed.started.record.state
+        app.load_runs()
+        app.refresher.refresh_now(record.host)
 
     # -- runs that ended on their own ----------------------------------------------
     def notify_transitions(self, records: list[RunRecord]) -> None:

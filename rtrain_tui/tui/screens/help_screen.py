@@ -16,6 +16,7 @@ KEYS = [
     ("f", "fetch from the selected run (adapter, checkpoints, log)"),
     ("x", "stop the selected run (every process of it, found by its marker; verified)"),
     ("r", "refresh every run's state now"),
+    ("R", "resume a failed, stopped or lost run (newest complete checkpoint)"),
     ("/", "filter runs; in a log pane: search it (enter: next match)"),
     ("h", "show only the selected host's runs (again: all)"),
     ("s", "show only live runs, then failed ones, then all"),
