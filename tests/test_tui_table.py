@@ -94,6 +94,19 @@ def test_a_refresh_changes_only_the_rows_that_changed(tmp_path: Path) -> None:
             assert not cleared
             assert all(table.rows[k] is row for k, row in rows_before.items())
             assert table.get_row_at(0)[3].plain == "12/100 loss 0.5"
+            # The next progress (as wide: no column widens): only its row is drawn again.
+            rendered: list[int] = []  # the rows whose cells are rendered (not from a cache)
+            render_cell = table._render_cell
+
+            def tracked(row_index, *args, **kwargs):  # type: ignore[no-untyped-def]
+                rendered.append(row_index)
+                return render_cell(row_index, *args, **kwargs)
+
+            table._render_cell = tracked  # type: ignore[method-assign]
+            app.main_screen.show_runs(None, {records[-1].key: "13/100 loss 0.4"})
+            await pilot.pause()
+            assert set(rendered) == {0}, sorted(set(rendered))
+            assert "13/100 loss 0.4" in screen_text(app)
             # a run written again by the index (the same run, a new record): its row only
             rewritten = [replace(r, updated_at="2026-11-30T00:00:00+00:00")
                          if r.run_id == "run-007" else r for r in (v.record for v in table.views.values())]
