@@ -187,3 +187,22 @@ def test_two_resumes_at_once_start_one_attempt_which_refresh_sees_and_stop_ends(
     assert r.out == "stopped r4 on gpu\n", r.err
     assert marked(token) == []
     assert cli("status", "gpu", "r4", "--workdir", workdir).out == "stopped\n"
+
+
+def test_a_trainer_template_gets_its_resume_flag_and_the_env_and_its_config_is_left_alone(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "t1"
+    template = ("echo resume=[{resume:--from}] env=[${RTRAIN_RESUME_FROM:-none}] && "
+                "{python} -m praisonai_train llm --config {config}")
+    start(cli, tmp_path, workdir, "t1", "--gpus", "0", "--trainer", template,
+          steps=4, save_steps=2, exit_code=1)
+    wait_state(cli, "t1", workdir, "failed (exit 1)")
+    r = cli("resume", "gpu", "t1", "--workdir", workdir)
+    assert r.out.splitlines()[0] == "resumed t1 on gpu: attempt 2, from outputs/checkpoint-4", r.err
+    wait_state(cli, "t1", workdir, "failed (exit 1)")
+    before, sep, after = (run / "train.log").read_text().partition(
+        "=== attempt 2: resuming from outputs/checkpoint-4 ===\n")
+    assert sep and "resume=[] env=[none]\n" in before
+    assert after.startswith("resume=[--from outputs/checkpoint-4] env=[outputs/checkpoint-4]\n")
+    # A template of the user's own is told by its flag and the env; its config is theirs.
+    assert "resume_from_checkpoint" not in (run / "config.yaml").read_text()

@@ -12,7 +12,9 @@ so the "newest complete checkpoint" rule (core/runs/checkpoints.py) judges it as
 would a real one.
 
 Config (flat `key: value` lines in config.yaml): max_steps, step_seconds,
-learning_rate, batch_size, save_steps, logging_steps, eval_steps, seed.
+learning_rate, batch_size, save_steps, logging_steps, eval_steps, seed, and
+resume_from_checkpoint (a checkpoint's path, as `rtrain-tui resume` writes it: its weights,
+step and log history are taken up, and the bar goes on from its step).
 
 The dataset is streamed, never loaded: its memory stays bounded whatever its size (a
 300 MB JSONL read whole, as a list of character pairs, grew the process to 17 GB). The
@@ -174,6 +176,14 @@ class Bigram:
             out += self.vocab[row]
         return out
 
+    def load(self, directory: Path) -> None:
+        """The logits `save` wrote (a checkpoint of the same dataset: the same vocabulary)."""
+        raw = (directory / "adapter_model.safetensors").read_bytes()
+        size = struct.unpack("<Q", raw[:8])[0]
+        n = len(self.vocab)
+        values = struct.unpack(f"<{n * n}f", raw[8 + size:8 + size + 4 * n * n])
+        self.logits = [list(values[i * n:(i + 1) * n]) for i in range(n)]
+
     def save(self, directory: Path, meta: dict[str, object]) -> None:
         """adapter_model.safetensors (one float32 tensor) + adapter_config.json."""
         directory.mkdir(parents=True, exist_ok=True)
@@ -206,14 +216,16 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
 
 
-def progress_bar(step: int, total: int, began: float) -> str:
-    """A tqdm bar as tqdm draws it (`\\r` first, no newline): ` 37%|███▋      | 45/120 [...]`."""
+def progress_bar(step: int, total: int, began: float, first: int = 0) -> str:
+    """A tqdm bar as tqdm draws it (`\\r` first, no newline): ` 37%|███▋      | 45/120 [...]`.
+    `first`: the step this attempt began at (a resumed run's bar starts there)."""
     frac = step / total
     filled = int(frac * 10)
     elapsed = time.monotonic() - began
-    rate = step / elapsed if elapsed and step else 0.0
-    if not step:
-        return f"\r  0%|          | 0/{total} [00:00<?, ?it/s]"
+    rate = (step - first) / elapsed if elapsed and step > first else 0.0
+    if step == first:
+        return (f"\r{int(frac * 100):3d}%|{'█' * filled}{' ' * (10 - filled)}| {step}/{total} "
+                "[00:00<?, ?it/s]")
     left = (total - step) / rate if rate else 0.0
     speed = f"{rate:.2f}it/s" if rate >= 1 else f"{1 / rate:.2f}s/it"
     return (f"\r{int(frac * 100):3d}%|{'█' * filled}{' ' * (10 - filled)}| {step}/{total} "
@@ -259,6 +271,14 @@ def main(argv: list[str] | None = None) -> int:
 
     step = 0
     stopping = False
+    history: list[dict[str, float]] = []  # trainer_state.json's log_history
+    if resume := cfg.get("resume_from_checkpoint"):
+        saved = json.loads((Path(resume) / "trainer_state.json").read_text())
+        model.load(Path(resume))
+        step, history = int(saved["global_step"]), list(saved.get("log_history", []))
+        # What transformers' Trainer says when it resumes.
+        print("  Continuing training from checkpoint, will skip to saved global_step\n"
+              f"  Continuing training from global step {step}", flush=True)
 
     def on_term(signum: int, _frame: object) -> None:
         nonlocal stopping
@@ -271,11 +291,11 @@ def main(argv: list[str] | None = None) -> int:
                 "logging_steps": logging_steps, "max_steps": max_steps, "save_steps": save_steps,
                 "train_batch_size": batch}
     began = time.monotonic()
+    first = step  # the bar's rate counts this attempt's steps only
     losses = []
-    history: list[dict[str, float]] = []  # trainer_state.json's log_history
     # tqdm draws on stderr; the dicts go to stdout. The log merges both, so a dict
     # lands glued to the end of the bar line, as in a real run's train.log.
-    sys.stderr.write(progress_bar(0, max_steps, began))
+    sys.stderr.write(progress_bar(step, max_steps, began, first))
     sys.stderr.flush()
     while step < max_steps and not stopping:
         step += 1
@@ -283,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         step_lr = lr * (1 - (step - 1) / max_steps)
         loss, grad_norm = model.step([batches.draw() for _ in range(batch)], step_lr)
         losses.append(loss)
-        sys.stderr.write(progress_bar(step, max_steps, began))
+        sys.stderr.write(progress_bar(step, max_steps, began, first))
         sys.stderr.flush()
         epoch = round(step * batch / corpus_pairs, 2)
         if step % logging_steps == 0 or step == max_steps:
@@ -309,9 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     print(trainer_dict({"train_runtime": round(runtime, 4),
                         "train_samples_per_second": round(step * batch / runtime, 3),
                         "train_steps_per_second": round(step / runtime, 3),
-                        "train_loss": round(sum(losses) / len(losses), 4),
+                        "train_loss": round(sum(losses) / max(len(losses), 1), 4),
                         "epoch": round(step * batch / corpus_pairs, 2)}), flush=True)
-    model.save(Path("lora_model"), {"steps": step, "final_loss": round(losses[-1], 4)})
+    model.save(Path("lora_model"), {"steps": step, "final_loss": round(losses[-1], 4) if losses else None})
     print(f"Sample: {model.sample(vocab[0] if vocab[0] != chr(10) else 't', 60, rng)!r}", flush=True)
     print("Saved adapter to lora_model/", flush=True)
     return 0

@@ -92,3 +92,32 @@ def test_demo_checkpoints_are_complete_by_the_resume_rule_with_trainer_state_las
     assert times["trainer_state.json"] == max(times.values())
     state = json.loads((saved / "trainer_state.json").read_text())
     assert state["global_step"] == 40 and [e["step"] for e in state["log_history"]][-1] == 40
+
+
+def test_the_demo_trainer_resumes_from_the_checkpoint_its_config_names(tmp_path: Path) -> None:
+    """As `rtrain-tui resume` tells it (config.yaml's resume_from_checkpoint): the weights,
+    the step and the log history go on from the checkpoint; the bar starts at its step."""
+    def train(config_text: str) -> str:
+        config = tmp_path / "config.yaml"
+        config.write_text(config_text)
+        with (tmp_path / "train.log").open("ab") as out:
+            rc = subprocess.run([sys.executable, "-m", "rtrain_tui.demo.trainer", "llm",
+                                 str(SAMPLES / "pirate_chat.jsonl"), "--config", str(config)],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, timeout=60).returncode
+        assert rc == 0
+        return (tmp_path / "train.log").read_bytes().decode()
+
+    base = "max_steps: 40\nstep_seconds: 0\nsave_steps: 20\nlogging_steps: 5\n"
+    first = parse_text(train(base)).losses
+    with (tmp_path / "train.log").open("a") as log:
+        log.write("=== attempt 2: resuming from checkpoint-20 ===\n")
+    text = train(base + "resume_from_checkpoint: 'checkpoint-20'\n")
+    after = text.partition("=== attempt 2: resuming from checkpoint-20 ===\n")[2]
+    assert "  Continuing training from global step 20\n" in after
+    assert "| 20/40 [00:00<?, ?it/s]" in after and "| 1/40 [" not in after
+    resumed = parse_text(text).losses
+    assert [s for s, _ in resumed] == list(range(5, 41, 5))
+    assert resumed[:4] == first[:4]  # steps up to the checkpoint: attempt 1's
+    assert resumed[4][1] < first[0][1]  # trained weights, not a fresh start
+    state = json.loads((tmp_path / "checkpoint-40" / "trainer_state.json").read_text())
+    assert [e["step"] for e in state["log_history"]] == list(range(5, 41, 5))
