@@ -3,17 +3,15 @@
 ## and whose name can be a run id and is not in KNOWN (` id id `). With LIMIT (else
 ## empty), only the newest LIMIT such names are looked at. Variables are prefixed `fr_`
 ## so the listing can precede another probe script in one round trip. The start times
-## are read for all the runs of a workdir at once (`mtimes`, needs mtimes.sh): a
+## are read for all the runs of a workdir at once (`mt_add`, needs mtimes.sh): a
 ## `date` per run cost ~5 s of a listing of 5,000.
-fr_nl='
-'
 fr_list() {
   fr_i=$1 fr_wd=$2 fr_known=$3 fr_limit=$4
   case $fr_wd in /*) ;; *) fr_wd=$(pwd)/$fr_wd;; esac
   printf 'wd\t%s\t%s\n' "$fr_i" "$fr_wd"
   # shellcheck disable=SC2012  # newest first needs `ls -t`; -q and the case below keep names to one safe line
   ls -qt -- "$fr_wd/" 2>/dev/null | {
-  fr_c=0 fr_ends=
+  fr_c=0
   while IFS= read -r fr_n; do
     case $fr_n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
     [ ${#fr_n} -le 64 ] || continue
@@ -25,7 +23,7 @@ fr_list() {
     for fr_f in config.yaml train.pid train.log status; do
       [ -e "$fr_d/$fr_f" ] && break
     done
-    fr_ends="${fr_ends}run$tab$fr_i$tab$fr_n$tab$fr_nl$fr_d/$fr_f$fr_nl"
+    mt_add "run$tab$fr_i$tab$fr_n$tab" "$fr_d/$fr_f"
   done
-  mtimes "$fr_ends"; }
+  mt_flush; }
 }

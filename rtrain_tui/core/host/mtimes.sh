@@ -6,9 +6,23 @@
 ## runs' `date -r` took 6.6 s of one probe. Variables are prefixed `mt_`.
 ## `tab` is a tab, for the prefixes callers build.
 tab='	'
+mt_nl='
+'
+## `mt_add PREFIX PATH` adds a file to the list, `mt_flush` prints what `mtimes` says of
+## the list and empties it. Every 200 files it is flushed: a shell string grown by one
+## line at a time is copied whole each time, so 5,000 files in one list cost ~1 s of
+## dash (14 s of bash) before `stat` even ran.
+mt_list='' mt_n=0 mt_o=''
+mt_add() {
+  mt_list="$mt_list$1$mt_nl$2$mt_nl" mt_n=$((mt_n + 1))
+  [ "$mt_n" -lt 200 ] || mt_flush
+}
+mt_flush() { mtimes "$mt_list"; mt_list='' mt_n=0; }
 mtimes() {
   [ -n "$1" ] || return 0
-  if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  if [ -z "$mt_o" ]; then
+    if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  fi
   { printf '%s//\n' "$1"
     printf '%s' "$1" | sed -n 'n;p' | tr '\n' '\000' | xargs -0 stat "$mt_o" "$mt_f" 2>/dev/null
   } | awk '

@@ -2,10 +2,9 @@
 ## for the run, its index I and then key=value facts. A run whose wrapper lives costs no
 ## fork; the scan for marked processes runs only when a wrapper is gone without an exit
 ## code, once for all runs. With NEED_END=1 an ended run also reports when it ended:
-## `probe_ends`, after the last `probe`, prints `I<TAB>ended=EPOCH` for all of them at
+## `mt_flush`, after the last `probe`, prints `I<TAB>ended=EPOCH` for all of them at
 ## once (its `status` file's last write, else its log's; one `stat`, not a fork per run).
 ## Needs liveness.sh, mtimes.sh and `own_groups` run first.
-ends=
 probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
@@ -30,9 +29,8 @@ probe() {
   fi
   if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
-    [ -e "$ef" ] && ends="$ends$1${tab}ended=$nl$ef$nl"
+    [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
   printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\n' \
     "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free"
 }
-probe_ends() { mtimes "$ends"; }

@@ -94,7 +94,7 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
         lines.append(f"probe {i} {remote_sh.run_dir_word(workdir, run_id)} "
                      f"{1 if i in ends else 0}\n")
     if need_end:
-        lines.append("probe_ends\n")
+        lines.append("mt_flush\n")
     if gpus:
         lines.append(_GPU_SAMPLE_ASYNC)
     return "".join(lines)

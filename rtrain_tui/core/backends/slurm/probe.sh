@@ -1,12 +1,10 @@
 ## The refresh probe of a login node: every run's files (`probe I RUNDIR NEED_END`, one
 ## line each, in the `#@ runs` slot), then one Slurm query for all their jobs. With
 ## NEED_END=1 a run with a job or an exit code also reports when its `status` (else its
-## log) was last written, `I<TAB>ended=EPOCH`, all at once by `mtimes` (needs mtimes.sh):
+## log) was last written, `I<TAB>ended=EPOCH`, all at once by `mt_flush` (mtimes.sh):
 ## the client keeps it only for a run that Slurm's answer shows ended.
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
-ids='' ends=''
-nl='
-'
+ids=
 probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
@@ -20,13 +18,13 @@ probe() {
   unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1
   if [ "$3" = 1 ] && [ -n "$job$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
-    [ -e "$ef" ] && ends="$ends$1${tab}ended=$nl$ef$nl"
+    [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
   printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\n' \
     "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown"
 }
 #@ runs
-mtimes "$ends"
+mt_flush
 [ -n "$ids" ] || exit 0
 sq=$(squeue -h -t all -j "$ids" -O 'JobID:|,State:|,Reason:|,exit_code:|,RestartCnt:|' 2>/dev/null)
 printf '%s\n' "$sq" | sed -n 's/^\([0-9]\)/J	\1/p'
