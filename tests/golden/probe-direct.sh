@@ -1,7 +1,17 @@
 tab='	'
+mt_nl='
+'
+mt_list='' mt_n=0 mt_o=''
+mt_add() {
+  mt_list="$mt_list$1$mt_nl$2$mt_nl" mt_n=$((mt_n + 1))
+  [ "$mt_n" -lt 200 ] || mt_flush
+}
+mt_flush() { mtimes "$mt_list"; mt_list='' mt_n=0; }
 mtimes() {
   [ -n "$1" ] || return 0
-  if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  if [ -z "$mt_o" ]; then
+    if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  fi
   { printf '%s//\n' "$1"
     printf '%s' "$1" | sed -n 'n;p' | tr '\n' '\000' | xargs -0 stat "$mt_o" "$mt_f" 2>/dev/null
   } | awk '
@@ -10,15 +20,13 @@ mtimes() {
     { t = $1; sub(/^[^ ]* /, ""); when[$0] = t }
     END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
 }
-fr_nl='
-'
 fr_list() {
   fr_i=$1 fr_wd=$2 fr_known=$3 fr_limit=$4
   case $fr_wd in /*) ;; *) fr_wd=$(pwd)/$fr_wd;; esac
   printf 'wd\t%s\t%s\n' "$fr_i" "$fr_wd"
   # shellcheck disable=SC2012  # newest first needs `ls -t`; -q and the case below keep names to one safe line
   ls -qt -- "$fr_wd/" 2>/dev/null | {
-  fr_c=0 fr_ends=
+  fr_c=0
   while IFS= read -r fr_n; do
     case $fr_n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
     [ ${#fr_n} -le 64 ] || continue
@@ -30,9 +38,9 @@ fr_list() {
     for fr_f in config.yaml train.pid train.log status; do
       [ -e "$fr_d/$fr_f" ] && break
     done
-    fr_ends="${fr_ends}run$tab$fr_i$tab$fr_n$tab$fr_nl$fr_d/$fr_f$fr_nl"
+    mt_add "run$tab$fr_i$tab$fr_n$tab" "$fr_d/$fr_f"
   done
-  mtimes "$fr_ends"; }
+  mt_flush; }
 }
 fr_list 0 ~/.praisonai-train ' r1 ' 200
 fr_list 1 /data/runs '  ' 200
@@ -145,9 +153,19 @@ RTRAIN_RUN=$1
   return 1
 }
 tab='	'
+mt_nl='
+'
+mt_list='' mt_n=0 mt_o=''
+mt_add() {
+  mt_list="$mt_list$1$mt_nl$2$mt_nl" mt_n=$((mt_n + 1))
+  [ "$mt_n" -lt 200 ] || mt_flush
+}
+mt_flush() { mtimes "$mt_list"; mt_list='' mt_n=0; }
 mtimes() {
   [ -n "$1" ] || return 0
-  if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  if [ -z "$mt_o" ]; then
+    if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  fi
   { printf '%s//\n' "$1"
     printf '%s' "$1" | sed -n 'n;p' | tr '\n' '\000' | xargs -0 stat "$mt_o" "$mt_f" 2>/dev/null
   } | awk '
@@ -157,7 +175,6 @@ mtimes() {
     END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
 }
 own_groups
-ends=
 probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
@@ -182,15 +199,14 @@ probe() {
   fi
   if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
-    [ -e "$ef" ] && ends="$ends$1${tab}ended=$nl$ef$nl"
+    [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
   printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\n' \
     "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free"
 }
-probe_ends() { mtimes "$ends"; }
 probe 0 ~/.praisonai-train/r1 0
 probe 1 /data/runs/r-2.b 1
-probe_ends
+mt_flush
 gs_id=; gs_b=
 read -r gs_id 2>/dev/null < /proc/sys/kernel/hostname; read -r gs_b 2>/dev/null < /proc/sys/kernel/random/boot_id
 gs_id=$gs_id-$gs_b

@@ -1,7 +1,17 @@
 tab='	'
+mt_nl='
+'
+mt_list='' mt_n=0 mt_o=''
+mt_add() {
+  mt_list="$mt_list$1$mt_nl$2$mt_nl" mt_n=$((mt_n + 1))
+  [ "$mt_n" -lt 200 ] || mt_flush
+}
+mt_flush() { mtimes "$mt_list"; mt_list='' mt_n=0; }
 mtimes() {
   [ -n "$1" ] || return 0
-  if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  if [ -z "$mt_o" ]; then
+    if stat -c %Y / >/dev/null 2>&1; then mt_o=-c mt_f='%Y %n'; else mt_o=-f mt_f='%m %N'; fi
+  fi
   { printf '%s//\n' "$1"
     printf '%s' "$1" | sed -n 'n;p' | tr '\n' '\000' | xargs -0 stat "$mt_o" "$mt_f" 2>/dev/null
   } | awk '
@@ -11,9 +21,7 @@ mtimes() {
     END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
 }
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
-ids='' ends=''
-nl='
-'
+ids=
 probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
@@ -27,14 +35,14 @@ probe() {
   unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1
   if [ "$3" = 1 ] && [ -n "$job$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
-    [ -e "$ef" ] && ends="$ends$1${tab}ended=$nl$ef$nl"
+    [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
   printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\n' \
     "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown"
 }
 probe 0 ~/.praisonai-train/r1 0
 probe 1 /data/runs/r2 1
-mtimes "$ends"
+mt_flush
 [ -n "$ids" ] || exit 0
 sq=$(squeue -h -t all -j "$ids" -O 'JobID:|,State:|,Reason:|,exit_code:|,RestartCnt:|' 2>/dev/null)
 printf '%s\n' "$sq" | sed -n 's/^\([0-9]\)/J	\1/p'
