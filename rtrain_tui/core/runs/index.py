@@ -51,7 +51,7 @@ import time
 import tomllib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -289,7 +289,7 @@ class RunIndex:
         archive is read. Its copy is the newer one, so it shadows an archived run of the
         same key (a run id used again) until the next full write drops that.
         """
-        bad = _record_problems(asdict(record))
+        bad = _record_problems(_table(record))
         if bad:
             raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be recorded: "
                                   + "; ".join(bad))
@@ -308,7 +308,7 @@ class RunIndex:
         Returns those added; a run recorded meanwhile by someone else is left as it is.
         """
         for record in records:
-            bad = _record_problems(asdict(record))
+            bad = _record_problems(_table(record))
             if bad:
                 raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be "
                                       "recorded: " + "; ".join(bad))
@@ -491,7 +491,7 @@ class RunIndex:
                 home = path if kept.record is None else self._home(kept.record, view.broken)
                 plan.setdefault(home, []).append(kept)
         for rec in matcher.new():
-            plan.setdefault(self._home(rec, view.broken), []).append(_entry(asdict(rec)))
+            plan.setdefault(self._home(rec, view.broken), []).append(_entry(_table(rec)))
         return plan
 
     def _write_plan(self, view: _View, plan: dict[Path, list[_Entry]]) -> None:
@@ -850,7 +850,7 @@ class _Matcher:
         new = self._result[i]
         if new is entry.record or new == entry.record:
             return entry
-        return _entry({**entry.table, **asdict(new)})
+        return _entry({**entry.table, **_table(new)})
 
     def new(self) -> list[RunRecord]:
         """The records no table was paired with: runs the change added."""
@@ -870,11 +870,18 @@ def _merge(doc: _Document, result: list[RunRecord], name: str) -> _Document:
         kept = entry if entry.record is None else matcher.kept(entry)
         if kept is not None:  # None: removed by `change`
             entries.append(kept)
-    entries.extend(_entry(asdict(rec)) for rec in matcher.new())
+    entries.extend(_entry(_table(rec)) for rec in matcher.new())
     data = {k: v for k, v in doc.data.items() if k != "runs"}
     if entries:  # no `runs = []`: a hand-appended [[runs]] table must still parse
         data["runs"] = [e.table for e in entries]
     return _document(data, entries, name)
+
+
+def _table(record: RunRecord) -> dict[str, Any]:
+    """`dataclasses.asdict(record)`: its fields are scalars, so a shallow copy is the
+    same dict, without asdict's deep copy of each value (1.7 of the 3.9 s that adding
+    5,000 found runs cost)."""
+    return dict(record.__dict__)
 
 
 def _entry(table: dict[str, Any]) -> _Entry:
