@@ -8,6 +8,8 @@ import asyncio
 import json
 import re
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -149,3 +151,16 @@ def test_runs_refresh_all_rechecks_a_run_that_ended(cli: Cli, workdir: str) -> N
     assert [x["state"] for x in json.loads(r.out)] == ["unknown"]
     r = cli("runs", "--all")
     assert (r.rc, r.err) == (1, "rtrain-tui: --all goes with --refresh: rtrain-tui runs --refresh --all.\n")
+
+
+def test_the_index_benchmark_measures_refresh_and_discover_at_scale() -> None:
+    """`python -m tests.benchmarks.index --refresh` (small here): every row is measured,
+    and the discover row found every run directory."""
+    r = subprocess.run([sys.executable, "-m", "tests.benchmarks.index", "--refresh", "--runs", "300",
+                        "--dirs", "40", "--repeat", "1"], cwd=Path(__file__).parent.parent,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    timed = re.findall(r"^\| (.+?) \| \d+\.\d\d s \(\d+\.\d\d s CPU\) \| .+ \|$", r.stdout, re.M)
+    assert [t.split(" (")[0] for t in timed] == [
+        "`runs --refresh`", "`runs --refresh`", "`runs --refresh --all`", "`runs --discover many`"], r.stdout
+    assert "| … of which found | 40 of 40 | 40 |" in r.stdout, r.stdout

@@ -13,12 +13,23 @@ failed or stopped, one every ~50 minutes over the past year), starts the test ss
   * 20 processes doing that at once (20 concurrent starts): how many succeed, the slowest.
 Medians of --repeat, wall time and (in brackets) CPU time. Prints a Markdown table with the goal beside each row; this machine
 is shared and noisy, so it is a table to read, not a timed test.
+
+With --refresh, instead, the refresh and discover rows (issue 17's "final is final"):
+  * `rtrain-tui runs --refresh` of the RUNS-run index over 20 aliases (the 18 beyond
+    `gpu` and `cpu` are more names for `gpu`'s sshd), whose LIVE newest runs have run
+    directories naming a live `sleep` (train.pid/train.ident, found alive without a
+    fork), beside the same refresh of an index of the live runs alone and `--refresh
+    --all` (every run asked about; on a copy of the index);
+  * `rtrain-tui runs --discover many` of a host (its own sshd and home) with --dirs run
+    directories as `praisonai train remote` leaves them (on a copy of the index): time,
+    and how many it found.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import resource
 import statistics
 import subprocess
@@ -100,13 +111,115 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--refresh", action="store_true",
+                        help="the refresh and discover rows instead (see the docstring)")
+    parser.add_argument("--dirs", type=int, default=5000, help="with --refresh: run dirs to discover")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="rtrain-bench-index-"))
     hosts = start_hosts(root / "sshd")
     try:
-        run(hosts, root, args.runs, args.repeat)
+        if args.refresh:
+            refresh_rows(hosts, root, args.runs, args.dirs, args.repeat)
+        else:
+            run(hosts, root, args.runs, args.repeat)
     finally:
         hosts.stop()
+
+
+def _proc_ident(pid: int) -> str:
+    """`train.ident` for a process: its start time and the boot id (see liveness.sh)."""
+    rest = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    return f"{rest[19]} {Path('/proc/sys/kernel/random/boot_id').read_text().strip()}"
+
+
+def _seed_found(workdir: Path, n: int) -> None:
+    """`n` run directories as `praisonai train remote` leaves them (ended, exit 0)."""
+    for i in range(n):
+        run_dir = workdir / f"theirs-{i:05d}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text("model: tiny\n")
+        (run_dir / "train.pid").write_text("999999999\n")
+        (run_dir / "train.log").write_text("{'loss': 1.0}\n")
+        (run_dir / "status").write_text("0\n")
+
+
+def refresh_rows(hosts, root: Path, n_runs: int, n_dirs: int, repeat: int) -> None:  # type: ignore[no-untyped-def]
+    """`runs --refresh` and `runs --discover` at scale (see the module docstring)."""
+    import getpass
+    import shutil
+
+    user = getpass.getuser()
+
+    def stanza(name: str, port: int) -> str:
+        return (f"Host {name}\n  HostName 127.0.0.1\n  User {user}\n"
+                f"  IdentityFile {hosts.home / '.ssh' / 'id_test'}\n"
+                f"  UserKnownHostsFile {hosts.home / '.ssh' / 'known_hosts'}\n  Port {port}\n")
+
+    many = hosts.extra_host("many")
+    config = root / "ssh_config"
+    config.write_text(hosts.ssh_config.read_text() + many
+                      + "".join(stanza(h, hosts.ports["gpu"]) for h in HOSTS[2:]))
+    records = synthetic(n_runs)
+    live = [r for r in records if r.state == "running"]
+    sleepers = []
+    try:
+        for r in live:
+            home = hosts.remote_homes["cpu" if r.host == "cpu" else "gpu"]
+            run_dir = home / ".praisonai-train" / r.run_id
+            run_dir.mkdir(parents=True)
+            (run_dir / "train.log").write_text("{'loss': 1.0}\n")
+            sleeper = subprocess.Popen(["sleep", "86400"], cwd=run_dir, start_new_session=True)
+            sleepers.append(sleeper)
+            (run_dir / "train.pid").write_text(f"{sleeper.pid}\n")
+            (run_dir / "train.ident").write_text(_proc_ident(sleeper.pid) + "\n")
+        _seed_found(hosts.root / "remote_home_many" / ".praisonai-train", n_dirs)
+        indexes = {}
+        for name, recs in (("all", records), ("live", live)):
+            path = root / f"index-{name}" / "runs.toml"
+            path.parent.mkdir()
+            RunIndex(path).add_new(recs)
+            indexes[name] = path
+        env = hosts.env()
+
+        def cli(index: Path, *words: str) -> str:
+            return subprocess.run(
+                [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(config), "--index",
+                 str(index), *words], env=env, check=True, capture_output=True, text=True,
+                timeout=600).stderr
+
+        def on_copy(words: Sequence[str], found: list[int]) -> Callable[[], None]:
+            def once() -> None:
+                copy = root / f"copy-{len(found)}"
+                shutil.copytree(indexes["all"].parent, copy)
+                err = cli(copy / "runs.toml", *words)
+                found.append(sum(int(n) for n in re.findall(r"many: found (\d+) run", err)))
+                shutil.rmtree(copy)
+            return once
+
+        for path in indexes.values():
+            cli(path, "runs", "--refresh")  # every host's key recorded, live runs running
+        states = {r.state for r in RunIndex(indexes["live"]).load()}
+        assert states == {"running"}, states
+        found: list[int] = []
+        rows = [
+            (f"`runs --refresh` ({n_runs:,} runs, {len(live)} live, {len(HOSTS)} hosts)",
+             cold(lambda: cli(indexes["all"], "runs", "--refresh"), repeat), "≤ 1.5 s"),
+            (f"`runs --refresh` (an index of the {len(live)} live runs alone)",
+             cold(lambda: cli(indexes["live"], "runs", "--refresh"), repeat), "—"),
+            ("`runs --refresh --all` (every run asked about; a copy of the index)",
+             cold(on_copy(["runs", "--refresh", "--all"], []), repeat), "—"),
+            (f"`runs --discover many` ({n_dirs:,} run dirs; a copy of the index)",
+             cold(on_copy(["runs", "--discover", "many"], found), repeat), "≤ 3 s, all found"),
+        ]
+        rows.append(("… of which found", f"{min(found):,} of {n_dirs:,}", f"{n_dirs:,}"))
+        print("| with the index at this size | measured | goal |")
+        print("|---|---:|---|")
+        for label, value, goal in rows:
+            print(f"| {label} | {value} | {goal} |", flush=True)
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
 
 
 def run(hosts, root: Path, n_runs: int, repeat: int) -> None:  # type: ignore[no-untyped-def]
