@@ -20,7 +20,8 @@ def test_core_and_cli_import_without_textual() -> None:
 
 
 # `runs` lists the index and asks no host: it must not pay for the engine, the event
-# loop's users, the SSH library or rich (issue 17: those imports were most of its 0.78 s).
+# loop, the SSH library, rich or the config editor (issue 17: those imports were most
+# of its 0.78 s).
 # Run in a process of its own, so what the test process imported does not count.
 LIST_RUNS = """
 import io, contextlib, json, sys
@@ -32,7 +33,7 @@ for words in (["runs"], ["runs", "--json"], ["runs", "--prune", "--older-than", 
         code = cli.main(["--index", sys.argv[1], *words])
     out[" ".join(words)] = (code, text.getvalue())
 heavy = ("asyncssh", "textual", "rich", "rtrain_tui.core.engine", "rtrain_tui.core.host_view",
-         "rtrain_tui.core.transport.connection", "rtrain_tui.progress_view")
+         "rtrain_tui.core.transport.connection", "rtrain_tui.progress_view", "asyncio", "tomlkit")
 out["loaded"] = sorted(m for m in sys.modules if m.startswith(heavy))
 print(json.dumps(out))
 """

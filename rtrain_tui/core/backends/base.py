@@ -13,7 +13,6 @@ is one more folder beside `direct/` and `slurm/`, added to the registry in `__in
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,9 @@ if TYPE_CHECKING:
     from rtrain_tui.core.runs.hostconfig import HostSettings
     from rtrain_tui.core.runs.probes import PreflightReport, RunProbe
 
+# asyncio is imported inside the coroutines that use it (they run in a loop, so it is
+# loaded by then): `rtrain-tui runs` reads the config, which names backends, and
+# importing asyncio for that was a third of its start-up (issue 17).
 StepCallback = Callable[[str], None]
 Runs = Sequence[tuple[str, str]]  # (workdir, run id), in the order answers come back
 T = TypeVar("T")
@@ -37,6 +39,8 @@ async def finish_when_cancelled(aw: Awaitable[T], bound: float = 10.0) -> T:
     stop cancelled at that moment tells its user no signal was sent while the trainer is
     already saving its checkpoint.
     """
+    import asyncio  # here, not at the top: see below
+
     task = asyncio.ensure_future(aw)
     try:
         return await asyncio.shield(task)

@@ -20,10 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tomlkit
-from tomlkit.exceptions import TOMLKitError
-from tomlkit.items import InlineTable
-
 from rtrain_tui.core.backends import DEFAULT, check_backend
 from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.errors import ValidationError
@@ -116,6 +112,11 @@ def mark_slurm(alias: str, path: Path | None = None) -> Path:
     table the host already has gets `backend = "slurm"`. A file that cannot be read is
     left untouched, and so is one the edit would not leave valid.
     """
+    # tomlkit only here, where the file is edited: every command reads the config.
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+    from tomlkit.items import InlineTable
+
     path = path or default_config_path()
     load(path)  # raises, naming the problem, for a file we must not touch
     try:

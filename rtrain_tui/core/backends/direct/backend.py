@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -130,6 +129,8 @@ async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
 
 
 async def _wait_run_gone(conn: HostShell, workdir: str, run_id: str, seconds: float) -> bool:
+    import asyncio  # not at the top: see base.py
+
     deadline = time.monotonic() + seconds
     script = scripts.run_alive_count(workdir, run_id)
     while True:
