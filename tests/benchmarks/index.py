@@ -7,7 +7,9 @@ failed or stopped, one every ~50 minutes over the past year), starts the test ss
 (tests/sshd.py) and really starts one run on `gpu`, then times, each as a fresh process
 (what a user's shell pays, imports included):
   * `rtrain-tui runs` and `rtrain-tui runs --json`;
-  * `rtrain-tui status gpu RUN` (it still asks the host, over a new connection);
+  * `rtrain-tui status gpu RUN` of a live run and of one that ended (it still asks the
+    host, over a new connection), beside plain `ssh gpu true` (OpenSSH's client, the
+    same config: a new connection and one command), the floor a new process stands on;
   * one start's own index work, as `Engine.start` does it: check the index, record the
     run `starting`, record it `running` (a new process with a cold cache);
   * 20 processes doing that at once (20 concurrent starts): how many succeed, the slowest.
@@ -229,6 +231,11 @@ def run(hosts, root: Path, n_runs: int, repeat: int) -> None:  # type: ignore[no
     RunIndex(index_path).add_new(synthetic(n_runs - 1))
     print(f"built a {n_runs - 1}-run index in {time.perf_counter() - began:.1f} s", file=sys.stderr)
     env = hosts.env()
+    # Timed as an installed program runs: with its bytecode cached (pip compiles it on
+    # install; PYTHONDONTWRITEBYTECODE, set in some shells, would time the compiler).
+    # The start below writes the cache.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     workdir = str(root / "work")
     cli = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(hosts.ssh_config),
            "--index", str(index_path)]
@@ -238,6 +245,9 @@ def run(hosts, root: Path, n_runs: int, repeat: int) -> None:  # type: ignore[no
                           "--run-id", "live-one", "--no-follow"], env=env, check=True,
                    capture_output=True)
     start_wall = time.perf_counter() - began
+    done = write_config(root / "done.yaml", steps=1)
+    subprocess.run(cli + ["start", "gpu", "-c", str(done), "--workdir", workdir, "--gpus", "0",
+                          "--run-id", "ended-one"], env=env, check=True, capture_output=True)
 
     def cli_run(*words: str) -> None:
         subprocess.run(cli + list(words), env=env, check=True, capture_output=True)
@@ -267,6 +277,11 @@ def run(hosts, root: Path, n_runs: int, repeat: int) -> None:  # type: ignore[no
         ("`status gpu RUN` (new process, asks the host)",
          cold(lambda: cli_run('status', 'gpu', 'live-one', '--workdir', workdir), repeat),
          "≤ 0.5 s"),
+        ("`status gpu RUN` of a run that ended",
+         cold(lambda: cli_run('status', 'gpu', 'ended-one', '--workdir', workdir), repeat), "≤ 0.5 s"),
+        ("anchor: `ssh gpu true` (OpenSSH, new connection)",
+         cold(lambda: subprocess.run(["ssh", "-F", str(hosts.ssh_config), "gpu", "true"], env=env,
+                                     check=True, capture_output=True), repeat), "—"),
         ("one `start`'s own index work (new process)",
          f"{statistics.median(start_work() for _ in range(repeat)) * 1000:.0f} ms", "≤ 50 ms"),
     ]
