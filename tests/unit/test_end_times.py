@@ -22,8 +22,9 @@ from tests.test_discover import STARTED, seed_run
 RUNS = 30
 
 
-def counted_sh(script: str, tmp_path: Path) -> tuple[str, list[str]]:
-    """`script`'s output under /bin/sh, and the `date` and `stat` commands it ran."""
+def counted_tools(tmp_path: Path) -> tuple[Path, Path]:
+    """A bin dir whose `date` and `stat` note each call (a word in the returned file)
+    and run the real tool."""
     bindir, log = tmp_path / "bin", tmp_path / "calls"
     bindir.mkdir(exist_ok=True)
     for tool in ("date", "stat"):
@@ -32,6 +33,12 @@ def counted_sh(script: str, tmp_path: Path) -> tuple[str, list[str]]:
         (bindir / tool).write_text(f'#!/bin/sh\necho {tool} >> "{log}"\nexec {real} "$@"\n')
         (bindir / tool).chmod(0o755)
     log.unlink(missing_ok=True)
+    return bindir, log
+
+
+def counted_sh(script: str, tmp_path: Path) -> tuple[str, list[str]]:
+    """`script`'s output under /bin/sh, and the `date` and `stat` commands it ran."""
+    bindir, log = counted_tools(tmp_path)
     env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
     out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env=env,
                          timeout=60).stdout
