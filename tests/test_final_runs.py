@@ -146,6 +146,8 @@ def test_runs_refresh_all_rechecks_a_run_that_ended(cli: Cli, workdir: str) -> N
     r = cli("runs", "--refresh", "--json")
     assert r.rc == 0, r.err
     assert [(x["state"], x["ended_at"]) for x in json.loads(r.out)] == [("completed", ENDED)]
+    r = cli("status", "gpu", "gone", "--workdir", workdir)  # `status` always asks the host
+    assert r.rc == 1 and r.err.startswith("rtrain-tui: no run gone on gpu"), r.err
     r = cli("runs", "--refresh", "--all", "--json")
     assert r.rc == 0, r.err
     assert [x["state"] for x in json.loads(r.out)] == ["unknown"]
