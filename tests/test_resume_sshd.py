@@ -206,3 +206,40 @@ def test_a_trainer_template_gets_its_resume_flag_and_the_env_and_its_config_is_l
     assert after.startswith("resume=[--from outputs/checkpoint-4] env=[outputs/checkpoint-4]\n")
     # A template of the user's own is told by its flag and the env; its config is theirs.
     assert "resume_from_checkpoint" not in (run / "config.yaml").read_text()
+
+
+def test_an_attempt_claimed_but_never_launched_reads_unknown_and_resume_takes_the_next(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """A resume cut off between its claim and its launch (the client killed): a refresh
+    keeps the run and its attempts (never removes them as an unlaunched start's), leaves
+    `starting`, and the next resume claims attempt 3."""
+    import subprocess
+    from dataclasses import replace
+
+    from rtrain_tui.core import RunIndex
+    from rtrain_tui.core.host import remote_sh
+
+    run = Path(workdir) / "r5"
+    start(cli, tmp_path, workdir, "r5", steps=4, save_steps=2, exit_code=1)
+    wait_state(cli, "r5", workdir, "failed (exit 1)")
+    new = "d" * 32
+    (run / f"run.sh.{new}").write_text("exit 3\n")
+    claim = remote_sh.resume(
+        workdir, "r5", token=new, previous_token=(run / "train.token").read_text().strip(),
+        attempt=2, checkpoint="outputs/checkpoint-4", edit_config=True,
+        separator="=== attempt 2: resuming from outputs/checkpoint-4 ===",
+        ended_record='{"attempt": 1}', launch_file="run.sh")
+    assert subprocess.run(["/bin/sh", "-c", claim], capture_output=True, text=True).stdout == "claimed=2\n"
+    index = RunIndex(cli.index)
+    index.update(lambda runs: [replace(r, state="starting", token=new, ended_at="") for r in runs])
+
+    listed = json.loads(cli("runs", "--refresh", "--json").out)
+    assert [r["state"] for r in listed] == ["unknown"]
+    assert (run / "attempts" / "1" / "status").exists()
+
+    r = cli("resume", "gpu", "r5", "--workdir", workdir)
+    assert r.out.splitlines()[0] == "resumed r5 on gpu: attempt 3, from outputs/checkpoint-4", r.err
+    wait_state(cli, "r5", workdir, "failed (exit 1)")
+    assert sorted(os.listdir(run / "attempts")) == ["1", "2"]
+    after = (run / "train.log").read_text().partition("=== attempt 3: resuming from outputs/checkpoint-4 ===\n")[2]
+    assert "Continuing training from global step 4" in after

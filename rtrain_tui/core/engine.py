@@ -818,6 +818,11 @@ class Engine:
         except RemoteError:
             return probes.STARTING  # try again next refresh
         removed = dict(probes.parse_key_values(out)).get("removed")
+        if removed == "kept":
+            # A resume's attempt, claimed and never launched (core/resume.py): the run and
+            # its attempts stay; it reads as what the host says (`unknown`), and `resume`
+            # takes it again.
+            return probe.state
         return _FORGOTTEN if removed in ("1", "gone") else probes.STARTING
 
     # -- workdir ---------------------------------------------------------------

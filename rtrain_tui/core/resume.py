@@ -255,12 +255,14 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
         raise NoSuchRunError(
             f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/{run_id}); "
             "`rtrain-tui runs` lists the known runs.")
-    if not resumable(probe.state):
+    facts = await _facts(engine, host, workdir, run_id)
+    attempt = int(facts.get("attempts", "1") or 1) + 1
+    # An attempt claimed but never launched (its launch failed, or the resume was cut
+    # off) reads `unknown`: its directory is ready for the next one.
+    if not (resumable(probe.state) or (probe.state == probes.UNKNOWN and attempt > 2)):
         await asyncio.to_thread(engine.remember_state, host, workdir, run_id, probe.state)
         raise RemoteError(refusal(probe.state, host, run_id))
-    facts = await _facts(engine, host, workdir, run_id)
     spec = _spec(facts, host, run_id)
-    attempt = int(facts.get("attempts", "1") or 1) + 1
     kind_name = (await engine._backends(host, [(workdir, run_id)]))[0]
     kind = backends.get(kind_name)
     options = kind.options(engine.hosts.for_host(host), _options(kind_name, spec.get("options")))
@@ -320,19 +322,25 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                     await conn.run(script + kind.launch_script(run_dir, token))))
             except BaseException:
                 if not sent:  # nothing changed on the host: the entry is as it was
-                    await asyncio.to_thread(engine.index.add, _unchanged(old, record))
+                    await _put_back(engine, old, replace(record, state=probe.state))
                 raise  # else the entry stays `starting`; a refresh reads what happened
-            if out.get("error") == "busy" or "claimed" not in out:
-                # Another resume (from another machine) took this attempt: the entry is
-                # probed again by the next refresh, which reads that attempt's state.
-                await asyncio.to_thread(engine.index.add, replace(_unchanged(old, record), ended_at=""))
-                if out.get("error") == "busy":
+            error = safe_line(out.get("error", ""))[:200]
+            if "claimed" not in out:
+                # Not claimed: another resume (from another machine) took this attempt, or
+                # the host did nothing. The entry is probed again by the next refresh.
+                await _put_back(engine, old, replace(record, state=probe.state), probed=True)
+                if error == "busy":
                     raise RemoteError(f"another resume of {run_id} on {host} took attempt "
                                       f"{attempt} first; `rtrain-tui status {host} {run_id}` tells "
                                       "how it is going.")
-            if "error" in out:
+                raise RemoteError(f"{host}: attempt {attempt} of {run_id} was not started "
+                                  f"({error or 'no answer'}).")
+            if error:
+                # Claimed, never launched (sbatch refused it): the run dir is ready for the
+                # next attempt, and the entry says what the host will (`unknown`).
+                await _put_back(engine, None, replace(record, state=probes.UNKNOWN))
                 raise RemoteError(f"{host}: attempt {attempt} of {run_id} did not launch "
-                                  f"({safe_line(out['error'])[:200]}).")
+                                  f"({error}); `rtrain-tui resume {host} {run_id}` tries again.")
             launched = kind.launched(host, run_id, out)
             record = replace(record, state=launched.state, updated_at=index_now(),
                              job_id=launched.job_id)
@@ -343,9 +351,16 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     return ResumedRun(started, attempt, checkpoint, skipped)
 
 
-def _unchanged(old: RunRecord | None, record: RunRecord) -> RunRecord:
-    """The entry as it was before this resume (one it had not: what the host said)."""
-    return old if old is not None else replace(record, state=probes.UNKNOWN)
+async def _put_back(engine: Engine, old: RunRecord | None, record: RunRecord,
+                    probed: bool = False) -> None:
+    """The entry as it was before this resume, or, when there was none (a run not in this
+    index), `record`; with `probed`, its end time cleared so the next refresh asks the
+    host again. A busy index leaves the entry `starting`: a refresh then reads the host."""
+    entry = old or record
+    try:
+        await asyncio.to_thread(engine.index.add, replace(entry, ended_at="") if probed else entry)
+    except RemoteError:
+        pass
 
 
 def _options(kind: str, saved: object) -> Any:

@@ -36,3 +36,26 @@ def test_a_failed_job_resumes_as_a_new_job_in_its_run_dir(
     listed = json.loads(scli("runs", "--json").out)
     assert [(r["run_id"], r["slurm_job_id"]) for r in listed] == [("sr", job)]
     assert status(scli, "sr", workdir)["state"] == "completed"
+
+
+def test_a_resume_sbatch_refuses_reads_unknown_and_the_next_resume_launches(
+        scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "sq"
+    start(scli, tmp_path, workdir, "sq", "--gpus", "0", steps=3, save_steps=1, exit_code=1,
+          step_seconds=0.05)
+    wait_for(scli, "sq", workdir, lambda s: s["state"] == "failed (exit 1)")
+    spec = json.loads((run / "launch.json").read_text())
+    (run / "launch.json").write_text(json.dumps({**spec, "options": {**spec["options"],
+                                                                     "partition": "nope"}}))
+    r = scli("resume", LOGIN, "sq", "--workdir", workdir, timeout=180)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err.startswith("rtrain-tui: cluster: attempt 2 of sq did not launch (")
+    assert r.err.endswith("); `rtrain-tui resume cluster sq` tries again.\n")
+    assert status(scli, "sq", workdir)["state"] == "unknown"
+
+    (run / "launch.json").write_text(json.dumps(spec))
+    r = scli("resume", LOGIN, "sq", "--workdir", workdir, timeout=180)
+    assert r.rc == 0, r.err
+    assert r.out.startswith("resumed sq on cluster: attempt 3, from outputs/checkpoint-3 (Slurm job ")
+    wait_for(scli, "sq", workdir, lambda s: s["state"] == "failed (exit 1)" and s["attempt"] == 3,
+             timeout=90)

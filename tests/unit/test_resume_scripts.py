@@ -79,7 +79,7 @@ def test_an_unlaunched_attempt_never_has_its_run_dir_removed(tmp_path: Path) -> 
     run = ended_run(tmp_path)
     claim(tmp_path, NEW)
     (run / "run.sh").unlink()
-    assert sh(remote_sh.remove_unlaunched(str(tmp_path), "r1", NEW)).strip() == "removed=0"
+    assert sh(remote_sh.remove_unlaunched(str(tmp_path), "r1", NEW)).strip() == "removed=kept"
     assert (run / "attempts" / "1" / "status").exists()
     fresh = tmp_path / "r2"
     fresh.mkdir()
