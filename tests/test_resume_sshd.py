@@ -243,3 +243,31 @@ def test_an_attempt_claimed_but_never_launched_reads_unknown_and_resume_takes_th
     assert sorted(os.listdir(run / "attempts")) == ["1", "2"]
     after = (run / "train.log").read_text().partition("=== attempt 3: resuming from outputs/checkpoint-4 ===\n")[2]
     assert "Continuing training from global step 4" in after
+
+
+def test_a_lost_run_resumes_and_one_without_launch_json_is_refused_saying_why(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    import signal
+
+    run = Path(workdir) / "gone"
+    start(cli, tmp_path, workdir, "gone", steps=10000, save_steps=2)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    # As the OOM killer or a reboot leaves it: every process of the run gone, nothing recorded.
+    for pid in marked((run / "train.token").read_text().strip()):
+        os.kill(pid, signal.SIGKILL)
+    wait_state(cli, "gone", workdir, "lost")
+    r = cli("resume", "gpu", "gone", "--workdir", workdir)
+    assert r.rc == 0 and r.out.startswith("resumed gone on gpu: attempt 2, from outputs/checkpoint-"), r.err
+    wait_state(cli, "gone", workdir, "running")
+    assert cli("stop", "gpu", "gone", "--grace", "5", "--workdir", workdir).out == "stopped gone on gpu\n"
+
+    # Started by `praisonai train remote` (or an older rtrain-tui): what to launch is unknown.
+    other = Path(workdir) / "theirs"
+    other.mkdir()
+    for name, text in (("train.pid", "999999"), ("status", "1"), ("train.log", "boom\n")):
+        (other / name).write_text(text + "\n")
+    r = cli("resume", "gpu", "theirs", "--workdir", workdir)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: theirs on gpu has no usable launch.json (it was started by an "
+                     "older rtrain-tui or by `praisonai train remote`), so what to launch again "
+                     "is not known; start it again instead.\n")
