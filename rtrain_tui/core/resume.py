@@ -256,7 +256,8 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/{run_id}); "
             "`rtrain-tui runs` lists the known runs.")
     facts = await _facts(engine, host, workdir, run_id)
-    attempt = int(facts.get("attempts", "1") or 1) + 1
+    said = facts.get("attempts", "")
+    attempt = (int(said) if said.isdigit() and len(said) < 6 else 1) + 1
     # An attempt claimed but never launched (its launch failed, or the resume was cut
     # off) reads `unknown`: its directory is ready for the next one.
     if not (resumable(probe.state) or (probe.state == probes.UNKNOWN and attempt > 2)):
