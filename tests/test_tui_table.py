@@ -93,7 +93,7 @@ def test_a_refresh_changes_only_the_rows_that_changed(tmp_path: Path) -> None:
             await pilot.pause()
             assert not cleared
             assert all(table.rows[k] is row for k, row in rows_before.items())
-            assert table.get_row_at(0)[3].plain == "12/100 loss 0.5"
+            assert str(table.get_row_at(0)[3]) == "12/100 loss 0.5"
             # The next progress (as wide: no column widens): only its row is drawn again.
             rendered: list[int] = []  # the rows whose cells are rendered (not from a cache)
             render_cell = table._render_cell

@@ -59,6 +59,8 @@ class Refresher:
         # Runs whose progress read got no answer, left unread until then (host_view.lines_for).
         self.stalled: dict[RunKey, float] = {}
         self._done: dict[str, int] = {}  # refreshes shown, per host (`refresh_all_now` waits on it)
+        self._grouped_from: list[RunRecord] = []  # the index records `_grouped` was made from
+        self._grouped: dict[str, list[RunRecord]] = {}  # their runs by host
 
     def idle(self, host: str) -> bool:
         """Neither being refreshed nor armed."""
@@ -112,7 +114,7 @@ class Refresher:
             report = await self.read_index()
             if report is None:
                 return
-            records = [r for r in report.records if r.host == host]
+            records = self._of_host(report.records, host)
             # The same probe reports the host's GPUs (the host panel's sparklines), and
             # every fifth one lists its workdirs too: runs started elsewhere join the
             # table within seconds, and the listing's forks (+7 ms on the host) are not
@@ -155,8 +157,20 @@ class Refresher:
         if self.wanted is None:
             return records
         keys = self.wanted()
-        return [r for r in records if r.key in keys
+        ids = {key[2] for key in keys}  # a run id first: cheaper than each record's key
+        return [r for r in records if (r.run_id in ids and r.key in keys)
                 or (not is_final(r.state) and is_final(states.get(r.key, "")))]
+
+    def _of_host(self, records: list[RunRecord], host: str) -> list[RunRecord]:
+        """One host's runs. The index is grouped by host once per change of it (an
+        unchanged index compares equal in C), not gone through once per host's refresh:
+        10,000 runs, ten refreshes a second."""
+        if records != self._grouped_from:
+            grouped: dict[str, list[RunRecord]] = {}
+            for r in records:
+                grouped.setdefault(r.host, []).append(r)
+            self._grouped_from, self._grouped = records, grouped
+        return list(self._grouped.get(host, ()))
 
     async def _poll_gpus(self, host: str) -> bool:
         """A checked host without runs is still polled, for its GPUs alone; did it answer?"""

@@ -115,3 +115,20 @@ def test_only_runs_in_sight_and_runs_that_just_ended_get_their_lines_read() -> N
     everyone = Refresher(app, engine=None, read_index=_no_index, period=2.0,  # type: ignore[arg-type]
                          rearm=True, gpus_only=lambda host: False)
     assert everyone._worth_reading(records, states) == records
+
+
+def test_a_hosts_runs_follow_the_index_as_it_changes() -> None:
+    """The index is grouped by host once per change: a run added, rewritten or removed
+    is in its host's list at the next refresh."""
+    from dataclasses import replace
+
+    from rtrain_tui.core.runs.index import RunRecord
+
+    _, refresher = make()
+    a, b = RunRecord("gpu", "a", "~/w", state="running"), RunRecord("cpu", "b", "~/w")
+    assert refresher._of_host([a, b], "gpu") == [a]
+    c = RunRecord("gpu", "c", "~/w")
+    assert refresher._of_host([a, b, c], "gpu") == [a, c]
+    ended = replace(a, state="completed")
+    assert refresher._of_host([ended, b, c], "gpu")[0] is ended
+    assert refresher._of_host([b], "gpu") == [] and refresher._of_host([b], "cpu") == [b]
