@@ -98,6 +98,7 @@ def test_a_host_whose_runs_are_all_settled_still_reads_unreachable_when_down(
 
     asked, silent = asyncio.run(go())
     assert not asked.reached
+    assert asked.states == {}  # no final line to read from a host that did not answer
     assert silent.reached  # asked nothing: no verdict, as with a host with no runs
     (old,) = index.load()
     assert (old.state, old.stale, old.ended_at) == ("completed", False, ENDED)

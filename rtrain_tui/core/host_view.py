@@ -207,7 +207,10 @@ async def refresh(engine: Any, records: Sequence[RunRecord], settled: Collection
         # listing it was still asked for; asked nothing, there is no verdict.
         answered = (reached(probed) if probed else
                     engine.answered.get(host) if sample_gpus or find else None)
-        host_states = {r.key: probed.get(r.key, r.state) for r in recs}
+        # A settled run keeps its index state; not from a host that did not answer: its
+        # final line (a log read) would fail there and never be read again.
+        host_states = probed if answered is False else {
+            r.key: probed.get(r.key, r.state) for r in recs}
         lines = await lines_for(engine, recs, host_states, settled) if words else ()
         views[host] = HostView(host, host_states, lines, tuple(found.get(host, ())), answered)
     return views
