@@ -859,12 +859,12 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 def _json_rows(rows: list[dict[str, str | bool | None]]) -> str:
     """`json.dumps(rows, indent=2)`, byte for byte, through the C encoder: with `indent`
     json takes its Python one, ~40 µs a run (0.4 s for 10,000). The values are scalars,
-    so the item separator only ever falls between two fields."""
+    so the item separator only ever falls between two fields. One encoder for all rows:
+    `json.dumps` with separators builds a new one per call (a third of the time)."""
     if not rows:
         return "[]"
-    return "[\n" + ",\n".join(
-        "  {\n    " + json.dumps(row, separators=(",\n    ", ": "))[1:-1] + "\n  }"
-        for row in rows) + "\n]"
+    encode = json.JSONEncoder(separators=(",\n    ", ": ")).encode
+    return "[\n" + ",\n".join("  {\n    " + encode(row)[1:-1] + "\n  }" for row in rows) + "\n]"
 
 
 def _prune(index: RunIndex, args: argparse.Namespace) -> int:
@@ -983,10 +983,9 @@ def _print_runs(index: RunIndex, hosts: hostconfig.HostConfig, report: IndexRepo
         (r.host, r.run_id, r.state + (" (stale)" if r.stale else "")
          + (" (found)" if r.origin == "found" else ""), r.started_at) for r in runs
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    # One write, not one print per run (10,000 of them).
-    print("\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-                    for row in rows))
+    # One format string and one write, not a join per row and a print per run (10,000).
+    line = "  ".join(f"{{:<{max(map(len, column))}}}" for column in zip(*rows))
+    print("\n".join(line.format(*row).rstrip() for row in rows))
     return 0
 
 
