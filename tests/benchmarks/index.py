@@ -86,6 +86,16 @@ def synthetic(n: int, hosts: Sequence[str] = HOSTS, live: int = LIVE) -> list[Ru
     return records
 
 
+def timed_env(hosts, root: Path) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """The CLI's environment, timed as an installed program runs: with its bytecode
+    cached (pip compiles it on install; PYTHONDONTWRITEBYTECODE, which the shell these
+    ran in sets, timed the compiler too: ~0.1 s a process). The first run writes it."""
+    env = hosts.env()
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+    return env
+
+
 def child_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -181,7 +191,7 @@ def refresh_rows(hosts, root: Path, n_runs: int, n_dirs: int, repeat: int) -> No
             path.parent.mkdir()
             RunIndex(path).add_new(recs)
             indexes[name] = path
-        env = hosts.env()
+        env = timed_env(hosts, root)
 
         def cli(index: Path, *words: str) -> str:
             return subprocess.run(
@@ -230,12 +240,7 @@ def run(hosts, root: Path, n_runs: int, repeat: int) -> None:  # type: ignore[no
     began = time.perf_counter()
     RunIndex(index_path).add_new(synthetic(n_runs - 1))
     print(f"built a {n_runs - 1}-run index in {time.perf_counter() - began:.1f} s", file=sys.stderr)
-    env = hosts.env()
-    # Timed as an installed program runs: with its bytecode cached (pip compiles it on
-    # install; PYTHONDONTWRITEBYTECODE, set in some shells, would time the compiler).
-    # The start below writes the cache.
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+    env = timed_env(hosts, root)  # the start below writes the bytecode cache
     workdir = str(root / "work")
     cli = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(hosts.ssh_config),
            "--index", str(index_path)]
