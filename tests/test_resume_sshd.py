@@ -271,3 +271,31 @@ def test_a_lost_run_resumes_and_one_without_launch_json_is_refused_saying_why(
     assert r.err == ("rtrain-tui: theirs on gpu has no usable launch.json (it was started by an "
                      "older rtrain-tui or by `praisonai train remote`), so what to launch again "
                      "is not known; start it again instead.\n")
+
+
+def test_two_laptops_resuming_at_once_start_one_attempt_and_both_indexes_see_it(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """Two clients with indexes of their own: the host's claim (one mkdir) decides. The
+    other is told why (the run is running, or another resume took the attempt), and its
+    index is left so that a refresh reads attempt 2."""
+    run = Path(workdir) / "r6"
+    start(cli, tmp_path, workdir, "r6", steps=10000, save_steps=2)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    assert cli("stop", "gpu", "r6", "--grace", "5", "--workdir", workdir).rc == 0
+    laptop = Cli(cli.hosts, tmp_path / "laptop.toml")
+    assert laptop("runs", "--discover", "gpu").rc == 0  # the other index learns of the run
+
+    both = [c.popen("resume", "gpu", "r6", "--workdir", workdir) for c in (cli, laptop)]
+    results = [(p.wait(timeout=60), *p.communicate()) for p in both]
+    assert sorted(rc for rc, _, _ in results) == [0, 1], results
+    err = next(e for rc, _, e in results if rc == 1)
+    assert err in ("rtrain-tui: r6 is running on gpu: only a run that ended failed, stopped or "
+                   "lost can be resumed; stop it first (`rtrain-tui stop gpu r6`).\n",
+                   "rtrain-tui: another resume of r6 on gpu took attempt 2 first; "
+                   "`rtrain-tui status gpu r6` tells how it is going.\n"), err
+    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert (run / "train.log").read_text().count("=== attempt 2:") == 1
+    for c in (cli, laptop):
+        listed = json.loads(c("runs", "--refresh", "--json").out)
+        assert [r["state"] for r in listed if r["run_id"] == "r6"] == ["running"]
+    assert cli("stop", "gpu", "r6", "--grace", "5", "--workdir", workdir).rc == 0
