@@ -327,8 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     runtime = time.monotonic() - began
     sys.stderr.write("\n")
     print(trainer_dict({"train_runtime": round(runtime, 4),
-                        "train_samples_per_second": round(step * batch / runtime, 3),
-                        "train_steps_per_second": round(step / runtime, 3),
+                        "train_samples_per_second": round((step - first) * batch / runtime, 3),
+                        "train_steps_per_second": round((step - first) / runtime, 3),
                         "train_loss": round(sum(losses) / max(len(losses), 1), 4),
                         "epoch": round(step * batch / corpus_pairs, 2)}), flush=True)
     model.save(Path("lora_model"), {"steps": step, "final_loss": round(losses[-1], 4) if losses else None})
