@@ -121,3 +121,7 @@ def test_the_demo_trainer_resumes_from_the_checkpoint_its_config_names(tmp_path:
     assert resumed[4][1] < first[0][1]  # trained weights, not a fresh start
     state = json.loads((tmp_path / "checkpoint-40" / "trainer_state.json").read_text())
     assert [e["step"] for e in state["log_history"]] == list(range(5, 41, 5))
+    final = parse_text(after).summary()
+    # Its rate counts this attempt's 20 steps, not the 20 before its checkpoint too.
+    assert final.steps_per_second and final.runtime_seconds
+    assert abs(final.steps_per_second * final.runtime_seconds - 20) < 1
