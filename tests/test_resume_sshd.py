@@ -299,3 +299,26 @@ def test_two_laptops_resuming_at_once_start_one_attempt_and_both_indexes_see_it(
         listed = json.loads(c("runs", "--refresh", "--json").out)
         assert [r["state"] for r in listed if r["run_id"] == "r6"] == ["running"]
     assert cli("stop", "gpu", "r6", "--grace", "5", "--workdir", workdir).rc == 0
+
+
+def test_a_run_whose_start_is_under_way_is_refused(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """`starting` in the index with its start's lock held (a start or resume of it in
+    progress in another process): resume says so and waits for nothing."""
+    import fcntl
+    from dataclasses import replace
+
+    from rtrain_tui.core import RunIndex
+
+    start(cli, tmp_path, workdir, "r7", steps=2, exit_code=1)
+    wait_state(cli, "r7", workdir, "failed (exit 1)")
+    token = "e" * 32
+    RunIndex(cli.index).update(lambda runs: [replace(r, state="starting", token=token) for r in runs])
+    lock = cli.index.parent / "starting" / f"{token}.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = cli("resume", "gpu", "r7", "--workdir", workdir)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: r7 is starting on gpu: a start or resume of it is under way; "
+                     "wait for it (`rtrain-tui status gpu r7` tells how it is going).\n")
+    assert not (Path(workdir) / "r7" / "attempts").exists()

@@ -91,7 +91,10 @@ def resumable(state: str) -> bool:
 
 def refusal(state: str, host: str, run_id: str) -> str:
     """Why a run in `state` cannot be resumed, and what to do instead."""
-    if state in (probes.RUNNING, probes.QUEUED, probes.STARTING):
+    if state == probes.STARTING:
+        return (f"{run_id} is starting on {host}: a start or resume of it is under way; wait "
+                f"for it (`rtrain-tui status {host} {run_id}` tells how it is going).")
+    if state in (probes.RUNNING, probes.QUEUED):
         return (f"{run_id} is {state} on {host}: only a run that ended failed, stopped or lost "
                 f"can be resumed; stop it first (`rtrain-tui stop {host} {run_id}`).")
     if state == probes.COMPLETED:
