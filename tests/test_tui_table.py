@@ -261,3 +261,34 @@ def test_progress_is_read_only_for_runs_in_sight(hosts: SshHosts, tmp_path: Path
             await app.engine.stop("gpu", workdir, "unseen", grace=1)
 
     asyncio.run(go())
+
+
+def test_polling_starts_once_the_index_runs_are_shown(tmp_path: Path) -> None:
+    """The first probes, connections and index reads wait for the table: with 10,000
+    runs they took the CPU from filling it. What the first load made is frozen out of the
+    collector's passes while the app runs, and handed back when it ends."""
+    import gc
+
+    async def go() -> None:
+        app, _ = app_with(tmp_path, RECORDS)
+        app.poll_runs = True
+        read = app.runs_view.read_index
+        index_read = asyncio.Event()
+
+        async def slow_read():  # type: ignore[no-untyped-def]
+            await index_read.wait()
+            return await read()
+
+        app.runs_view.read_index = slow_read  # type: ignore[method-assign]
+        polled: list[int] = []
+        app.refresher.refresh_all = lambda: polled.append(app.runs_table.row_count)  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(0.3)
+            assert polled == []  # the first frame is long drawn; the index is not shown yet
+            index_read.set()
+            await until(pilot, lambda: bool(polled), "polling to start")
+            assert polled == [len(RECORDS)]
+            assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() == 0
+
+    asyncio.run(go())
