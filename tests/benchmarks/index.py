@@ -33,6 +33,7 @@ import argparse
 import random
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -136,6 +137,7 @@ def main() -> None:
             run(hosts, root, args.runs, args.repeat)
     finally:
         hosts.stop()
+        shutil.rmtree(root, ignore_errors=True)  # a 10,000-run index and two sshd homes
 
 
 def _proc_ident(pid: int) -> str:
