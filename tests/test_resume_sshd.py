@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -282,8 +283,12 @@ def test_two_laptops_resuming_at_once_start_one_attempt_and_both_indexes_see_it(
     start(cli, tmp_path, workdir, "r6", steps=10000, save_steps=2)
     wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
     assert cli("stop", "gpu", "r6", "--grace", "5", "--workdir", workdir).rc == 0
-    laptop = Cli(cli.hosts, tmp_path / "laptop.toml")
-    assert laptop("runs", "--discover", "gpu").rc == 0  # the other index learns of the run
+    # The other laptop's index knows the run too (a copy of this one's files).
+    (tmp_path / "laptop").mkdir()
+    for path in cli.index.parent.glob("runs*.toml"):
+        shutil.copy(path, tmp_path / "laptop" / path.name)
+    laptop = Cli(cli.hosts, tmp_path / "laptop" / "runs.toml")
+    assert [r["run_id"] for r in json.loads(laptop("runs", "--json").out)] == ["r6"]
 
     both = [c.popen("resume", "gpu", "r6", "--workdir", workdir) for c in (cli, laptop)]
     results = [(p.wait(timeout=60), *p.communicate()) for p in both]
