@@ -1,12 +1,13 @@
 tab='	'
 mt_nl='
 '
-mt_list='' mt_n=0 mt_o=''
+mt_list='' mt_part='' mt_n=0 mt_o=''
 mt_add() {
-  mt_list="$mt_list$1$mt_nl$2$mt_nl" mt_n=$((mt_n + 1))
-  [ "$mt_n" -lt 200 ] || mt_flush
+  mt_part="$mt_part$1$mt_nl$2$mt_nl" mt_n=$((mt_n + 1))
+  case $mt_n in *00|*50) mt_list=$mt_list$mt_part mt_part='';; esac
+  [ "$mt_n" -lt 2000 ] || mt_flush
 }
-mt_flush() { mtimes "$mt_list"; mt_list='' mt_n=0; }
+mt_flush() { mtimes "$mt_list$mt_part"; mt_list='' mt_part='' mt_n=0; }
 mtimes() {
   [ -n "$1" ] || return 0
   if [ -z "$mt_o" ]; then
@@ -155,12 +156,13 @@ RTRAIN_RUN=$1
 tab='	'
 mt_nl='
 '
-mt_list='' mt_n=0 mt_o=''
+mt_list='' mt_part='' mt_n=0 mt_o=''
 mt_add() {
-  mt_list="$mt_list$1$mt_nl$2$mt_nl" mt_n=$((mt_n + 1))
-  [ "$mt_n" -lt 200 ] || mt_flush
+  mt_part="$mt_part$1$mt_nl$2$mt_nl" mt_n=$((mt_n + 1))
+  case $mt_n in *00|*50) mt_list=$mt_list$mt_part mt_part='';; esac
+  [ "$mt_n" -lt 2000 ] || mt_flush
 }
-mt_flush() { mtimes "$mt_list"; mt_list='' mt_n=0; }
+mt_flush() { mtimes "$mt_list$mt_part"; mt_list='' mt_part='' mt_n=0; }
 mtimes() {
   [ -n "$1" ] || return 0
   if [ -z "$mt_o" ]; then
