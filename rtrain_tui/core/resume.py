@@ -8,9 +8,9 @@ command again; only what is per attempt changes:
 - the GPUs are chosen again, as `start` chooses them (the host's GPU-choice lock, the
   same sample and rule);
 - the checkpoint is told three ways: the default trainer's `config.yaml` gets the
-  top-level line `resume_from_checkpoint: '<path>'` (replaced or added; a restart removes
-  it: the one top-level line only, so a value spread over several YAML lines is not
-  handled), a `--trainer` template's `{resume:FLAG}` renders as `FLAG '<path>'`, and
+  top-level line `resume_from_checkpoint: '<path>'` (replaced or added, with the indented
+  lines an old value goes on over, which would otherwise join the key before it; a
+  restart removes it), a `--trainer` template's `{resume:FLAG}` renders as `FLAG '<path>'`, and
   every trainer sees `RTRAIN_RESUME_FROM=<path>`;
 - the files that said how the attempt before ended (its exit code, stop marks, pid file,
   identity, launch lock, Slurm job id) move to `attempts/N/`, and `train.token` gets a

@@ -73,6 +73,20 @@ def test_a_restart_takes_the_resume_line_out_of_the_config(tmp_path: Path) -> No
     assert (run / "train.log").read_text().endswith("=== attempt 2: restarting from the start ===\n")
 
 
+def test_a_resume_line_whose_value_goes_on_over_more_lines_goes_whole(tmp_path: Path) -> None:
+    """A config's `resume_from_checkpoint` whose value is a block scalar or goes on over
+    indented lines: its lines go with it. Left behind, they would join the key before
+    (here `output_dir` would read `outputs outputs/checkpoint-1`: the new attempt would
+    save elsewhere) or break the YAML."""
+    run = ended_run(tmp_path)
+    (run / "config.yaml").write_text(
+        "output_dir: outputs\nresume_from_checkpoint: >-\n  outputs/checkpoint-1\n\n"
+        "  \nsteps: 3\nresume_from_checkpoint:\n    outputs/checkpoint-1\n# end\n")
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
+    assert (run / "config.yaml").read_text() == (
+        "output_dir: outputs\nsteps: 3\n# end\nresume_from_checkpoint: 'outputs/checkpoint-2'\n")
+
+
 def test_an_unlaunched_attempt_never_has_its_run_dir_removed(tmp_path: Path) -> None:
     """A resume cut off after its claim: the dir holds the attempts before; a refresh
     that tidies unlaunched starts must leave it (a fresh start's is still removed)."""

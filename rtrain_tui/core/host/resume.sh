@@ -1,10 +1,11 @@
 ## Make a run directory whose run ended ready for attempt $n, once: the files that said
 ## how attempt $p ended (its exit code, stop marks, pid, identity, launch lock, job id)
 ## move to attempts/$p/, so nothing of it can be read as the new attempt's; train.token
-## gets the new attempt's token; config.yaml's top-level `resume_from_checkpoint` line is
-## replaced (or removed, on a restart) when $cfg is 1; the log gets the separator line;
-## attempts.jsonl gets the ended attempt's record ($rec) and the new one's; the launch
-## file written as `$lf.$tok` takes its place. The claim is `mkdir attempts/$p`: of two
+## gets the new attempt's token; config.yaml's top-level `resume_from_checkpoint` (its
+## line and the indented lines its value goes on over) is replaced (or removed, on a
+## restart) when $cfg is 1; the log gets the separator line; attempts.jsonl gets the
+## ended attempt's record ($rec) and the new one's; the launch file written as
+## `$lf.$tok` takes its place. The claim is `mkdir attempts/$p`: of two
 ## resumes at once only one makes it (the other answers `error=busy`). Sent again after a
 ## lost answer (train.token already holds $tok) it changes nothing. Needs $rd, $tok,
 ## $prev (the token the resume read), $n, $p, $ck, $cfg, $sep, $rec, $lf.
@@ -20,7 +21,11 @@ if [ "$rf" != "$tok" ]; then
     if [ -e "$f" ]; then mv -f -- "$f" "attempts/$p/$f"; fi
   done
   if [ "$cfg" = 1 ] && [ -f config.yaml ]; then
-    awk '!/^resume_from_checkpoint[ \t]*:/' config.yaml > config.yaml.tmp &&
+    # The key's value may go on over indented (or blank) lines, a block scalar's: they
+    # go with it, else they would join the key before it.
+    awk '/^resume_from_checkpoint[ \t]*:/ { skip = 1; next }
+         skip && /^([ \t]|\r?$)/ { next }
+         { skip = 0; print }' config.yaml > config.yaml.tmp &&
       { [ -z "$ck" ] || printf "resume_from_checkpoint: '%s'\n" "$ck"; } >> config.yaml.tmp &&
       mv -f config.yaml.tmp config.yaml
   fi
