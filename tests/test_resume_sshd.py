@@ -327,3 +327,37 @@ def test_a_run_whose_start_is_under_way_is_refused(cli: Cli, tmp_path: Path, wor
     assert r.err == ("rtrain-tui: r7 is starting on gpu: a start or resume of it is under way; "
                      "wait for it (`rtrain-tui status gpu r7` tells how it is going).\n")
     assert not (Path(workdir) / "r7" / "attempts").exists()
+
+
+def test_a_laptop_that_knew_the_run_ended_reads_the_resumed_attempts_own_end(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """Resumed from another laptop: this one's index had attempt 1's end time. Once it
+    reads the run live again (`status`), that end time goes, so when attempt 2 ends its
+    own end is recorded (an end time once recorded is never moved) and elapsed is not
+    attempt 1's."""
+    run = Path(workdir) / "r9"
+    start(cli, tmp_path, workdir, "r9", steps=10000, save_steps=2)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    assert cli("stop", "gpu", "r9", "--grace", "5", "--workdir", workdir).rc == 0
+
+    def ended(c: Cli, *refresh: str) -> tuple[str, str]:
+        row = next(r for r in json.loads(c("runs", *refresh, "--json").out) if r["run_id"] == "r9")
+        return row["state"], row["ended_at"]
+
+    state, first_end = ended(cli, "--refresh")
+    assert state == "stopped" and first_end
+    (tmp_path / "laptop").mkdir()
+    for path in cli.index.parent.glob("runs*.toml"):
+        shutil.copy(path, tmp_path / "laptop" / path.name)
+    laptop = Cli(cli.hosts, tmp_path / "laptop" / "runs.toml")
+
+    # The end times are the host's whole seconds: attempt 2's must differ from attempt 1's.
+    attempt_1_end = int((run / "status").stat().st_mtime)
+    wait_for("the next second", lambda: time.time() >= attempt_1_end + 1)
+    assert cli("resume", "gpu", "r9", "--workdir", workdir).rc == 0
+    assert laptop("status", "gpu", "r9", "--workdir", workdir).out == "running\n"
+    assert ended(laptop) == ("running", "")
+    assert cli("stop", "gpu", "r9", "--grace", "5", "--workdir", workdir).rc == 0
+    state, second_end = ended(cli, "--refresh")
+    assert state == "stopped" and second_end > first_end
+    assert ended(laptop, "--refresh") == ("stopped", second_end)

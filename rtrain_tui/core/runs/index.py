@@ -370,7 +370,11 @@ class RunIndex:
                 if stale:
                     new = r if r.stale else replace(r, stale=True)
                 elif (r.state, r.stale) != (state, False):
-                    new = replace(r, state=state, stale=False, updated_at=when)
+                    # A run live again (resumed, maybe from another laptop) has not ended:
+                    # the end time kept is the attempt before's, and would stay its forever.
+                    new = replace(r, state=state, stale=False, updated_at=when,
+                                  ended_at="" if state in (probes.RUNNING, probes.QUEUED)
+                                  else r.ended_at)
                 else:
                     new = r
                 if new is not r and not _changed_since(r, seen):  # times parsed only here
