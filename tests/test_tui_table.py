@@ -292,3 +292,32 @@ def test_polling_starts_once_the_index_runs_are_shown(tmp_path: Path) -> None:
         assert gc.get_freeze_count() == 0
 
     asyncio.run(go())
+
+
+def test_the_end_of_a_long_table_shows_the_oldest_runs_and_they_are_the_ones_in_sight(
+        tmp_path: Path) -> None:
+    """2,000 rows: ctrl+end scrolls to the oldest run, drawn where it belongs, and the runs
+    in sight (whose progress a refresh reads) are the rows on screen, not the top ones."""
+    from datetime import timedelta
+
+    records = [RunRecord(f"h{i % 3}", f"run-{i:04d}", W, state="completed",
+                         started_at=(NOW - timedelta(minutes=2000 - i)).isoformat())
+               for i in range(2000)]
+
+    async def go() -> None:
+        app, _ = app_with(tmp_path, records)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(app, pilot)
+            table = app.runs_table
+            top = table.on_screen()
+            assert records[-1].key in top and records[0].key not in top
+            await pilot.press("ctrl+end")
+            await pilot.pause()
+            assert table.selected is not None and table.selected.record.run_id == "run-0000"
+            lines = ["".join(seg.text for seg in table.render_line(y)) for y in range(table.size.height)]
+            assert "run-0000" in lines[-1] or "run-0000" in lines[-2], lines[-3:]
+            sight = table.on_screen()
+            assert records[0].key in sight and records[-1].key not in sight
+            assert len(sight) < 40 and all(k[2] in "".join(lines) for k in sight)
+
+    asyncio.run(go())
