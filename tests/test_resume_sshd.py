@@ -361,3 +361,24 @@ def test_a_laptop_that_knew_the_run_ended_reads_the_resumed_attempts_own_end(
     state, second_end = ended(cli, "--refresh")
     assert state == "stopped" and second_end > first_end
     assert ended(laptop, "--refresh") == ("stopped", second_end)
+
+
+def test_a_resume_cut_off_before_its_claim_reached_the_host_leaves_the_run_as_it_was(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """Ctrl-C (or a dropped connection) after the index said `starting` for attempt 2 and
+    before the host claimed it: the host still has attempt 1 alone. A refresh reads the
+    run as attempt 1 left it, and says attempt 1 (not a failed attempt 2 that never was)."""
+    from dataclasses import replace
+
+    from rtrain_tui.core import RunIndex
+
+    start(cli, tmp_path, workdir, "r10", steps=4, save_steps=2, exit_code=1)
+    wait_state(cli, "r10", workdir, "failed (exit 1)")
+    index = RunIndex(cli.index)
+    index.update(lambda runs: [replace(r, state="starting", token="f" * 32, ended_at="", attempt=2)
+                               for r in runs])
+    listed = json.loads(cli("runs", "--refresh", "--json").out)
+    assert [r["state"] for r in listed] == ["failed (exit 1)"]
+    assert [(r.run_id, r.attempt) for r in RunIndex(cli.index).load()] == [("r10", 1)]
+    r = cli("resume", "gpu", "r10", "--workdir", workdir)
+    assert r.out.splitlines()[0] == "resumed r10 on gpu: attempt 2, from outputs/checkpoint-4", r.err

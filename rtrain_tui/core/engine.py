@@ -809,6 +809,8 @@ class Engine:
         if _start_in_progress(self.index, record.token):
             return probes.STARTING
         if probe.launched:
+            if record.attempt > 1:
+                await self._settle_attempt(record)
             return probe.state
         if not record.token:  # written before starts had tokens: nothing to match on the
             return _FORGOTTEN  # host, so its dir is left there, as it always was
@@ -824,6 +826,23 @@ class Engine:
             # takes it again.
             return probe.state
         return _FORGOTTEN if removed in ("1", "gone") else probes.STARTING
+
+    async def _settle_attempt(self, record: RunRecord) -> None:
+        """A resume's entry, launched: its claim may never have reached the host (the
+        resume was cut off before it, and attempt 1's pid file says launched), so the
+        index keeps the host's count of attempts, not the one it was about to claim."""
+        try:
+            out = await self.host(record.host).run(
+                remote_sh.resume_facts(record.workdir, record.run_id))
+        except RemoteError:
+            return  # the count stays; the state is read as ever
+        said = dict(probes.parse_key_values(out)).get("attempts", "")
+        if not (said.isdigit() and len(said) < 6) or int(said) == record.attempt:
+            return
+        attempt = int(said)
+        await asyncio.to_thread(self.index.update, lambda runs: [
+            replace(r, attempt=attempt) if r.key == record.key and r.token == record.token
+            else r for r in runs])
 
     # -- workdir ---------------------------------------------------------------
     async def run_dir(self, host: str, workdir: str, run_id: str) -> str:
