@@ -25,14 +25,14 @@ fr_list() {
   fr_i=$1 fr_wd=$2 fr_known=$3 fr_limit=$4
   case $fr_wd in /*) ;; *) fr_wd=$(pwd)/$fr_wd;; esac
   printf 'wd\t%s\t%s\n' "$fr_i" "$fr_wd"
-  # shellcheck disable=SC2012  # newest first needs `ls -t`; -q and the case below keep names to one safe line
-  ls -qt -- "$fr_wd/" 2>/dev/null | {
-  fr_c=0
+  # shellcheck disable=SC2086,SC2012  # KNOWN is run ids split on purpose (no glob characters); newest first needs `ls -t`
+  { printf '%s\n' $fr_known; echo /; ls -qt -- "$fr_wd/" 2>/dev/null; } |
+    awk -v limit="$fr_limit" '
+      !listing { if ($0 == "/") listing = 1; else known[$0] = 1; next }
+      !/^[A-Za-z0-9][A-Za-z0-9._-]*$/ || length($0) > 64 { next }
+      limit != "" && ++n > limit + 0 { exit }
+      !($0 in known)' | {
   while IFS= read -r fr_n; do
-    case $fr_n in ""|[!A-Za-z0-9]*|*[!A-Za-z0-9._-]*) continue;; esac
-    [ ${#fr_n} -le 64 ] || continue
-    if [ -n "$fr_limit" ]; then fr_c=$((fr_c + 1)); [ $fr_c -le "$fr_limit" ] || break; fi
-    case $fr_known in *" $fr_n "*) continue;; esac
     fr_d=$fr_wd/$fr_n
     [ -d "$fr_d" ] || continue
     [ -e "$fr_d/train.pid" ] || [ -e "$fr_d/status" ] || [ -e "$fr_d/train.log" ] || continue
