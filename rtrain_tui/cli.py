@@ -162,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="choose the GPUs by hand, e.g. 0,3 (nvidia-smi's numbers)")
     p.add_argument("--allow-busy", action="store_true",
                    help="take GPUs another process is using rather than refuse")
+    p.add_argument("--retries", type=int, default=None, metavar="N",
+                   help="when the trainer fails (not by a stop), the host resumes it from its "
+                   "newest complete checkpoint, up to N times (default: config.toml's "
+                   "`retries`, else 0); boxes only")
     p.add_argument("--run-id", default=None, help="default: run-<epoch>")
     _add_remote(p)
     p.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
@@ -533,7 +537,7 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         run_id=args.run_id, python=args.python, workdir=args.workdir,
         env=validate.parse_env(args.env), trainer=args.trainer,
         gpu_ids=gpu_ids, allow_busy=args.allow_busy,
-        backend=args.backend,
+        backend=args.backend, retries=args.retries,
         options=_slurm_options(engine.hosts, args)
         if (args.backend or engine.backend_of_host(args.host)) == "slurm" else None,
     ).validated()

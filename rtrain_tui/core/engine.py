@@ -21,7 +21,7 @@ import hashlib
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -33,6 +33,7 @@ from rtrain_tui.core import resume as resume_mod
 from rtrain_tui.core.backends import Backend, BackendOptions, GpuChoice, LaunchSpec
 from rtrain_tui.core.errors import IndexBusyError, NoSuchRunError, RemoteError, UnreachableError
 from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.logs import retry_rule
 from rtrain_tui.core.metrics import gpus as gpu_choice
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs import hostconfig, probes
@@ -89,6 +90,9 @@ class StartRequest:
     # The backend's own options (e.g. a login node's partition); None: the host's
     # config.toml defaults. A backend without options ignores them.
     options: BackendOptions | None = None
+    # `--retries N`: a failed run is tried again by the host; None: the host's
+    # config.toml `retries` (0 when unset).
+    retries: int | None = None
 
     def validated(self) -> StartRequest:
         """Check every field the way the seed does; raises ValidationError."""
@@ -102,6 +106,8 @@ class StartRequest:
         validate.check_workdir(self.host, self.workdir)
         validate.check_python(self.python)
         validate.check_gpus(self.gpus)
+        if self.retries is not None:
+            validate.check_retries(self.retries)
         if self.gpu_ids:
             validate.parse_gpu_ids(",".join(str(i) for i in self.gpu_ids))
             if len(self.gpu_ids) != self.gpus:
@@ -314,7 +320,9 @@ class Engine:
         settings = self.hosts.for_host(req.host)
         kind = backends.get(req.backend or settings.backend)
         options = kind.options(settings, req.options)
-        req = replace(req, trainer=kind.adapt_request(req.trainer, req.gpu_ids, req.allow_busy, options))
+        req = replace(req, trainer=kind.adapt_request(req.trainer, req.gpu_ids, req.allow_busy, options),
+                      retries=settings.retries if req.retries is None else req.retries)
+        kind.check_retries(req.retries or 0)
         # A broken index is found before anything touches the host. Index calls run in a
         # thread: another process holding its lock must never freeze the app.
         await asyncio.to_thread(self.index.check)
@@ -360,13 +368,16 @@ class Engine:
                         dataset_name = req.dataset.name
                         await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
                     spec = LaunchSpec(run_id, token, req.trainer, req.python, dataset_name,
-                                      req.gpus, env, options)
+                                      req.gpus, env, options, retries=req.retries or 0,
+                                      retry_base_s=retry_rule.base_seconds())
+                    await _write_remote_files(sftp, run_dir, kind.launch_files(spec))
                     await _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec))
                     # What was launched, for a later resume (core/resume.py): the user's env,
                     # not the GPUs chosen now; a resume chooses them again.
                     await _write_remote_text(sftp, f"{run_dir}/{resume_mod.LAUNCH_JSON}", resume_mod.launch_json(
                         req.trainer, req.python, dataset_name, req.gpus, dict(req.env),
-                        req.gpu_ids, req.allow_busy, options))
+                        req.gpu_ids, req.allow_busy, options, retries=req.retries or 0,
+                        retry_base_s=spec.retry_base_s))
                     step(kind.launch_step)
                     launching, trace.stage = True, LAUNCHING
                     out = dict(probes.parse_key_values(await conn.run(kind.launch_script(run_dir, token))))
@@ -1042,9 +1053,15 @@ def _start_in_progress(index: RunIndex, token: str) -> bool:
     return False
 
 
-async def _write_remote_text(sftp, path: str, text: str) -> None:  # type: ignore[no-untyped-def]
+async def _write_remote_text(sftp, path: str, text: str | bytes) -> None:  # type: ignore[no-untyped-def]
     """Write a small file under a temp name, then rename it into place."""
     tmp = path + ".part"
     async with sftp.open(tmp, "wb") as f:
-        await f.write(text.encode())
+        await f.write(text.encode() if isinstance(text, str) else text)
     await sftp.posix_rename(tmp, path)
+
+
+async def _write_remote_files(sftp, run_dir: str, files: Mapping[str, bytes]) -> None:  # type: ignore[no-untyped-def]
+    """A backend's extra launch files (`Backend.launch_files`), each written as above."""
+    for name, data in files.items():
+        await _write_remote_text(sftp, f"{run_dir}/{name}", data)

@@ -40,6 +40,7 @@ from rtrain_tui.core import backends
 from rtrain_tui.core.backends import GpuChoice, LaunchSpec
 from rtrain_tui.core.errors import NoSuchRunError, RemoteError
 from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.logs.retry_rule import separator  # one wording for resume and retry
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.index import RunRecord
@@ -68,19 +69,15 @@ class ResumedRun:
     skipped: tuple[str, ...] = ()
 
 
-def separator(attempt: int, checkpoint: str) -> str:
-    """The line train.log gets before attempt `attempt`'s output."""
-    how = f"resuming from {checkpoint}" if checkpoint else "restarting from the start"
-    return f"=== attempt {attempt}: {how} ==="
-
-
 def launch_json(trainer: str, python: str, dataset: str | None, gpus: int,
                 env: dict[str, str], gpu_ids: tuple[int, ...], allow_busy: bool,
-                options: object | None) -> str:
-    """What a start records in the run dir for a later resume (one line of JSON)."""
+                options: object | None, retries: int = 0, retry_base_s: float = 30.0) -> str:
+    """What a start records in the run dir for a later resume (one line of JSON); a
+    resume's attempt keeps the start's `--retries`."""
     return json.dumps({
         "trainer": trainer, "python": python, "dataset": dataset, "gpus": gpus,
-        "env": env, "gpu_ids": list(gpu_ids), "allow_busy": allow_busy,
+        "env": env, "gpu_ids": list(gpu_ids), "allow_busy": allow_busy, "retries": retries,
+        "retry_base_s": retry_base_s,
         "options": asdict(options) if options is not None else None,  # type: ignore[call-overload]
     }, sort_keys=True)
 
@@ -186,7 +183,13 @@ def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError) as exc:
         raise RemoteError(f"{run_id} on {host}: its {LAUNCH_JSON} is not usable "
                           f"({safe_line(str(exc))[:120]}); start it again instead.") from None
-    return {**spec, "env": env, "gpu_ids": ids, "gpus": int(spec["gpus"])}
+    try:
+        retries = validate.check_retries(int(spec.get("retries") or 0))
+        base = float(spec.get("retry_base_s", 30.0))
+    except (TypeError, ValueError, validate.ValidationError):
+        retries, base = 0, 30.0  # host text: a garbled count retries nothing
+    return {**spec, "env": env, "gpu_ids": ids, "gpus": int(spec["gpus"]), "retries": retries,
+            "retry_base_s": base if 0 <= base <= 3600 else 30.0}
 
 
 def _choose_checkpoint(found: list[checkpoint_rule.Checkpoint], chosen: str | None,
@@ -308,10 +311,13 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             chosen.release()  # the index says which GPUs this attempt has now
             run_dir = await engine.run_dir(host, workdir, run_id)
             spec_ = LaunchSpec(run_id, token, req.trainer, req.python, spec.get("dataset"),
-                               req.gpus, env, options, attempt=attempt, resume_from=checkpoint)
+                               req.gpus, env, options, attempt=attempt, resume_from=checkpoint,
+                               retries=spec["retries"] if kind.retries_on_host else 0,
+                               retry_base_s=spec["retry_base_s"])
             sent = False
             try:
                 sftp = await conn.sftp()
+                await engine_mod._write_remote_files(sftp, run_dir, kind.launch_files(spec_))
                 await engine_mod._write_remote_text(
                     sftp, f"{run_dir}/{kind.launch_file}.{token}", kind.launch_text(spec_))
                 script = remote_sh.resume(

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core.backends import slurm
+from rtrain_tui.core.backends import LaunchSpec, slurm
 from rtrain_tui.core.backends.direct import scripts as direct_sh
+from rtrain_tui.core.backends.direct.backend import DirectBackend
 from rtrain_tui.core.engine import trainer_command
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.safety.template import render as render_trainer
@@ -38,6 +39,10 @@ ENV = {"HF_HOME": "/scratch/it's here", "WANDB_MODE": "offline"}
 
 GOLDENS: dict[str, Callable[[], str]] = {
     "run.sh": lambda: direct_sh.wrapper(TRAINER, ENV),
+    # `start --retries 2` with a template that takes the checkpoint as an option.
+    "run-retries.sh": lambda: DirectBackend().launch_text(LaunchSpec(
+        "r1", TOKEN, "{python} train.py --config {config} {resume:--resume_from_checkpoint}",
+        "~/venv/bin/python", None, 1, ENV, retries=2, retry_base_s=30.0)),
     "run.sbatch": lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV,
         slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",

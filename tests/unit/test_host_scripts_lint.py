@@ -53,6 +53,8 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
                           lambda: remote_sh.remove_unlaunched(WORKDIR, "r1", TOKEN)),
     "wrapper": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV)),
     "wrapper_no_env": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, {})),
+    "wrapper_retries": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV, retry=direct_sh.Retry(
+        2, 30.0, 1, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT))),
     "launch": (direct_sh.launch, lambda: direct_sh.launch(RUN_DIR, TOKEN)),
     "run_states": (direct_sh.run_states, lambda: direct_sh.run_states(
         [(WORKDIR, "r1"), ("/data/runs", "r-2.b")], need_end=[1])),

@@ -83,6 +83,10 @@ class LaunchSpec:
     # the attempts before it) and the checkpoint it resumes from ('' = from the start).
     attempt: int = 1
     resume_from: str = ""
+    # `start --retries N`: a failed attempt is tried again by the host, up to N times
+    # (a backend that cannot refuses it in `check_retries`).
+    retries: int = 0
+    retry_base_s: float = 30.0  # the wait before retry attempt K is K × this
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,8 @@ class Backend(ABC):
     launch_step: ClassVar[str]  # what a start's progress says while launching
     # Trainer templates of its own whose `{dataset}` may be empty, like the default one.
     built_in_trainers: ClassVar[tuple[str, ...]] = ()
+    # The wrapper tries a failed attempt again on the host (`start --retries N`).
+    retries_on_host: ClassVar[bool] = False
 
     # -- option checks ------------------------------------------------------------------
     def options(self, settings: HostSettings, given: BackendOptions | None) -> BackendOptions | None:
@@ -135,6 +141,22 @@ class Backend(ABC):
     @abstractmethod
     def launch_text(self, spec: LaunchSpec) -> str:
         """The text of `launch_file`, written into the run dir before `launch_script`."""
+
+    def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
+        """Files the run dir gets beside the launch file (name -> bytes); none by default."""
+        return {}
+
+    def check_retries(self, retries: int) -> None:
+        """Raise ValidationError when `retries` > 0 and the host cannot retry by itself."""
+        if retries and not self.retries_on_host:
+            from rtrain_tui.core.safety.validate import ValidationError
+
+            # A scheduler's job is resubmitted by hand (`resume`), never by a wrapper
+            # that would hold a job's allocation while it waits to try again.
+            raise ValidationError(
+                f"--retries works on boxes only: a {self.name} host's failed job is not "
+                "resubmitted by itself; leave out --retries (and config.toml's `retries`) "
+                "and use `rtrain-tui resume HOST RUN` after a failure.")
 
     @abstractmethod
     def launch_script(self, run_dir: str, token: str) -> str:

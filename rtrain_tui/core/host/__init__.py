@@ -60,3 +60,35 @@ def render(name: str, package: str = __name__, **slots: str) -> str:
 def assign(**values: str | int) -> str:
     """`name=value` lines, each value one quoted shell word."""
     return "".join(f"{name}={shell_word(str(value))}\n" for name, value in values.items())
+
+
+@functools.cache
+def bundle(main_module: str, modules: tuple[str, ...]) -> bytes:
+    """A zip the host's Python runs as a program (`python prog.pyz ARGS`): the sources of
+    `modules` (dotted names, `main_module` among them) with their packages'
+    `__init__.py`, and a `__main__` that exits with `main_module.main(sys.argv[1:])`.
+
+    For a decision the host makes alone that must follow the same rule as this client
+    (retry: why a run ended, its newest complete checkpoint): the rule's own modules are
+    sent, not a copy of them. They must import only each other and the standard library
+    (tests/unit/test_retry_rule.py runs the zip under `python -I`). Stable bytes (fixed
+    times), so the same rtrain-tui writes the same file.
+    """
+    import io
+    import zipfile
+
+    files: dict[str, str] = {}
+    for name in modules:
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            package = ".".join(parts[:i])
+            files.setdefault("/".join(parts[:i]) + "/__init__.py", source("__init__.py", package))
+        files["/".join(parts) + ".py"] = source(parts[-1] + ".py", ".".join(parts[:-1]))
+    files["__main__.py"] = (f"import sys\nfrom {main_module} import main\n"
+                            "sys.exit(main(sys.argv[1:]))\n")
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for path in sorted(files):
+            z.writestr(zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0)), files[path],
+                       zipfile.ZIP_DEFLATED)
+    return out.getvalue()

@@ -200,3 +200,26 @@ def why_it_ended(state: str, exit_code: int | None, stop_requested: bool,
         reason = ("its processes vanished without an exit code: the OOM killer, a reboot, "
                   "or a kill of the wrapper")
     return reason[:MAX_REASON]
+
+
+# What `why_it_ended` says of a failure that ends the same way however often it runs.
+_DETERMINISTIC = ("missing Python module", "cannot import", "file not found", "dataset not found",
+                  "model not found")
+_OOM = "CUDA out of memory"
+
+
+def repeat_cannot_fix(reason: str, exit_code: int | None, previous_reason: str = "",
+                      step: int | None = None, previous_step: int | None = None) -> str:
+    """Why trying the attempt again cannot help ('' when it can): a missing module, file,
+    dataset or model, a usage error (exit 2), or CUDA out of memory at the same step as
+    the attempt before. `reason` is `why_it_ended`'s; the step is the last one logged.
+    What retry decides on the host (logs/retry_rule.py) asks this, so the rule is one."""
+    bare = re.sub(r"^\[rank\d+\]: ", "", reason)  # torchrun's failing rank, named first
+    if bare.startswith(_DETERMINISTIC):
+        return "repeating cannot fix it"
+    if exit_code == 2:
+        return "a usage error (exit 2)"
+    if (bare.startswith(_OOM) and previous_reason and _OOM in previous_reason
+            and step is not None and step == previous_step):
+        return f"out of memory again at step {step}"
+    return ""

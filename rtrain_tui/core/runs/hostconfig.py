@@ -7,6 +7,7 @@
     qos = "normal"
     time = "4:00:00"
     gpus_per_node = 4
+    retries = 2                # a failed run is tried again by the host (start --retries)
 
 A missing file means every host is `direct`. A file that cannot be used is one clear
 error naming the file and the key, raised before anything touches a host.
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from rtrain_tui.core.backends import DEFAULT, check_backend
 from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.safety.validate import check_retries
 
 if TYPE_CHECKING:
     from rtrain_tui.core.runs.index import RunRecord
@@ -40,6 +42,7 @@ def default_config_path() -> Path:
 class HostSettings:
     backend: str = "direct"
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
+    retries: int = 0  # `start --retries N`'s default on this host
 
 
 @dataclass(frozen=True)
@@ -88,19 +91,20 @@ def _settings(path: Path, alias: str, table: Any) -> HostSettings:
     where = f"{path}: [hosts.{alias}]"
     if not isinstance(table, dict):
         raise ValidationError(f"{where} must be a table.")
-    unknown = set(table) - set(_SLURM_KEYS) - {"backend"}
+    unknown = set(table) - set(_SLURM_KEYS) - {"backend", "retries"}
     if unknown:
         raise ValidationError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
-                              f"known: backend, {', '.join(_SLURM_KEYS)}.")
-    for key, kind in {**_SLURM_KEYS, "backend": str}.items():
+                              f"known: backend, retries, {', '.join(_SLURM_KEYS)}.")
+    for key, kind in {**_SLURM_KEYS, "backend": str, "retries": int}.items():
         if key in table and (not isinstance(table[key], kind) or isinstance(table[key], bool)):
             raise ValidationError(f"{where} {key} must be {'text' if kind is str else 'a whole number'}.")
     try:
         backend = check_backend(table.get("backend", "direct"))
         options = SlurmOptions(**{k: v for k, v in table.items() if k in _SLURM_KEYS}).validated()
+        retries = check_retries(table.get("retries", 0))
     except ValidationError as exc:
         raise ValidationError(f"{where}: {exc}") from None
-    return HostSettings(backend, options)
+    return HostSettings(backend, options, retries)
 
 
 def mark_slurm(alias: str, path: Path | None = None) -> Path:

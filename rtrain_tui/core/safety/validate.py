@@ -247,3 +247,13 @@ def check_host(host: str, aliases: Collection[str] | None = None) -> str:
             "give an alias from ~/.ssh/config."
         )
     return host
+
+
+MAX_RETRIES = 20
+
+
+def check_retries(retries: int) -> int:
+    """`--retries N` / config.toml's `retries`: how often a failed run is tried again."""
+    if not 0 <= retries <= MAX_RETRIES:
+        raise ValidationError(f"--retries must be 0 to {MAX_RETRIES}, not {retries}.")
+    return retries

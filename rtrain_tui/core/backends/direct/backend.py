@@ -6,6 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from rtrain_tui.core import host
 from rtrain_tui.core.backends.base import (
     BackendOptions,
     GpuChoice,
@@ -20,12 +21,24 @@ from rtrain_tui.core.backends.direct import scripts
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.safety import template as trainer_template
+from rtrain_tui.core.safety import validate
+
+# The host-side retry decision (core/logs/retry_rule.py) and what it imports, shipped as
+# one zip the trainer's Python runs (see core/host.bundle).
+RETRY_PROGRAM = "retry.pyz"
+_RETRY_MODULES = ("rtrain_tui.core.logs.retry_rule", (
+    "rtrain_tui.core.logs.retry_rule", "rtrain_tui.core.logs.reasons",
+    "rtrain_tui.core.metrics.metrics", "rtrain_tui.core.metrics.metrics_jsonl",
+    "rtrain_tui.core.safety.sanitize", "rtrain_tui.core.runs.checkpoints"))
+# The commands that read the checkpoint from config.yaml's `resume_from_checkpoint`.
+_BUILT_IN = (validate.DEFAULT_TRAINER,)
 
 
 class DirectBackend(GpuChoice):
     name = "direct"
     launch_file = "run.sh"
     launch_step = "launching"
+    retries_on_host = True
 
     # -- preflight ----------------------------------------------------------------------
     def preflight_script(self, python: str, workdir: str) -> str:
@@ -46,7 +59,20 @@ class DirectBackend(GpuChoice):
     def launch_text(self, spec: LaunchSpec) -> str:
         command = trainer_template.render(spec.trainer, spec.python, spec.dataset, spec.gpus,
                                           resume=spec.resume_from)
-        return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1)
+        retry = None
+        if spec.retries > 0:
+            retry = scripts.Retry(
+                spec.retries, spec.retry_base_s, spec.attempt, trainer_template.python_word(spec.python),
+                edit_config=spec.trainer in _BUILT_IN,
+                fresh_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset,
+                                                  spec.gpus),
+                resume_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset,
+                                                   spec.gpus, resume=scripts.RESUME_SLOT))
+        return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1, retry=retry)
+
+    def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
+        # The retry loop's decision runs on the host with the client's own rules.
+        return {RETRY_PROGRAM: host.bundle(*_RETRY_MODULES)} if spec.retries > 0 else {}
 
     def launch_script(self, run_dir: str, token: str) -> str:
         return scripts.launch(run_dir, token)

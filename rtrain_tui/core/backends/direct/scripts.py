@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from rtrain_tui.core import host
 from rtrain_tui.core.host import remote_sh
@@ -44,7 +45,8 @@ def preflight(python: str, workdir: str) -> str:
         disk_free=remote_sh.DISK_FREE)
 
 
-def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False) -> str:
+def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
+            retry: Retry | None = None) -> str:
     """The `run.sh` that runs detached in the run dir.
 
     It records its own pid and identity, runs the trainer with stdin from /dev/null and
@@ -52,15 +54,49 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False) -> str:
     to `status`. The trap keeps the wrapper alive on SIGTERM just long enough to record
     the trainer's code (a handler, unlike an ignore, is not inherited by the trainer).
     With `append` (a resumed run's later attempt) the log goes on after the attempts
-    before it, instead of starting anew.
+    before it, instead of starting anew. With `retry`, a failed attempt is tried again
+    on the host (retry.sh) before the code is written.
     """
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
                        unbuffered=remote_sh.UNBUFFERED, exports=exports,
-                       # Braces: every command of a compound template (`cd x && python
-                       # ...`) logs to train.log, not only the last one; the newline ends
-                       # a template that ends in a comment.
-                       trainer=f"{{ {trainer_cmd}\n}} {'>>' if append else '>'} train.log 2>&1 < /dev/null\n")
+                       trainer=_logged(trainer_cmd, ">>" if append else ">"),
+                       retry=_retry(retry) if retry is not None and retry.retries > 0 else "")
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What the wrapper's retry loop needs: how many retries, the attempt the wrapper
+    starts with, the trainer's python (one shell word), whether config.yaml carries the
+    checkpoint (the built-in trainer's), and the command that resumes: its
+    `RESUME_SLOT` stands where the checkpoint's path goes."""
+
+    retries: int
+    base_s: float
+    first_attempt: int
+    python_word: str
+    edit_config: bool
+    fresh_cmd: str
+    resume_cmd: str
+
+
+# What a resumed command has where the checkpoint's path goes: the wrapper's variable.
+RESUME_SLOT = "RTRAIN_CHECKPOINT_SLOT"
+
+
+def _logged(cmd: str, how: str) -> str:
+    # Braces: every command of a compound template (`cd x && python ...`) logs to
+    # train.log, not only the last one; the newline ends a template that ends in a comment.
+    return f"{{ {cmd}\n}} {how} train.log 2>&1 < /dev/null\n"
+
+
+def _retry(retry: Retry) -> str:
+    head = host.assign(rt_a=retry.first_attempt, rt_last=retry.first_attempt + retry.retries,
+                       rt_cfg=int(retry.edit_config), rt_base=f"{retry.base_s:g}")
+    return (head + f"rt_py={retry.python_word}\n"
+            + host.render("retry.sh", __package__, checkpoints=host.text("checkpoints.sh"),
+                          fresh=_logged(retry.fresh_cmd, ">>"),
+                          resumed=_logged(retry.resume_cmd.replace(RESUME_SLOT, '"$rt_ck"'), ">>")))
 
 
 def launch(run_dir: str, token: str) -> str:

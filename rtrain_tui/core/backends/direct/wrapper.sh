@@ -15,5 +15,6 @@ rt_dir=$PWD
 #@ trainer
 rc=$?
 cd "$rt_dir" || exit "$rc"
+#@ retry
 end_rest
 echo $rc > status.tmp && mv status.tmp status

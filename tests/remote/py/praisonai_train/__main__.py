@@ -9,7 +9,10 @@ running after SIGTERM), `children` (spawn that many sleeping children in its gro
 until the disk is full, then log a line the full disk cuts short, and exit 1),
 `save_steps` (save `outputs/checkpoint-N/` every that many steps as transformers does;
 with `output_dir`, `ranks` and `die_mid_save`: see checkpoint.py), `resume_from_checkpoint`
-(a checkpoint's path: go on from its `global_step`, logging it as transformers does).
+(a checkpoint's path: go on from its `global_step`, logging it as transformers does),
+`crash_at` (at that step die as `crash` names, see hf_style.CRASHES; with `crash_once:
+true` only the first time: a file `crashed-at-N` in the run dir remembers it), `hang_at`
+(at that step print nothing more and sleep, as an NCCL deadlock does).
 It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
 """
 
@@ -93,7 +96,7 @@ def main():
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(int(cfg.get("children", 0)))]
     if children:
         print("children=" + ",".join(str(c.pid) for c in children), flush=True)
-    if cfg.get("hf_style") == "true" or cfg.get("crash"):
+    if cfg.get("hf_style") == "true" or (cfg.get("crash") and not cfg.get("crash_at")):
         from praisonai_train import hf_style  # real Trainer output and real deaths
 
         if cfg.get("hf_style") == "true":
@@ -118,6 +121,16 @@ def main():
         print("  Continuing training from checkpoint, will skip to saved global_step", flush=True)
         print(f"  Continuing training from global step {state['global_step']}", flush=True)
     for step in range(first, steps + 1):
+        if cfg.get("crash_at") and step == int(cfg["crash_at"]):
+            mark = f"crashed-at-{step}"
+            if not (cfg.get("crash_once") == "true" and os.path.exists(mark)):
+                open(mark, "w").close()
+                from praisonai_train import hf_style
+
+                hf_style.crash(cfg.get("crash", "nccl_timeout"))
+        if cfg.get("hang_at") and step == int(cfg["hang_at"]):
+            while True:
+                time.sleep(3600)
         if cfg.get("progress_bar") == "true":
             sys.stdout.write(f"progress {step}/{steps}\r")
         print(f"{{'loss': {2.0 / step:.4f}, 'step': {step}, 'epoch': {step / steps:.2f}}}", flush=True)

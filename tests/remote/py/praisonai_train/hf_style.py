@@ -9,7 +9,7 @@ through `tqdm.write`: the bar erased with `\r<spaces>\r`, the line, the bar draw
 
 `crash: NAME` ends the run the way a real one dies, with the real wording (copied from
 PyTorch and Python) and exit code: the names in CRASHES (cuda_oom, module,
-glued_traceback, torchrun_index, torchrun_sigkill).
+glued_traceback, torchrun_index, torchrun_sigkill, nccl_timeout).
 """
 
 import os
@@ -62,6 +62,22 @@ def _torchrun_end(exitcode, traceback):
 
 
 CRASHES = {
+    # torch 2.x's NCCL watchdog on a collective that never finished (a peer hung or a
+    # link dropped): it logs, then aborts the process (SIGABRT: 128 + 6).
+    "nccl_timeout": (134, [
+        "[rank0]:[E1201 21:03:14.981000 140260 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=1325, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600038 milliseconds before timing out.",
+        "[rank0]:[E1201 21:03:14.982000 140260 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) "
+        "Rank 0] Exception (either an error or timeout) detected by watchdog at work: 1325, last "
+        "enqueued NCCL work: 1325, last completed NCCL work: 1324.",
+        "[rank0]:[E1201 21:03:14.982000 140260 ProcessGroupNCCL.cpp:630] [Rank 0] Some NCCL operations "
+        "have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU "
+        "operations might run on corrupted/incomplete data.",
+        "[rank0]:[E1201 21:03:14.982000 140260 ProcessGroupNCCL.cpp:636] [Rank 0] To avoid data "
+        "inconsistency, we are taking the entire process down.",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+    ]),
     "cuda_oom": (1, [
         "Traceback (most recent call last):",
         '  File "/usr/lib/python3.11/runpy.py", line 198, in _run_module_as_main',

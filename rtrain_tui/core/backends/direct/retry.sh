@@ -1,0 +1,49 @@
+## Retry by itself (`start --retries N`): after attempt $rt_a failed, not by our stop,
+## try again, up to attempt $rt_last. Whether, when and from which checkpoint is decided
+## by retry.pyz (core/logs/retry_rule.py, run by the trainer's Python) from the log's
+## tail and host/checkpoints.sh's listing: the same rules as `why_it_ended` and a resume.
+## While it waits the run reads `queued` (retry_wait holds the reason); a stop during the
+## wait (our TERM reaches this shell's trap and the sleep) ends it with no further
+## attempt. Each ended attempt's exit code goes to attempts/N/status, its record to
+## attempts.jsonl; only the last attempt's code is ever written to `status`.
+## Needs $rc, $rt_a, $rt_last, $rt_py, $rt_cfg, $rt_base (seconds: attempt K waits K × it).
+while [ "$rc" != 0 ] && [ -z "$rt_signalled" ] && [ ! -e stop_requested ]; do
+  end_rest
+  rt_go=0 rt_why='' rt_rec='' rt_ck='' rt_sep='' rt_wait=0
+  rt_mk="rtck-$$-$(date +%s)-$rc"  # ends each trainer_state.json block (checkpoints.sh)
+  rt_out=$( (rd=.; mk=$rt_mk
+#@ checkpoints
+  ) 2>/dev/null | "$rt_py" retry.pyz "$rc" "$rt_a" "$rt_last" "$rt_base" "$rt_mk" 2>>train.log)
+  eval "$rt_out"
+  if [ "$rt_go" != 1 ]; then
+    [ -n "$rt_why" ] || rt_why="retry could not decide (retry.pyz said nothing: see train.log)"
+    printf '%s\n' "$rt_why" > retry_gave_up.tmp && mv -f retry_gave_up.tmp retry_gave_up
+    break
+  fi
+  mkdir -p "attempts/$rt_a" && echo "$rc" > "attempts/$rt_a/status"
+  printf '%s\n' "$rt_rec" >> attempts.jsonl
+  printf '%s\n' "$rt_why" > retry_wait.tmp && mv -f retry_wait.tmp retry_wait
+  sleep "$rt_wait" &
+  wait $!
+  rm -f retry_wait
+  if [ -n "$rt_signalled" ] || [ -e stop_requested ]; then rc=143; break; fi
+  rt_a=$((rt_a + 1))
+  if [ "$rt_cfg" = 1 ] && [ -f config.yaml ]; then
+    awk '!/^resume_from_checkpoint[ \t]*:/' config.yaml > config.yaml.tmp &&
+      { [ -z "$rt_ck" ] || printf "resume_from_checkpoint: '%s'\n" "$rt_ck"; } >> config.yaml.tmp &&
+      mv -f config.yaml.tmp config.yaml
+  fi
+  if [ -s train.log ] && [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
+  printf '%s\n' "$rt_sep" >> train.log
+  printf '{"attempt": %s, "started": %s, "checkpoint": "%s", "retry": true}\n' \
+    "$rt_a" "$(date +%s)" "$rt_ck" >> attempts.jsonl
+  if [ -n "$rt_ck" ]; then
+    RTRAIN_RESUME_FROM=$rt_ck; export RTRAIN_RESUME_FROM
+#@ resumed
+  else
+    unset RTRAIN_RESUME_FROM
+#@ fresh
+  fi
+  rc=$?
+  cd "$rt_dir" || exit "$rc"
+done

@@ -1,0 +1,94 @@
+"""Retry by itself (`start --retries N`, issue 18) against the real sshd: the wrapper on
+the host tries a failed attempt again, from its newest complete checkpoint, with no
+client connected; it gives up on what repeating cannot fix; a stop during its wait ends it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rtrain_tui.core.logs import retry_rule
+from tests.conftest import Cli, write_config
+from tests.test_cli_runs import wait_state
+from tests.test_resume_sshd import marked, wait_for
+
+
+def start(cli: Cli, tmp_path: Path, workdir: str, run_id: str, *extra: str,
+          base: str = "", **cfg: object) -> None:
+    """Start with --gpus 0; `base`: the retry wait's base in seconds (else the real 30 s)."""
+    config = write_config(tmp_path / f"{run_id}.yaml", step_seconds=0.02, **cfg)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id,
+            "--no-follow", "--gpus", "0", *extra,
+            env={retry_rule.BASE_ENV: base} if base else None)
+    assert r.rc == 0, r.err
+
+
+def test_a_retry_resumes_from_the_newest_checkpoint_with_no_client_connected(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "t1"
+    # Saves checkpoint-2, dies of an NCCL timeout at step 3, once; base 0.5 s: waits 1 s.
+    start(cli, tmp_path, workdir, "t1", "--retries", "2", base="0.5",
+          steps=5, save_steps=2, crash_at=3, crash="nccl_timeout", crash_once=True)
+    # No client runs from here on: only the host acts. Watch its files.
+    wait_for("the run to end", lambda: (run / "status").exists(), timeout=60)
+    assert (run / "status").read_text().strip() == "0"
+    assert (run / "attempts" / "1" / "status").read_text().strip() == "134"
+    log = (run / "train.log").read_text()
+    before, sep, after = log.partition("=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
+    assert sep and "Watchdog caught collective operation timeout" in before
+    assert "Continuing training from global step 2" in after and "training done, exit 0" in after
+    assert "env RTRAIN_RESUME_FROM=outputs/checkpoint-2" in after
+    records = [json.loads(line) for line in (run / "attempts.jsonl").read_text().splitlines()]
+    assert records[0]["attempt"] == 1 and records[0]["reason"] == (
+        "NCCL timeout: ALLREDUCE collective did not finish after 600 s")
+    assert (records[1]["attempt"], records[1]["checkpoint"]) == (2, "outputs/checkpoint-2")
+
+    # A fresh index (another laptop, later) reads it as the host tells it.
+    other = Cli(cli.hosts, tmp_path / "other.toml")
+    got = json.loads(other("status", "gpu", "t1", "--workdir", workdir, "--json").out)
+    assert got["state"] == "completed" and got["attempt"] == 2
+    assert [(a["attempt"], a["exit"], a["checkpoint"]) for a in got["attempts"]] == [
+        (1, 134, None), (2, 0, "outputs/checkpoint-2")]
+
+
+def test_a_missing_module_is_not_retried_and_its_reason_says_why(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "t2"
+    start(cli, tmp_path, workdir, "t2", "--retries", "3", base="0",
+          steps=5, crash_at=2, crash="module")
+    wait_state(cli, "t2", workdir, "failed (exit 1)", timeout=60)
+    assert not (run / "attempts" / "1").exists()
+    assert "=== attempt 2" not in (run / "train.log").read_text()
+    got = json.loads(cli("status", "gpu", "t2", "--workdir", workdir, "--json").out)
+    assert got["reason"] == ("missing Python module peft: pip install peft on the host "
+                             "(not retried: repeating cannot fix it)")
+
+
+def test_retries_give_up_after_the_last_attempt_and_say_so(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "t3"
+    start(cli, tmp_path, workdir, "t3", "--retries", "1", base="0",
+          steps=5, crash_at=2, crash="nccl_timeout")
+    wait_state(cli, "t3", workdir, "failed (exit 134)", timeout=60)
+    assert (run / "train.log").read_text().count("Watchdog caught collective operation timeout") == 2
+    got = json.loads(cli("status", "gpu", "t3", "--workdir", workdir, "--json").out)
+    assert got["reason"] == ("NCCL timeout: ALLREDUCE collective did not finish after "
+                             "600 s (gave up after 2 attempts)")
+
+
+def test_a_stop_during_the_retry_wait_ends_the_run_with_no_further_attempt(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "t4"
+    start(cli, tmp_path, workdir, "t4", "--retries", "2", steps=5, crash_at=2, crash="nccl_timeout")
+    wait_state(cli, "t4", workdir, "queued", timeout=60)
+    got = json.loads(cli("status", "gpu", "t4", "--workdir", workdir, "--json").out)
+    assert got["reason"] == ("retrying in 60 s after NCCL timeout: ALLREDUCE collective "
+                             "did not finish after 600 s (attempt 2 of 3)")
+    token = (run / "train.token").read_text().strip()
+    r = cli("stop", "gpu", "t4", "--workdir", workdir)
+    assert r.rc == 0, r.err
+    assert r.out.strip().endswith("stopped t4 on gpu")
+    assert cli("status", "gpu", "t4", "--workdir", workdir).out == "stopped\n"
+    assert marked(token) == []
+    assert "=== attempt 2" not in (run / "train.log").read_text()
+    assert not (run / "retry_wait").exists()
