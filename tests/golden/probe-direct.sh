@@ -199,12 +199,14 @@ probe() {
       unwritten=1; free=$(df -Pk "$rd" 2>/dev/null | awk 'NR == 2 { print $4 }')
     fi
   fi
+  rw=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf
+  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
   if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw"
 }
 probe 0 ~/.praisonai-train/r1 0
 probe 1 /data/runs/r-2.b 1

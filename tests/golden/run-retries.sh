@@ -1,0 +1,218 @@
+#!/bin/sh
+# Written by rtrain-tui: the detached wrapper of one training run.
+proc=${RT_PROC:-/proc}
+nl='
+'
+proc_fields() {
+  state='' pgrp='' start=''
+  if [ -d "$proc/self" ]; then
+    read -r pf_line 2>/dev/null < "$proc/$1/stat" || return 1
+    pf_rest=${pf_line##*) }
+    # shellcheck disable=SC2086  # stat's fields, split on purpose (the name is cut off)
+    set -- $pf_rest
+    state=$1 pgrp=$3 start=${20}
+  else
+    pf_line=$(ps -o stat= -o pgid= -p "$1" 2>/dev/null) || return 1
+    # shellcheck disable=SC2086  # ps's two fields, split on purpose
+    set -- $pf_line
+    state=$1 pgrp=$2
+  fi
+  [ -n "$state" ]
+}
+boot_id() { bi=none; read -r bi 2>/dev/null < /proc/sys/kernel/random/boot_id; }
+# Read a one-line file into a variable without forking (probes run this per run).
+read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
+own_groups() {
+  proc_fields $$; own_pgrp=$pgrp
+  sh_pgrp=$own_pgrp
+  if [ -n "$RT_SHELL" ] && proc_fields "$RT_SHELL"; then sh_pgrp=$pgrp; fi
+}
+# usable PID: a live, non-zombie process that is neither pid 0/1 nor in our own groups.
+usable() {
+  case $1 in ''|*[!0-9]*|0|1) return 1;; esac
+  proc_fields "$1" || return 1
+  case $state in Z*|X*|x*) return 1;; esac
+  [ "$pgrp" != "$own_pgrp" ] && [ "$pgrp" != "$sh_pgrp" ]
+}
+# is_live PID IDENT RUNDIR: the run's recorded process, still the same process.
+is_live() {
+  usable "$1" || return 1
+  [ -d "$proc/self" ] || return 0
+  if [ -n "$2" ]; then
+    boot_id
+    [ "$2" = "$start $bi" ]
+  else
+    # Same directory: compared by physical path, as POSIX `test` has no `-ef`. Only a
+    # run without an identity (started by `praisonai train remote`) costs this fork.
+    [ -n "$3" ] || return 1
+    il_p=$(cd -P -- "$proc/$1/cwd" 2>/dev/null && pwd -P && cd -P -- "$3" 2>/dev/null && pwd -P) &&
+      [ "${il_p%%"$nl"*}" = "${il_p#*"$nl"}" ]
+  fi
+}
+# marked_pids TOKEN: every process that carries the run's environment marker.
+marked_pids() {
+  [ -d "$proc/self" ] || return 0
+  case $1 in ''|*[!0-9a-f]*) return 0;; esac
+  # shellcheck disable=SC2013  # file names, /proc/N/environ: one word each
+  for mp_file in $(grep -l -s -a -z -x -F "RTRAIN_RUN=$1" "$proc"/[0-9]*/environ 2>/dev/null); do
+    mp_pid=${mp_file#"$proc"/}; echo "${mp_pid%/environ}"
+  done
+}
+# group_pids GROUP: every process in the process group.
+group_pids() {
+  if [ -d "$proc/self" ]; then
+    for gp_stat in "$proc"/[0-9]*/stat; do
+      read -r gp_line 2>/dev/null < "$gp_stat" || continue
+      gp_rest=${gp_line##*) }
+      # shellcheck disable=SC2086  # stat's fields, split on purpose
+      set -- $gp_rest
+      [ "$3" = "$GROUP" ] && { gp_pid=${gp_stat#"$proc"/}; echo "${gp_pid%/stat}"; }
+    done
+  else
+    ps -e -o pid= -o pgid= 2>/dev/null | awk -v g="$GROUP" '$2 == g {print $1}'
+  fi
+}
+# run_members RUNDIR: sets `members` to the run's live pids, space-separated. Command
+# substitutions have finished (and their processes are reaped) before any candidate is
+# checked, so the scan never counts its own helpers.
+run_members() {
+  read_file "$1/train.pid"; rm_pid=$rf; read_file "$1/train.ident"; rm_ident=$rf
+  read_file "$1/train.token"; rm_token=$rf
+  rm_all=$(marked_pids "$rm_token")
+  if is_live "$rm_pid" "$rm_ident" "$1"; then rm_all="$rm_all $(GROUP=$pgrp; group_pids)"; fi
+  live_of "$rm_all"
+  # shellcheck disable=SC2034  # the answer, read by the scripts that call this
+  members=$live
+}
+# live_of CANDIDATES: sets `live` to the distinct usable pids among them, never this shell.
+live_of() {
+  live=
+  for lo_m in $1; do
+    case " $live " in *" $lo_m "*) continue;; esac
+    [ "$lo_m" != "$$" ] && usable "$lo_m" && live="$live $lo_m"
+  done
+}
+# Live marked processes of all runs, gathered once per script (one grep, whatever the
+# number of runs) and only when some run needs it.
+marks_loaded=
+run_marked() {
+  case $1 in ''|*[!0-9a-f]*) return 1;; esac
+  if [ -z "$marks_loaded" ]; then
+    marks_loaded=1
+    all_marks=$(grep -h -s -a -z -o -x 'RTRAIN_RUN=[0-9a-f]*' "$proc"/[0-9]*/environ 2>/dev/null | tr '\0' '\n')
+  fi
+  case "
+$all_marks
+" in *"
+RTRAIN_RUN=$1
+"*) return 0;; esac
+  return 1
+}
+rest_of_run() {
+  live_of "$(marked_pids "$RTRAIN_RUN") $(GROUP=$$; group_pids)"; rr_left=$live
+}
+end_rest() {
+  own_pgrp=none sh_pgrp=none  # the wrapper's own group is the run's: nothing to spare
+  rest_of_run
+  [ -n "$rr_left" ] || return 0
+  # shellcheck disable=SC2086  # a list of pids
+  kill -TERM $rr_left 2>/dev/null
+  er_i=0
+  while [ $er_i -lt $((${RT_GRACE:-10} * 5)) ]; do
+    rest_of_run
+    [ -n "$rr_left" ] || return 0
+    sleep 0.2; er_i=$((er_i + 1))
+  done
+  # shellcheck disable=SC2086  # a list of pids
+  kill -KILL $rr_left 2>/dev/null
+}
+if proc_fields $$ && [ -n "$start" ]; then
+  boot_id
+  printf '%s %s\n' "$start" "$bi" > train.ident.tmp && mv train.ident.tmp train.ident
+fi
+echo $$ > train.pid.tmp && mv train.pid.tmp train.pid
+trap 'rt_signalled=1' TERM INT HUP
+[ -n "${PYTHONUNBUFFERED+set}" ] || { PYTHONUNBUFFERED=1; export PYTHONUNBUFFERED; }
+export HF_HOME='/scratch/it'"'"'s here'
+export WANDB_MODE=offline
+rt_dir=$PWD
+{ ~/venv/bin/python train.py --config config.yaml
+} > train.log 2>&1 < /dev/null
+rc=$?
+cd "$rt_dir" || exit "$rc"
+rt_a=1
+rt_last=3
+rt_cfg=0
+rt_base=30
+rt_py=~/venv/bin/python
+while [ "$rc" != 0 ] && [ -z "$rt_signalled" ] && [ ! -e stop_requested ]; do
+  end_rest
+  rt_go=0 rt_why='' rt_rec='' rt_ck='' rt_sep='' rt_wait=0
+  rt_mk="rtck-$$-$(date +%s)-$rc"  # ends each trainer_state.json block (checkpoints.sh)
+  rt_out=$( (rd=.; mk=$rt_mk
+cd "$rd" 2>/dev/null || { echo nodir; exit 0; }
+for d in checkpoint-* ./*/checkpoint-* ./*/*/checkpoint-*; do
+  d=${d#./}
+  [ -d "$d" ] || continue
+  case $d in *[!A-Za-z0-9._/-]*|.*|*/.*) continue;; esac
+  case ${d##*/} in checkpoint-|checkpoint-*[!0-9]*) continue;; esac
+  printf 'ck\t%s\n' "$d"
+  for f in "$d"/*; do
+    [ -f "$f" ] || continue
+    n=${f##*/}
+    case $n in *[!A-Za-z0-9._-]*) continue;; esac
+    if [ -s "$f" ]; then printf 'f\t%s\t1\n' "$n"; else printf 'f\t%s\t0\n' "$n"; fi
+  done
+  t=$d/trainer_state.json
+  [ -f "$t" ] || continue
+  z=$(wc -c < "$t" 2>/dev/null) || z=0
+  z=$((z + 0))
+  if [ "$z" -le 65536 ]; then
+    printf 'ts\t%s\twhole\n' "$z"
+    cat -- "$t" 2>/dev/null
+  else
+    printf 'ts\t%s\thead\n' "$z"
+    dd if="$t" bs=16384 count=1 2>/dev/null
+    printf '\n%s\n' "$mk"
+    tail -c 64 -- "$t" 2>/dev/null
+  fi
+  printf '\n%s\n' "$mk"
+done
+  ) 2>/dev/null | "$rt_py" retry.pyz "$rc" "$rt_a" "$rt_last" "$rt_base" "$rt_mk" 2>>train.log)
+  eval "$rt_out"
+  if [ "$rt_go" != 1 ]; then
+    [ -n "$rt_why" ] || rt_why="retry could not decide (retry.pyz said nothing: see train.log)"
+    printf '%s\n' "$rt_why" > retry_gave_up.tmp && mv -f retry_gave_up.tmp retry_gave_up
+    break
+  fi
+  mkdir -p "attempts/$rt_a" && echo "$rc" > "attempts/$rt_a/status"
+  printf '%s\n' "$rt_rec" >> attempts.jsonl
+  printf '%s\n' "$rt_why" > retry_wait.tmp && mv -f retry_wait.tmp retry_wait
+  sleep "$rt_wait" &
+  wait $!
+  rm -f retry_wait
+  if [ -n "$rt_signalled" ] || [ -e stop_requested ]; then rc=143; break; fi
+  rt_a=$((rt_a + 1))
+  if [ "$rt_cfg" = 1 ] && [ -f config.yaml ]; then
+    awk '!/^resume_from_checkpoint[ \t]*:/' config.yaml > config.yaml.tmp &&
+      { [ -z "$rt_ck" ] || printf "resume_from_checkpoint: '%s'\n" "$rt_ck"; } >> config.yaml.tmp &&
+      mv -f config.yaml.tmp config.yaml
+  fi
+  if [ -s train.log ] && [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
+  printf '%s\n' "$rt_sep" >> train.log
+  printf '{"attempt": %s, "started": %s, "checkpoint": "%s", "retry": true}\n' \
+    "$rt_a" "$(date +%s)" "$rt_ck" >> attempts.jsonl
+  if [ -n "$rt_ck" ]; then
+    RTRAIN_RESUME_FROM=$rt_ck; export RTRAIN_RESUME_FROM
+{ ~/venv/bin/python train.py --config config.yaml --resume_from_checkpoint "$rt_ck"
+} >> train.log 2>&1 < /dev/null
+  else
+    unset RTRAIN_RESUME_FROM
+{ ~/venv/bin/python train.py --config config.yaml
+} >> train.log 2>&1 < /dev/null
+  fi
+  rc=$?
+  cd "$rt_dir" || exit "$rc"
+done
+end_rest
+echo $rc > status.tmp && mv status.tmp status
