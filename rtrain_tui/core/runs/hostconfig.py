@@ -8,6 +8,9 @@
     time = "4:00:00"
     gpus_per_node = 4
     retries = 2                # a failed run is tried again by the host (start --retries)
+    price_per_hour = 2.49      # what the box costs an hour (or price_per_gpu_hour: per
+                               # GPU a run holds, for a shared box or a cluster)
+    currency = "€"             # default "$"; a top-level `currency` sets every host's
 
 A missing file means every host is `direct`. A file that cannot be used is one clear
 error naming the file and the key, raised before anything touches a host.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +35,8 @@ if TYPE_CHECKING:
 
 _SLURM_KEYS = {"partition": str, "account": str, "qos": str, "time": str,
                "gpus_per_node": int, "nodes": int}
+_PRICE_KEYS = ("price_per_hour", "price_per_gpu_hour")
+DEFAULT_CURRENCY = "$"
 
 
 def default_config_path() -> Path:
@@ -43,12 +49,28 @@ class HostSettings:
     backend: str = "direct"
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     retries: int = 0  # `start --retries N`'s default on this host
+    price: Price | None = None  # what the host costs (runs/cost.py); None: not priced
+
+
+@dataclass(frozen=True)
+class Price:
+    """A host's price: per hour for the whole box, or per GPU-hour a run holds (one of
+    the two); Decimal, so money adds up to the cent with no float drift."""
+
+    amount: Decimal
+    per_gpu: bool = False
+    currency: str = DEFAULT_CURRENCY
+
+    def label(self) -> str:
+        """`$2.49/h` or `$0.80/GPU·h`, as the host panel shows it."""
+        return f"{self.currency}{self.amount:f}/{'GPU·h' if self.per_gpu else 'h'}"
 
 
 @dataclass(frozen=True)
 class HostConfig:
     hosts: dict[str, HostSettings] = field(default_factory=dict)
     path: Path | None = None
+    currency: str = DEFAULT_CURRENCY  # the top-level default
 
     def for_host(self, alias: str) -> HostSettings:
         return self.hosts.get(alias, HostSettings())
@@ -84,17 +106,46 @@ def _parse(path: Path, text: str) -> HostConfig:
     hosts = data.get("hosts", {})
     if not isinstance(hosts, dict):
         raise ValidationError(f"{path}: `hosts` must be tables like [hosts.ALIAS].")
-    return HostConfig({alias: _settings(path, alias, table) for alias, table in hosts.items()}, path)
+    currency = _currency(f"{path}:", data.get("currency", DEFAULT_CURRENCY))
+    return HostConfig({alias: _settings(path, alias, table, currency)
+                       for alias, table in hosts.items()}, path, currency)
 
 
-def _settings(path: Path, alias: str, table: Any) -> HostSettings:
+def _currency(where: str, value: Any) -> str:
+    # Shown beside every figure: short, printable text only (it is the user's, but it
+    # reaches the terminal).
+    if not isinstance(value, str) or not 1 <= len(value) <= 5 or not value.isprintable():
+        raise ValidationError(f"{where} currency must be text of 1 to 5 printable characters "
+                              f'such as "$" or "EUR ", not {value!r}.')
+    return value
+
+
+def _price(where: str, table: dict[str, Any], currency: str) -> Price | None:
+    given = [k for k in _PRICE_KEYS if k in table]
+    if len(given) > 1:
+        raise ValidationError(f"{where} has both price_per_hour and price_per_gpu_hour: give one "
+                              "(per hour for the whole box, or per GPU-hour a run holds).")
+    if not given:
+        return None
+    key, value = given[0], table[given[0]]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"{where} {key} must be a number such as 2.49, not {value!r}.")
+    amount = Decimal(str(value))  # 2.49 as written, not the float's 2.4900000000000002
+    if not amount.is_finite() or amount < 0 or amount > 1_000_000:
+        raise ValidationError(f"{where} {key} must be 0 or more (and under a million), not {value!r}.")
+    return Price(amount, key == "price_per_gpu_hour", currency)
+
+
+def _settings(path: Path, alias: str, table: Any, currency: str = DEFAULT_CURRENCY) -> HostSettings:
     where = f"{path}: [hosts.{alias}]"
     if not isinstance(table, dict):
         raise ValidationError(f"{where} must be a table.")
-    unknown = set(table) - set(_SLURM_KEYS) - {"backend", "retries"}
+    unknown = set(table) - set(_SLURM_KEYS) - {"backend", "retries", "currency", *_PRICE_KEYS}
     if unknown:
         raise ValidationError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
-                              f"known: backend, retries, {', '.join(_SLURM_KEYS)}.")
+                              f"known: backend, retries, {', '.join(_SLURM_KEYS)}, "
+                              f"{', '.join(_PRICE_KEYS)}, currency.")
+    price = _price(where, table, _currency(where, table.get("currency", currency)))
     for key, kind in {**_SLURM_KEYS, "backend": str, "retries": int}.items():
         if key in table and (not isinstance(table[key], kind) or isinstance(table[key], bool)):
             raise ValidationError(f"{where} {key} must be {'text' if kind is str else 'a whole number'}.")
@@ -104,7 +155,7 @@ def _settings(path: Path, alias: str, table: Any) -> HostSettings:
         retries = check_retries(table.get("retries", 0))
     except ValidationError as exc:
         raise ValidationError(f"{where}: {exc}") from None
-    return HostSettings(backend, options, retries)
+    return HostSettings(backend, options, retries, price)
 
 
 def mark_slurm(alias: str, path: Path | None = None) -> Path:

@@ -1,0 +1,137 @@
+"""What a run costs: the one rule the CLI (`status --json`, `runs`, `costs`) and the app use.
+
+Pure: from the run's record (GPUs held, start, end, state), its attempts (attempts.jsonl,
+when the host was asked), the host's price (config.toml) and "now" for a live run.
+
+- Time that costs is the time an attempt ran: from its launch to its end, summed over the
+  attempts of a resumed or retried run (the gaps between them cost nothing).
+- A run waiting (`queued`, `starting`) costs nothing while it waits: its current attempt
+  counts from its launch. The launch time is an attempt's `launched` when the host
+  recorded one; else its `started` (a resume or retry writes it as it launches). For the
+  first attempt of a run that waited for GPUs (Slurm, `start --queue`) and recorded no
+  launch, the start time is taken: the wait is then counted (an over-estimate, never an
+  under-estimate, of what was held).
+- An attempt with no end time recorded (a retry's ended record before it carried one)
+  is taken to have ended when the next one started.
+- Money is Decimal: seconds are summed exactly (microseconds) and multiplied once, then
+  rounded to the cent (half up), so no float drift and no per-attempt rounding.
+- With an ETA (the progress summary's), a running run also gets a projection: what it will
+  have cost when it ends, `$12.40 → ~$18.10`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.hostconfig import Price
+from rtrain_tui.core.runs.index import RunRecord, parse_time
+
+CENT = Decimal("0.01")
+_US = timedelta(microseconds=1)
+_WAITING = (probes.QUEUED, probes.STARTING)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A run's cost so far, and (running, with an ETA) what it will be at its end."""
+
+    spent: Decimal
+    at_end: Decimal | None = None
+    currency: str = "$"
+
+    def text(self) -> str:
+        """`$12.40`, or `$12.40 → ~$18.10` with a projection."""
+        spent = money(self.spent, self.currency)
+        return spent if self.at_end is None else f"{spent} → ~{money(self.at_end, self.currency)}"
+
+
+def money(amount: Decimal, currency: str = "$") -> str:
+    """`$1,234.50`: to the cent, thousands grouped."""
+    return f"{currency}{amount.quantize(CENT, ROUND_HALF_UP):,.2f}"
+
+
+def when(value: object) -> datetime | None:
+    """A time as the index (ISO text) or the host (epoch seconds) writes it; None if none."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) and 0 < value < 2**40:
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str) and value:
+        return parse_time(value)
+    return None
+
+
+def seconds_billed(record: RunRecord, now: datetime, attempts: Sequence[Mapping[str, Any]] = (),
+                   state: str | None = None) -> Decimal:
+    """Seconds the run's attempts ran (exact, to the microsecond); see the module docstring.
+
+    `state`: the run's state when newer than the record's (a probe's)."""
+    state = state or record.state
+    spans = _attempt_starts(record, attempts)
+    total = 0
+    for i, (start, ended) in enumerate(spans):
+        last = i == len(spans) - 1
+        if last:
+            end = _end_of_run(record, state, start, now)
+        else:
+            end = ended or spans[i + 1][0]
+        if start is not None and end is not None and end > start:
+            total += (end - start) // _US
+    return Decimal(total) / 1_000_000
+
+
+def _attempt_starts(record: RunRecord,
+                    attempts: Sequence[Mapping[str, Any]]) -> list[tuple[datetime | None, datetime | None]]:
+    """(launch, end) of each attempt, oldest first; one attempt when none are recorded."""
+    by_number = {a["attempt"]: a for a in attempts if isinstance(a.get("attempt"), int)}
+    spans = []  # the index alone (no attempts): one span, from the run's start
+    for n in range(1, max(by_number, default=1) + 1):
+        one = by_number.get(n, {})
+        start = when(one.get("launched")) or when(one.get("started"))
+        if n == 1 and start is None:
+            start = parse_time(record.started_at)
+        spans.append((start, when(one.get("ended"))))
+    return spans
+
+
+def _end_of_run(record: RunRecord, state: str, start: datetime | None,
+                now: datetime) -> datetime | None:
+    if state in _WAITING:
+        return start  # waiting: the attempt has cost nothing yet
+    if state == probes.RUNNING:
+        return now
+    if state == probes.UNKNOWN and not record.ended_at:
+        return start  # never launched, or nothing can be told: nothing is billed
+    # Ended: by the host's clock when known, else when we saw it change (an upper bound).
+    return parse_time(record.ended_at) or parse_time(record.updated_at) or now
+
+
+def rate_per_hour(price: Price, gpus: int) -> Decimal:
+    """What the run pays an hour: the box's price, or the GPU-hour price × GPUs held."""
+    return price.amount * max(0, gpus) if price.per_gpu else price.amount
+
+
+def run_cost(record: RunRecord, price: Price | None, now: datetime,
+             attempts: Sequence[Mapping[str, Any]] = (), state: str | None = None,
+             eta_s: float | None = None) -> Cost | None:
+    """The run's cost (None when its host has no price); with `eta_s` (seconds left, from
+    the metrics) and a running run, the projection at its end too."""
+    if price is None:
+        return None
+    state = state or record.state
+    rate = rate_per_hour(price, record.gpus)
+    spent_s = seconds_billed(record, now, attempts, state)
+    spent = _cents(rate * spent_s / 3600)
+    at_end = None
+    if state == probes.RUNNING and eta_s is not None and eta_s >= 0:
+        at_end = _cents(rate * (spent_s + Decimal(round(eta_s))) / 3600)
+    return Cost(spent, at_end, price.currency)
+
+
+def _cents(amount: Decimal) -> Decimal:
+    return amount.quantize(CENT, ROUND_HALF_UP)
