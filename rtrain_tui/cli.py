@@ -166,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="when the trainer fails (not by a stop), the host resumes it from its "
                    "newest complete checkpoint, up to N times (default: config.toml's "
                    "`retries`, else 0); boxes only")
+    p.add_argument("--queue", action="store_true",
+                   help="fewer GPUs free than asked: wait for them on the host, in its queue "
+                   "(state `queued`), rather than refuse; the host gives them in queue order")
     p.add_argument("--run-id", default=None, help="default: run-<epoch>")
     _add_remote(p)
     p.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
@@ -536,7 +539,7 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         dataset=Path(args.dataset) if args.dataset else None, gpus=gpus,
         run_id=args.run_id, python=args.python, workdir=args.workdir,
         env=validate.parse_env(args.env), trainer=args.trainer,
-        gpu_ids=gpu_ids, allow_busy=args.allow_busy,
+        gpu_ids=gpu_ids, allow_busy=args.allow_busy, queue=args.queue,
         backend=args.backend, retries=args.retries,
         options=_slurm_options(engine.hosts, args)
         if (args.backend or engine.backend_of_host(args.host)) == "slurm" else None,
@@ -559,6 +562,10 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
              "(CUDA_VISIBLE_DEVICES)")
     if started.submit_message:
         _err(f"{args.host} said: {started.submit_message}")  # the cluster's notice, on stderr
+    if started.record.state == "queued" and not started.job_id:
+        want = f"GPU(s) {args.gpu_ids}" if args.gpu_ids else f"{gpus} free GPU(s)"
+        _err(f"{started.run_id} is queued on {args.host}: it waits there for {want}, "
+             "in the order runs were queued (it holds with this client closed)")
     job = f" (Slurm job {started.job_id})" if started.job_id else ""
     print(f"started {started.run_id} on {args.host}{job}")
     print(f"  tail: {_hint(args, 'tail', started.run_id)}")

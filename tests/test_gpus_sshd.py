@@ -119,7 +119,7 @@ def test_too_few_free_gpus_is_refused_naming_who_holds_them_before_anything_is_m
     r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--gpus", "2")
     assert r.rc == 1 and r.out == ""
     assert r.err == ("rtrain-tui: gpu has 1 free GPU(s), --gpus 2 needs 2: GPU 1: 97% busy, 68 GiB, "
-                     f"held by {ME}, pid {someone.pid}. Pass --allow-busy to share them, or ask "
+                     f"held by {ME}, pid {someone.pid}. Pass --queue to wait for them, --allow-busy to share them, or ask "
                      "for fewer.\n")
     assert not Path(workdir).exists() or not any(Path(workdir).iterdir())
     assert json.loads(cli("runs", "--json").out) == []

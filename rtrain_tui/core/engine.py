@@ -86,6 +86,9 @@ class StartRequest:
     trainer: str = validate.DEFAULT_TRAINER
     gpu_ids: tuple[int, ...] = ()  # chosen by hand; else the `gpus` least busy free ones
     allow_busy: bool = False  # take GPUs someone else is using rather than refuse
+    # Wait on the host for free GPUs (a box; the wrapper waits in the host's queue, see
+    # backends/direct/queue.sh) rather than refuse. `gpus` 0 never waits.
+    queue: bool = False
     backend: str | None = None  # None: the host's config.toml setting (see backends.DEFAULT)
     # The backend's own options (e.g. a login node's partition); None: the host's
     # config.toml defaults. A backend without options ignores them.
@@ -127,6 +130,13 @@ class StartRequest:
         if self.gpu_ids and "CUDA_VISIBLE_DEVICES" in self.env:
             raise validate.ValidationError(
                 "--gpu-ids and --env CUDA_VISIBLE_DEVICES both choose GPUs; give one of them.")
+        if self.queue and self.allow_busy:
+            raise validate.ValidationError(
+                "--queue waits for free GPUs and --allow-busy shares busy ones; give one of them.")
+        if self.queue and "CUDA_VISIBLE_DEVICES" in self.env:
+            raise validate.ValidationError(
+                "--queue lets the host choose the GPUs, --env CUDA_VISIBLE_DEVICES chooses them "
+                "by hand; use --gpu-ids with --queue instead.")
         validate.check_local_file("config", self.config)
         if self.dataset is not None:
             validate.check_dataset_name(Path(self.dataset).name)
@@ -340,6 +350,9 @@ class Engine:
             # trainer's env is the request's.
             env, gpu_ids = (await self._gpu_env(req, step) if isinstance(kind, GpuChoice)
                             else (dict(req.env), ""))
+            # The host chooses a queued run's GPUs, when its turn comes.
+            queue = ((req.gpus, req.gpu_ids) if _queues(req) and isinstance(kind, GpuChoice)
+                     else None)
             conn = self.host(req.host)
             token = secrets.token_hex(16)
             with self._starting(token):
@@ -356,6 +369,8 @@ class Engine:
                 self._kinds[record.key] = record.backend
                 launching = False
                 try:
+                    if gpu_ids and isinstance(kind, GpuChoice):
+                        await self._claim_gpus(conn, kind, req, run_id, gpu_ids)
                     await asyncio.to_thread(self.index.add, record)
                     chosen.release()  # the index says which GPUs this run has now
                     if on_created:
@@ -368,7 +383,7 @@ class Engine:
                         dataset_name = req.dataset.name
                         await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
                     spec = LaunchSpec(run_id, token, req.trainer, req.python, dataset_name,
-                                      req.gpus, env, options, retries=req.retries or 0,
+                                      req.gpus, env, options, retries=req.retries or 0, queue=queue,
                                       retry_base_s=retry_rule.base_seconds())
                     await _write_remote_files(sftp, run_dir, kind.launch_files(spec))
                     await _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec))
@@ -392,6 +407,8 @@ class Engine:
                     raise RemoteError(f"{req.host}: the run did not launch ({out['error']}).")
                 trace.stage = LAUNCHED
                 launched = kind.launched(req.host, run_id, out)
+                if queue is not None:  # its wrapper lives, waiting in the host's queue
+                    launched = replace(launched, state=probes.QUEUED)
                 record = replace(record, state=launched.state, updated_at=index_now(),
                                  job_id=launched.job_id)
                 unrecorded = await self._record_launched(record)
@@ -403,7 +420,7 @@ class Engine:
         """Hold the host's GPU-choice lock (a file lock, so it holds across processes too)
         when this start chooses GPUs; a lock that does nothing when it does not."""
         lock = _HostLock(_gpu_choice_lock(self.index, req.host))
-        if isinstance(kind, GpuChoice) and _chooses_gpus(req):
+        if isinstance(kind, GpuChoice) and _chooses_gpus(req) and not _queues(req):
             await lock.acquire(GPU_CHOICE_WAIT, f"another start on {req.host} is choosing GPUs")
         try:
             yield lock
@@ -418,15 +435,28 @@ class Engine:
         one we saw free. A CUDA_VISIBLE_DEVICES the user set in --env is left alone.
         """
         env = dict(req.env)
-        if not _chooses_gpus(req):
+        if not _chooses_gpus(req) or _queues(req):
             return env, ""
         step(f"choosing GPUs on {req.host}")
-        sample = await self.sample_gpus(req.host, reserve=True)
+        sample = await self.sample_gpus(req.host, reserve=True, workdir=req.workdir)
         chosen = gpu_choice.choose_gpus(req.host, sample, req.gpus, req.gpu_ids, req.allow_busy)
         ids = ",".join(str(i) for i in chosen)
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         env["CUDA_VISIBLE_DEVICES"] = ids
         return env, ids
+
+    async def _claim_gpus(self, conn: HostConnection, kind: GpuChoice, req: StartRequest,
+                          run_id: str, gpu_ids: str) -> None:
+        """Record the chosen GPUs in the run dir under the host's GPU lock (queue.sh's),
+        so a queued run's wrapper, or another laptop, never gets them too; refused when
+        one of them was given to a live run of ours since the sample."""
+        ids = [int(i) for i in gpu_ids.split(",")]
+        facts = dict(probes.parse_key_values(await conn.run(kind.claim_script(req.workdir, run_id, ids))))
+        if facts.get("claimed") != "1":
+            held = facts.get("held", "").partition(",")
+            raise RemoteError(
+                f"{req.host}: GPU {held[0] or '?'} was just given to our run {held[2] or '?'}; "
+                "start again (or pass --queue to wait for free GPUs).")
 
     @contextmanager
     def _starting(self, token: str) -> Iterator[None]:
@@ -668,12 +698,15 @@ class Engine:
         probe = await self.probe_host(host, [], gpus=True)
         return None if probe.gpus is None else self._remember_gpus(host, probe.gpus, [], probe.runs)
 
-    async def sample_gpus(self, host: str, reserve: bool = False) -> gpu_choice.HostGpus:
+    async def sample_gpus(self, host: str, reserve: bool = False,
+                          workdir: str | None = None) -> gpu_choice.HostGpus:
         """Sample the host's GPUs now, naming the processes of the runs the index has there.
 
         One round trip, and slower than a refresh's GPU report (it waits for nvidia-smi).
         With `reserve`, the GPUs given to our runs that are alive, or whose start is in
-        progress, are marked taken: a trainer loading its model is not in nvidia-smi yet.
+        progress, are marked taken: a trainer loading its model is not in nvidia-smi yet;
+        so are those the host records as given to our live runs under `workdir` (the
+        `gpus` file in each run dir: queued runs get theirs on the host, from any client).
         """
         try:
             # The live file's runs: an ended (archived) run holds no GPU and no process,
@@ -685,7 +718,7 @@ class Engine:
         # a sample from before another run took a GPU.
         runs = [(r.workdir, r.run_id) for r in records]
         chooser = backends.gpu_chooser()
-        out = await self.host(host).run(chooser.sample_now_script(runs))
+        out = await self.host(host).run(chooser.sample_now_script(runs, workdir))
         found = chooser.parse_probe(out, len(runs), host)
         sample = self._remember_gpus(host, gpu_choice.parse_gpu_sample(out), records, found)
         if not reserve:
@@ -694,7 +727,7 @@ class Engine:
             (int(i), r.run_id) for r, p in zip(records, found) if r.gpu_ids
             and (p.alive or (r.state == probes.STARTING and _start_in_progress(self.index, r.token)))
             for i in r.gpu_ids.split(",") if i.isdigit())
-        return replace(sample, reserved=taken)
+        return replace(sample, reserved=taken + gpu_choice.parse_held(out))
 
     async def refresh(self, records: Sequence[RunRecord] | None = None,
                       sample_gpus: bool = False,
@@ -990,6 +1023,11 @@ def _usable_run_id(run_id: str) -> bool:
 def _chooses_gpus(req: StartRequest) -> bool:
     """This start picks GPUs (and sets CUDA_VISIBLE_DEVICES) itself."""
     return (req.gpus > 0 or bool(req.gpu_ids)) and "CUDA_VISIBLE_DEVICES" not in req.env
+
+
+def _queues(req: StartRequest) -> bool:
+    """This start waits on the host for free GPUs (`--queue`; `--gpus 0` never does)."""
+    return req.queue and _chooses_gpus(req)
 
 
 def _gpu_choice_lock(index: RunIndex, host: str) -> Path:

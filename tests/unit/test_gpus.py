@@ -108,7 +108,8 @@ def test_least_busy_free_gpus_are_chosen_and_sorted() -> None:
         choose_gpus("h", s, 3)
     assert str(e.value) == ("h has 2 free GPU(s), --gpus 3 needs 3: GPU 0: 5% busy, 1 GiB; "
                             "GPU 3: 0% busy, 0 GiB, held by bob, pid 7. "
-                            "Pass --allow-busy to share them, or ask for fewer.")
+                            "Pass --queue to wait for them, --allow-busy to share them, "
+                            "or ask for fewer.")
     assert choose_gpus("h", s, 3, allow_busy=True) == (1, 2, 3)
 
 

@@ -55,6 +55,10 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "wrapper_no_env": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, {})),
     "wrapper_retries": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV, retry=direct_sh.Retry(
         2, 30.0, 1, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT))),
+    "wrapper_queue": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV, queue=(2, (0, 3)))),
+    "claim_gpus": (direct_sh.claim_gpus, lambda: direct_sh.claim_gpus(WORKDIR, "r1", [0, 3])),
+    "run_states_then_gpu_sample_held": (direct_sh.held_gpus, lambda: direct_sh.run_states(
+        [(WORKDIR, "r1")]) + direct_sh.gpu_sample() + direct_sh.held_gpus(WORKDIR)),
     "launch": (direct_sh.launch, lambda: direct_sh.launch(RUN_DIR, TOKEN)),
     "run_states": (direct_sh.run_states, lambda: direct_sh.run_states(
         [(WORKDIR, "r1"), ("/data/runs", "r-2.b")], need_end=[1])),

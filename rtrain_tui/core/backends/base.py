@@ -87,6 +87,9 @@ class LaunchSpec:
     # (a backend that cannot refuses it in `check_retries`).
     retries: int = 0
     retry_base_s: float = 30.0  # the wait before retry attempt K is K × this
+    # `start --queue` on a box: the wrapper waits on the host for this many free GPUs, or
+    # for the GPUs `queue_ids` (the host chooses them; env then holds none). None: no wait.
+    queue: tuple[int, tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -209,5 +212,11 @@ class GpuChoice(Backend):
         and starts the next one): still one round trip."""
 
     @abstractmethod
-    def sample_now_script(self, runs: Runs) -> str:
-        """`probe_script` plus a GPU sample taken now (slower: it waits for nvidia-smi)."""
+    def sample_now_script(self, runs: Runs, workdir: str | None = None) -> str:
+        """`probe_script` plus a GPU sample taken now (slower: it waits for nvidia-smi),
+        and, with `workdir`, the GPUs the host records as given to our live runs there."""
+
+    @abstractmethod
+    def claim_script(self, workdir: str, run_id: str, ids: Sequence[int]) -> str:
+        """Record on the host, under its GPU lock, that the run has the GPUs `ids`; prints
+        `claimed=1`, or `held=I,RUN` when a live run of ours got one meanwhile."""

@@ -1,5 +1,6 @@
 ## Make a run directory whose run ended ready for attempt $n, once: the files that said
-## how attempt $p ended (its exit code, stop marks, pid, identity, launch lock, job id)
+## how attempt $p ended (its exit code, stop marks, pid, identity, launch lock, job id,
+## the GPUs it was given)
 ## move to attempts/$p/, so nothing of it can be read as the new attempt's; train.token
 ## gets the new attempt's token; config.yaml's top-level `resume_from_checkpoint` (its
 ## line and the indented lines its value goes on over) is replaced (or removed, on a
@@ -17,7 +18,7 @@ if [ "$rf" != "$tok" ]; then
     rm -f -- "$lf.$tok"; echo "error=busy"; exit 0
   fi
   for f in status status.tmp status_attempt stop_requested stopped launch.lock train.pid \
-           train.ident slurm_job_id submit_unknown submit_error submit_message; do
+           train.ident slurm_job_id submit_unknown submit_error submit_message gpus queued; do
     if [ -e "$f" ]; then mv -f -- "$f" "attempts/$p/$f"; fi
   done
   if [ "$cfg" = 1 ] && [ -f config.yaml ]; then

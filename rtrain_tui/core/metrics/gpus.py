@@ -183,6 +183,16 @@ def parse_gpu_sample(output: str, taken_at: float | None = None) -> HostGpus:
     return HostGpus(gpus=gpus, processes=tuple(processes), taken_at=when, host_stamp=stamp)
 
 
+_HELD = re.compile(r"gpu_held=(\d{1,3}),([A-Za-z0-9][A-Za-z0-9._-]{0,63})")
+
+
+def parse_held(output: str) -> tuple[tuple[int, str], ...]:
+    """(GPU index, run id) of the `gpu_held=` lines: GPUs the host records as given to a
+    live run of ours (backends/direct/gpu_rule.sh's `held_gpus`), for `HostGpus.reserved`."""
+    return tuple((int(m.group(1)), m.group(2)) for line in output.splitlines()
+                 if (m := _HELD.fullmatch(line.strip())))
+
+
 class GpuHistory:
     """A host's samples over the last `seconds` (the sparklines' window), oldest first."""
 
@@ -259,7 +269,8 @@ def choose_gpus(host: str, sample: HostGpus, count: int, ids: Sequence[int] | No
         if held and not allow_busy:
             raise RemoteError(f"{host}: the GPUs you chose are in use — "
                               + "; ".join(sample.describe(g) for g in held)
-                              + ". Pick others with --gpu-ids, or pass --allow-busy to share them.")
+                              + ". Pick others with --gpu-ids, pass --queue to wait for them, "
+                              "or --allow-busy to share them.")
         return tuple(ids)
 
     def load(g: GpuInfo) -> tuple[int, int, int, int]:
@@ -271,7 +282,8 @@ def choose_gpus(host: str, sample: HostGpus, count: int, ids: Sequence[int] | No
         busy = [g for g in sorted(sample.gpus, key=lambda g: g.index) if not sample.is_free(g)]
         raise RemoteError(f"{host} has {len(free)} free GPU(s), --gpus {count} needs {count}: "
                           + "; ".join(sample.describe(g) for g in busy)
-                          + ". Pass --allow-busy to share them, or ask for fewer.")
+                          + ". Pass --queue to wait for them, --allow-busy to share them, "
+                          "or ask for fewer.")
     if len(ranked) < count:
         raise RemoteError(f"{host} has {len(ranked)} GPU(s), --gpus {count} needs {count}.")
     return tuple(sorted(g.index for g in ranked[:count]))

@@ -382,10 +382,11 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[Ru
             ended_at=_int_or_none(facts.get("ended", "")),
             status_unwritten=facts.get("unwritten") == "1",
             disk_free_kb=_int_or_none(facts.get("free_kb", "")),
-            # Retry by itself: why a live run waits to try again (queued), or why a
-            # failed one was not tried again (its reason).
-            queued=bool(facts.get("retry")) and facts.get("alive") == "1",
-            reason=safe_line(facts.get("retry", ""))[:300],
+            # Why a live run waits: for free GPUs in the host's queue (`start --queue`), or
+            # to try again (retry by itself); or why a failed one was not tried again.
+            queued=facts.get("queued") == "1" or (bool(facts.get("retry")) and facts.get("alive") == "1"),
+            reason=safe_line(facts.get("reason") or facts.get("retry", ""))[:300],
+            queue_place=_int_or_none(facts.get("place", "")),
         )
     check_answered(len(found), count, output, host)
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

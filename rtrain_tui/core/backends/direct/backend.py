@@ -68,7 +68,8 @@ class DirectBackend(GpuChoice):
                                                   spec.gpus),
                 resume_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset,
                                                    spec.gpus, resume=scripts.RESUME_SLOT))
-        return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1, retry=retry)
+        return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1, retry=retry,
+                               queue=spec.queue)
 
     def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
         # The retry loop's decision runs on the host with the client's own rules.
@@ -92,8 +93,12 @@ class DirectBackend(GpuChoice):
     def probe_with_gpus(self, runs: Runs, need_end: Sequence[int] = ()) -> str:
         return scripts.run_states(runs, need_end, gpus=True)
 
-    def sample_now_script(self, runs: Runs) -> str:
-        return scripts.run_states(runs) + scripts.gpu_sample()
+    def sample_now_script(self, runs: Runs, workdir: str | None = None) -> str:
+        held = scripts.held_gpus(workdir) if workdir is not None else ""
+        return scripts.run_states(runs) + scripts.gpu_sample() + held
+
+    def claim_script(self, workdir: str, run_id: str, ids: Sequence[int]) -> str:
+        return scripts.claim_gpus(workdir, run_id, ids)
 
     def parse_probe(self, output: str, count: int, host: str) -> list[probes.RunProbe]:
         return probes.parse_run_states(output, count, host)

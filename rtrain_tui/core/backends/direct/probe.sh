@@ -4,6 +4,7 @@
 ## code, once for all runs. With NEED_END=1 an ended run also reports when it ended:
 ## `mt_flush`, after the last `probe`, prints `I<TAB>ended=EPOCH` for all of them at
 ## once (its `status` file's last write, else its log's; one `stat`, not a fork per run).
+## A queued run (queue.sh) says so in a line of its own: `I<TAB>queued=1<TAB>place=N<TAB>reason=...`.
 ## Needs liveness.sh, mtimes.sh and `own_groups` run first.
 probe() {
   rd=$2
@@ -37,4 +38,10 @@ probe() {
   fi
   printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\n' \
     "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw"
+  # A queued run (`start --queue`): its wrapper waits on the host and keeps `queued`
+  # (its place and why) up to date; a line of its own, read into the same run's facts.
+  if [ $alive = 1 ] && [ -r "$rd/queued" ]; then
+    q_place='' q_why=''; IFS=$tab read -r q_place q_why 2>/dev/null < "$rd/queued"
+    printf '%s\tqueued=1\tplace=%s\treason=%s\n' "$1" "$q_place" "$q_why"
+  fi
 }

@@ -34,6 +34,14 @@ _END_REST = _file("end_rest.sh")
 # lines are described in the file.
 _GPU_SAMPLE = _file("gpu_sample.sh")
 
+# The host's side of GPU choice: the rule for "free", the GPUs our live runs hold, the
+# lock GPUs are given under (see the file).
+_GPU_RULE = _file("gpu_rule.sh")
+
+# A queued run's wait for its GPUs, in its wrapper (see the file); `gs_sample` is one
+# GPU sample (gpu_sample.sh) as a function.
+_QUEUE = (_GPU_RULE + "gs_sample() {\n" + _GPU_SAMPLE + "}\n" + _file("queue.sh"))
+
 # The refresh probe's GPU part: the last background sample, and the next one started.
 _GPU_SAMPLE_ASYNC = host.render("gpu_sample_async.sh", __package__, sample=_GPU_SAMPLE)
 
@@ -46,20 +54,28 @@ def preflight(python: str, workdir: str) -> str:
 
 
 def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
-            retry: Retry | None = None) -> str:
+            retry: Retry | None = None,
+            queue: tuple[int, Sequence[int]] | None = None) -> str:
     """The `run.sh` that runs detached in the run dir.
 
     It records its own pid and identity, runs the trainer with stdin from /dev/null and
     its output in train.log, ends whatever is left of the run, and writes the exit code
     to `status`. The trap keeps the wrapper alive on SIGTERM just long enough to record
     the trainer's code (a handler, unlike an ignore, is not inherited by the trainer).
-    With `append` (a resumed run's later attempt) the log goes on after the attempts
-    before it, instead of starting anew. With `retry`, a failed attempt is tried again
-    on the host (retry.sh) before the code is written.
+    With `queue` (COUNT, IDS: `start --queue`) it first waits on the host for COUNT free
+    GPUs, or for the GPUs IDS, in the host's queue (queue.sh). With `append` (a resumed
+    run's later attempt) the log goes on after the attempts before it, instead of
+    starting anew. With `retry`, a failed attempt is tried again on the host (retry.sh)
+    before the code is written.
     """
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+    wait = ""
+    if queue is not None:
+        count, ids = int(queue[0]), ",".join(str(int(i)) for i in queue[1])
+        wait = (_QUEUE + f"if ! wait_for_gpus {count} {shlex.quote(ids)}; then\n"
+                "  echo 143 > status.tmp && mv status.tmp status; exit 143\nfi\n")
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
-                       unbuffered=remote_sh.UNBUFFERED, exports=exports,
+                       unbuffered=remote_sh.UNBUFFERED, exports=exports, queue=wait,
                        trainer=_logged(trainer_cmd, ">>" if append else ">"),
                        retry=_retry(retry) if retry is not None and retry.retries > 0 else "")
 
@@ -134,6 +150,27 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
     if gpus:
         lines.append(_GPU_SAMPLE_ASYNC)
     return "".join(lines)
+
+
+def held_gpus(workdir: str) -> str:
+    """`gpu_held=INDEX,RUN` for each GPU a live run of ours under `workdir` holds, by the
+    `gpus` file in its run dir (queued runs given theirs on the host included). Needs
+    liveness.sh before it (run_states has it)."""
+    return (_GPU_RULE + remote_sh.workdir_assign(workdir) + "\n"
+            + 'own_pgrp=${own_pgrp:-none} sh_pgrp=${sh_pgrp:-none}\nheld_gpus "$wd"\n')
+
+
+def claim_gpus(workdir: str, run_id: str, ids: Sequence[int]) -> str:
+    """Record `ids` as the run's GPUs (its `gpus` file), under the host's GPU lock,
+    unless a live run of ours holds one of them by now: `claimed=1`, else `held=I,RUN`.
+
+    The client chose them from a sample taken just before; the lock and this check make
+    the choice and a queued run's (queue.sh) one after the other, never both one GPU.
+    """
+    want = ",".join(str(int(i)) for i in ids)
+    return (_LIVENESS + _GPU_RULE + remote_sh.workdir_assign(workdir) + "\n"
+            + remote_sh.run_dir_assign(workdir, run_id) + host.assign(want=want)
+            + _file("claim_gpus.sh"))
 
 
 def gpu_sample() -> str:

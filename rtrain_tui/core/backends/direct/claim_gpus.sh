@@ -1,0 +1,16 @@
+## Give the run in $rd the GPUs $want (I,J), under the host's GPU lock, unless a live run
+## of ours under $wd holds one by now. Needs liveness.sh, gpu_rule.sh, $wd, $rd, $want.
+own_pgrp=none sh_pgrp=none
+q_lock "$wd/.queue"
+cg_held=$(held_gpus "$wd")
+cg_hit=
+for cg_h in $cg_held; do
+  cg_i=${cg_h#gpu_held=}; cg_i=${cg_i%%,*}
+  case ",$want," in *",$cg_i,"*) cg_hit=${cg_h#gpu_held=}; break;; esac
+done
+if [ -n "$cg_hit" ]; then
+  echo "held=$cg_hit"
+else
+  echo "$want" > "$rd/gpus.tmp" && mv "$rd/gpus.tmp" "$rd/gpus" && echo claimed=1
+fi
+q_unlock "$wd/.queue"

@@ -1,0 +1,129 @@
+## The host's side of GPU choice: which GPUs are free, which are held by our live runs,
+## and the lock under which GPUs are given. Used by the wrapper of a queued run
+## (queue.sh) and by a client's start (`held_gpus`, `claim_gpus` in scripts.py).
+## Needs liveness.sh.
+##
+## The rule for "free" is the client's (`HostGpus.is_free` in metrics/gpus.py): no
+## process on it, under 10% busy, at most half its memory used, not given to a live run
+## of ours. tests/unit/test_gpu_rule_agrees.py feeds both the same nvidia-smi text.
+##
+## `gpu_rule WANT IDS` reads gpu_sample.sh's lines and `gpu_held=INDEX,RUN` lines and
+## prints `free=INDEX` per free GPU, then `take=I,J` (WANT least busy free GPUs, or the
+## GPUs IDS, when free) or `why=TEXT` (why not, in the words of the client's refusal).
+gpu_rule() {
+  awk -v want="$1" -v ids="$2" '
+    function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
+    function num(s) { s = trim(s); if (s == "[N/A]" || s == "N/A" || s == "[Not Supported]") return "na"
+      return s ~ /^[+-]?[0-9]+$/ ? s + 0 : "" }
+    /^gpu=/ { rows++; if (split(substr($0, 5), f, ",") != 5) next
+      i = num(f[1]); u = num(f[3]); m = num(f[4]); t = num(f[5])
+      if (i == "" || i == "na" || u == "" || m == "" || t == "") next
+      n++; idx[n] = i; uuid[n] = substr(trim(f[2]), 1, 80)
+      uk[n] = (u == "na"); mk[n] = (m == "na")
+      util[n] = u == "na" ? 0 : u; used[n] = m == "na" ? 0 : m; total[n] = t == "na" ? 0 : t
+      next }
+    /^gpu_smi=/ { smi = substr($0, 9); next }
+    /^gpu_app=/ { apps++; if (split(substr($0, 9), a, ",") < 5) next
+      u = substr(trim(a[1]), 1, 80); held[u]++; if (held[u] <= 3) who[u] = who[u] (held[u] > 1 ? "; " : "") \
+        (trim(a[5]) == "" ? "unknown user" : trim(a[5])) ", pid " (trim(a[2]) ~ /^[0-9]+$/ ? trim(a[2]) + 0 : "?")
+      next }
+    /^gpu_held=[0-9]+,/ { split(substr($0, 10), h, ","); if (!((h[1] + 0) in ours)) ours[h[1] + 0] = h[2]; next }
+    END {
+      if (smi == "missing") err = "no nvidia-smi"
+      else if (smi == "124") err = "nvidia-smi timed out"
+      else if (smi != "0") err = "nvidia-smi failed"
+      else if (rows > 64 || apps > 256) err = "malformed nvidia-smi output"
+      nfree = 0
+      for (k = 1; k <= n && err == ""; k++) {
+        busy = util[k] >= 10 || used[k] > int(total[k] / 2)
+        free[k] = !busy && !(uuid[k] in held) && !(idx[k] in ours)
+        if (free[k]) { nfree++; print "free=" idx[k] }
+        else {
+          d = "GPU " idx[k] ": " (uk[k] ? "?" : util[k]) "% busy, " (mk[k] ? "?" : int(used[k] / 1024 + 0.5)) " GiB"
+          if (uuid[k] in held) d = d ", held by " who[uuid[k]] (held[uuid[k]] > 3 ? " and " held[uuid[k]] - 3 " more" : "")
+          else if (idx[k] in ours) d = d ", given to our run " ours[idx[k]]
+          desc[k] = d
+        }
+      }
+      if (ids != "") { what = "GPU(s) " ids; c = split(ids, want_ids, ",") } else what = want " free GPU(s)"
+      if (err != "") { print "why=waiting for " what ": cannot tell which GPUs are free (" err ")"; exit }
+      if (ids != "") {
+        why = ""
+        for (j = 1; j <= c; j++) {
+          for (k = 1; k <= n && idx[k] != want_ids[j] + 0; k++) ;
+          if (k > n) why = why (why == "" ? "" : "; ") "GPU " want_ids[j] " does not exist"
+          else if (!free[k]) why = why (why == "" ? "" : "; ") desc[k]
+        }
+        if (why == "") print "take=" ids; else print "why=waiting for " what ": " why
+        exit
+      }
+      if (nfree < want) {
+        why = ""
+        for (k = 1; k <= n; k++) if (!free[k]) why = why (why == "" ? "" : "; ") desc[k]
+        if (n < want) why = why (why == "" ? "" : "; ") "the host has " n
+        print "why=waiting for " what ": " why; exit
+      }
+      # The least busy free ones (util, then memory, then index), as the client ranks them.
+      for (t = 1; t <= want; t++) {
+        best = 0
+        for (k = 1; k <= n; k++) if (free[k] && !took[k] && (!best || util[k] < util[best] ||
+            (util[k] == util[best] && (used[k] < used[best] || (used[k] == used[best] && idx[k] < idx[best])))))
+          best = k
+        took[best] = 1
+      }
+      out = ""
+      for (k = 1; k <= n; k++) if (took[k]) pick[++p] = idx[k]
+      for (a1 = 1; a1 <= p; a1++) for (b1 = a1 + 1; b1 <= p; b1++) if (pick[b1] < pick[a1]) { x = pick[a1]; pick[a1] = pick[b1]; pick[b1] = x }
+      for (a1 = 1; a1 <= p; a1++) out = out (a1 > 1 ? "," : "") pick[a1]
+      print "take=" out
+    }'
+}
+
+## `held_gpus WORKDIR`: `gpu_held=INDEX,RUN` for each GPU recorded in the `gpus` file of
+## a run of ours that is live, or whose start has not launched it yet (a client claimed
+## its GPUs, and is uploading). A run that ended (`status`) or died holds none.
+held_gpus() {
+  for hg_f in "$1"/*/gpus; do
+    [ -r "$hg_f" ] || continue
+    hg_d=${hg_f%/gpus}
+    [ -e "$hg_d/status" ] && continue
+    read_file "$hg_d/train.pid"; hg_pid=$rf
+    if [ -n "$hg_pid" ]; then
+      read_file "$hg_d/train.ident"
+      hg_o=$own_pgrp hg_s=$sh_pgrp; own_pgrp=none sh_pgrp=none
+      is_live "$hg_pid" "$rf" "$hg_d"; hg_live=$?
+      own_pgrp=$hg_o sh_pgrp=$hg_s
+      [ $hg_live = 0 ] || continue
+    fi
+    read_file "$hg_f"
+    hg_ids=$rf
+    while [ -n "$hg_ids" ]; do
+      hg_i=${hg_ids%%,*}
+      case $hg_i in ''|*[!0-9]*) ;; *) echo "gpu_held=$hg_i,${hg_d##*/}";; esac
+      case $hg_ids in *,*) hg_ids=${hg_ids#*,};; *) hg_ids=;; esac
+    done
+  done
+}
+
+## `q_lock QUEUEDIR` / `q_unlock QUEUEDIR`: the moment GPUs are given, one taker at a
+## time, on every host (a `mkdir`: no flock needed). Its `owner` holds the host's uptime
+## and the taker's pid: a lock whose taker is gone, or older than 30 s (a take lasts one
+## bounded nvidia-smi sample), is broken.
+q_uptime() { qu=''; read -r qu _ 2>/dev/null < /proc/uptime; qu=${qu%.*}; [ -n "$qu" ] || qu=$(date +%s); }
+q_lock() {
+  ql_n=0
+  [ -d "$1" ] || mkdir -p "$1" 2>/dev/null
+  until mkdir "$1/lock" 2>/dev/null; do
+    ql_t='' ql_p=''; read -r ql_t ql_p 2>/dev/null < "$1/lock/owner"
+    q_uptime; ql_n=$((ql_n + 1))
+    case $ql_t$ql_p in
+      ''|*[!0-9]*) [ $ql_n -gt 30 ] && rm -rf "$1/lock";;  # no owner yet: made this instant
+      *) if [ $((qu - ql_t)) -gt 30 ] || [ "$qu" -lt "$ql_t" ] || ! kill -0 "$ql_p" 2>/dev/null; then
+           rm -rf "$1/lock"
+         fi;;
+    esac
+    sleep 0.1
+  done
+  q_uptime; echo "$qu $$" > "$1/lock/owner"
+}
+q_unlock() { rm -rf "$1/lock"; }

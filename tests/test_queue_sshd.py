@@ -1,0 +1,145 @@
+"""`start --queue`: a run waits on the host for free GPUs, in the host's queue, served in
+the order runs were queued; the host gives the GPUs under its own lock and records them
+in the run dir, so it holds with no client running and across clients (two indexes).
+
+Against the real sshd. The stand-in nvidia-smi reads the test's GPU file, so a test makes
+GPUs busy and frees them by rewriting it; the queue samples every second here
+(`<workdir>/.queue/every`; 5 s by default).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli, write_config
+from tests.sshd import TWO_GPUS, SshHosts
+
+BUSY = "0, NVIDIA H200, 70000, 143771, 97\n1, NVIDIA H200, 70000, 143771, 97\n"
+ONE_FREE = "0, NVIDIA H200, 70000, 143771, 97\n1, NVIDIA H200, 1024, 143771, 0\n"
+IDLE = "0, NVIDIA H200, 1024, 143771, 0\n1, NVIDIA H200, 1024, 143771, 0\n"
+
+
+@pytest.fixture
+def gpus(hosts: SshHosts) -> Iterator[Callable[[str], None]]:
+    hosts.apps_file.unlink(missing_ok=True)
+
+    def set_gpus(rows: str) -> None:
+        tmp = hosts.gpu_file.with_suffix(".tmp")
+        tmp.write_text(rows)
+        tmp.replace(hosts.gpu_file)  # never a half-written file for the host to read
+
+    yield set_gpus
+    hosts.gpu_file.write_text(TWO_GPUS)
+
+
+def wait_for(what: str, cond: Callable[[], object], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def start_queued(cli: Cli, config: Path, workdir: str, run_id: str, *extra: str) -> None:
+    Path(workdir, ".queue").mkdir(parents=True, exist_ok=True)
+    Path(workdir, ".queue", "every").write_text("1\n")  # the host's pace: 1 s, not 5
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id,
+            "--queue", "--no-follow", *extra)
+    assert r.rc == 0, r.err
+    assert f"{run_id} is queued on gpu" in r.err
+
+
+def status(cli: Cli, workdir: str, run_id: str) -> dict[str, object]:
+    r = cli("status", "gpu", run_id, "--workdir", workdir, "--json")
+    assert r.rc == 0, r.err
+    return json.loads(r.out)  # type: ignore[no-any-return]
+
+
+def test_two_queued_runs_from_two_clients_are_served_in_order_with_no_client_running(
+        hosts: SshHosts, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    gpus(BUSY)
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
+    alice, bob = Cli(hosts, tmp_path / "a.toml"), Cli(hosts, tmp_path / "b.toml")
+    start_queued(alice, config, workdir, "first")
+    start_queued(bob, config, workdir, "second")
+    # Both clients have exited: from here on only the host decides.
+    wait_for("both runs to say their place", lambda: read(Path(workdir, "second", "queued"))[:1] == "2")
+    first = status(alice, workdir, "first")
+    assert (first["state"], first["queue_position"]) == ("queued", 1)
+    assert "waiting for 1 free GPU(s): GPU 0: 97% busy, 68 GiB" in str(first["reason"])
+    assert status(bob, workdir, "second")["queue_position"] == 2
+    assert alice("status", "gpu", "first", "--workdir", workdir).out == "queued\n"
+
+    gpus(ONE_FREE)  # one GPU frees up: the head of the queue gets it, the other waits on
+    wait_for("the first run to get GPU 1", lambda: read(Path(workdir, "first", "gpus")) == "1")
+    wait_for("the second run to see GPU 1 given to the first", lambda: "given to our run first"
+             in read(Path(workdir, "second", "queued")))
+    assert not Path(workdir, "second", "gpus").exists()
+    wait_for("the first run's trainer", lambda: "step" in read(Path(workdir, "first", "train.log")))
+    assert "CUDA_VISIBLE_DEVICES" not in read(Path(workdir, "first", "config.yaml"))
+
+    gpus(IDLE)  # the other frees up too; GPU 1 stays the first run's, though idle in nvidia-smi
+    wait_for("the second run to get GPU 0", lambda: read(Path(workdir, "second", "gpus")) == "0")
+    assert bob("status", "gpu", "second", "--workdir", workdir).out == "running\n"
+    assert list(Path(workdir, ".queue").glob("q*")) == []
+
+
+def test_a_queued_run_stopped_leaves_the_queue_and_its_trainer_never_ran(
+        cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    gpus(BUSY)
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
+    start_queued(cli, config, workdir, "waiting")
+    wait_for("its place in the queue", lambda: Path(workdir, "waiting", "queued").exists())
+    r = cli("stop", "gpu", "waiting", "--workdir", workdir)
+    assert r.rc == 0, r.err
+    assert "stopped waiting on gpu" in r.out + r.err
+    assert cli("status", "gpu", "waiting", "--workdir", workdir).out == "stopped\n"
+    assert not Path(workdir, "waiting", "train.log").exists()  # the trainer never started
+    assert not Path(workdir, "waiting", "gpus").exists()
+    assert list(Path(workdir, ".queue").glob("q*")) == []
+    gpus(IDLE)  # GPUs free later give it nothing: it is gone from the queue
+    assert cli("status", "gpu", "waiting", "--workdir", workdir).out == "stopped\n"
+
+
+def test_gpus_0_never_queues(cli: Cli, tmp_path: Path, workdir: str,
+                             gpus: Callable[[str], None]) -> None:
+    gpus(BUSY)
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "cpu",
+            "--gpus", "0", "--queue", "--no-follow")
+    assert r.rc == 0, r.err
+    assert "queued" not in r.err
+    assert cli("status", "gpu", "cpu", "--workdir", workdir).out == "running\n"
+    assert not Path(workdir, ".queue").exists()
+
+
+def test_queue_with_gpu_ids_waits_for_those_and_a_plain_start_elsewhere_honours_them(
+        hosts: SshHosts, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    gpus("0, NVIDIA H200, 1024, 143771, 0\n1, NVIDIA H200, 70000, 143771, 97\n")
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
+    alice, bob = Cli(hosts, tmp_path / "a.toml"), Cli(hosts, tmp_path / "b.toml")
+    start_queued(alice, config, workdir, "wants1", "--gpu-ids", "1")
+    wait_for("it to wait for GPU 1", lambda: "waiting for GPU(s) 1: GPU 1: 97% busy"
+             in read(Path(workdir, "wants1", "queued")))
+    assert not Path(workdir, "wants1", "gpus").exists()  # GPU 0 is free, but not the one asked for
+    gpus("0, NVIDIA H200, 70000, 143771, 97\n1, NVIDIA H200, 1024, 143771, 0\n")
+    wait_for("it to get GPU 1", lambda: read(Path(workdir, "wants1", "gpus")) == "1")
+    # Another laptop, whose index knows nothing of that run: nvidia-smi shows GPU 1 idle
+    # (the trainer is still loading), but the host's record says it is taken.
+    r = bob("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "other",
+            "--no-follow")
+    assert r.rc != 0
+    assert "GPU 1: 0% busy, 1 GiB, given to our run wants1" in r.err
+    assert "Pass --queue to wait for them" in r.err

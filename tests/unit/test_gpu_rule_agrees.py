@@ -1,0 +1,105 @@
+"""One rule for "free": the client's choice (`HostGpus.is_free`, `choose_gpus` in
+metrics/gpus.py) and the host's queue (`gpu_rule` in backends/direct/gpu_rule.sh, awk
+run by the wrapper of a queued run) agree on the same nvidia-smi output.
+
+Hypothesis writes a GPU sample as the host prints it (rows, `[N/A]` fields, processes,
+GPUs the host records as given to our live runs), and both sides read the very same
+text: the awk under `dash`, as a bare Debian host runs it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rtrain_tui.core.backends.direct import scripts
+from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.metrics.gpus import choose_gpus, parse_gpu_sample, parse_held
+
+NUMBER = st.one_of(st.integers(0, 200_000).map(str), st.sampled_from(["[N/A]", "N/A", "[Not Supported]"]))
+
+
+@st.composite
+def samples(draw: st.DrawFn) -> str:
+    """A probe's GPU lines: `gpu=`, `gpu_smi=`, `gpu_app=` and `gpu_held=`."""
+    indexes = draw(st.lists(st.integers(0, 7), min_size=0, max_size=6, unique=True))
+    lines = []
+    for i in indexes:
+        total = draw(st.integers(1, 143_771))
+        # The edges of the rule (10% busy, half the memory) come up often.
+        used = draw(st.one_of(st.sampled_from([0, total // 2, total // 2 + 1, total]).map(str),
+                              st.integers(0, total).map(str), NUMBER))
+        util = draw(st.one_of(st.sampled_from(["0", "9", "10", "11", "97"]),
+                              st.integers(0, 100).map(str), NUMBER))
+        lines.append(f"gpu={i}, GPU-fake-{i}, {util}, {used}, {draw(st.sampled_from([str(total), '[N/A]']))}")
+    lines.append(f"gpu_smi={draw(st.sampled_from(['0', '0', '0', '0', '9', '124', 'missing']))}")
+    for _ in range(draw(st.integers(0, 4))):
+        gpu = draw(st.one_of(st.sampled_from(indexes or [9]), st.just(9)))
+        user = draw(st.sampled_from(["alice", "", "uid 1001"]))
+        lines.append(f"gpu_app=GPU-fake-{gpu},{draw(st.integers(2, 99999))},512,77,{user}")
+    for _ in range(draw(st.integers(0, 3))):
+        lines.append(f"gpu_held={draw(st.integers(0, 7))},run-{draw(st.integers(1, 9))}")
+    order = draw(st.permutations(lines))
+    return "\n".join(order) + "\n"
+
+
+def host_rule(text: str, want: int, ids: str = "") -> dict[str, list[str]]:
+    """What the host's `gpu_rule` says of `text`: {'free': [...], 'take': [...], 'why': [...]}."""
+    dash = shutil.which("dash")
+    assert dash, "dash is needed (Debian: apt-get install dash)"
+    out = subprocess.run([dash, "-c", scripts._GPU_RULE + 'gpu_rule "$1" "$2"', "rule", str(want), ids],
+                         input=text, capture_output=True, text=True, timeout=10, check=True).stdout
+    said: dict[str, list[str]] = {"free": [], "take": [], "why": []}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        said[key].append(value)
+    return said
+
+
+def client_sample(text: str):  # type: ignore[no-untyped-def]
+    sample = parse_gpu_sample(text)
+    return replace(sample, reserved=parse_held(text))
+
+
+@settings(max_examples=150, deadline=None)
+@given(samples(), st.integers(1, 4))
+def test_the_host_queue_and_the_client_choice_agree_on_which_gpus_are_free(text: str, want: int) -> None:
+    sample = client_sample(text)
+    host = host_rule(text, want)
+    free = [] if sample.error else sorted(g.index for g in sample.gpus if sample.is_free(g))
+    assert sorted(int(i) for i in host["free"]) == free
+    try:
+        chosen = choose_gpus("h", sample, want)
+    except RemoteError:
+        assert host["take"] == [] and host["why"], host
+    else:
+        assert host["take"] == [",".join(map(str, chosen))]
+
+
+@settings(max_examples=100, deadline=None)
+@given(samples(), st.lists(st.integers(0, 7), min_size=1, max_size=3, unique=True))
+def test_a_queued_run_with_gpu_ids_waits_exactly_when_a_start_would_refuse_them(
+        text: str, ids: list[int]) -> None:
+    sample = client_sample(text)
+    host = host_rule(text, len(ids), ",".join(map(str, ids)))
+    try:
+        choose_gpus("h", sample, len(ids), ids)
+    except RemoteError:
+        assert host["take"] == [] and host["why"], host
+    else:
+        assert host["take"] == [",".join(map(str, ids))]
+
+
+def test_the_host_says_why_in_the_words_of_the_client_refusal() -> None:
+    text = ("gpu=0, GPU-fake-0, 0, 1024, 143771\ngpu=1, GPU-fake-1, 97, 70000, 143771\n"
+            "gpu_smi=0\ngpu_app=GPU-fake-1,31337,68000,31337,alice\n")
+    assert host_rule(text, 2)["why"] == [
+        "waiting for 2 free GPU(s): GPU 1: 97% busy, 68 GiB, held by alice, pid 31337"]
+    with pytest.raises(RemoteError, match="GPU 1: 97% busy, 68 GiB, held by alice, pid 31337"):
+        choose_gpus("h", client_sample(text), 2)
+    assert host_rule(text, 1)["take"] == ["0"]
