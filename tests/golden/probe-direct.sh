@@ -207,6 +207,12 @@ probe() {
   fi
   printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\n' \
     "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw"
+  # A queued run (`start --queue`): its wrapper waits on the host and keeps `queued`
+  # (its place and why) up to date; a line of its own, read into the same run's facts.
+  if [ $alive = 1 ] && [ -r "$rd/queued" ]; then
+    q_place='' q_why=''; IFS=$tab read -r q_place q_why 2>/dev/null < "$rd/queued"
+    printf '%s\tqueued=1\tplace=%s\treason=%s\n' "$1" "$q_place" "$q_why"
+  fi
 }
 probe 0 ~/.praisonai-train/r1 0
 probe 1 /data/runs/r-2.b 1

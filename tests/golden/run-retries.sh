@@ -135,6 +135,12 @@ trap 'rt_signalled=1' TERM INT HUP
 [ -n "${PYTHONUNBUFFERED+set}" ] || { PYTHONUNBUFFERED=1; export PYTHONUNBUFFERED; }
 export HF_HOME='/scratch/it'"'"'s here'
 export WANDB_MODE=offline
+# The GPUs this run has, for the host's queue and every client (gpu_rule.sh); a start
+# that chose them recorded them already (and a queued run just did).
+case ${CUDA_VISIBLE_DEVICES-x} in
+  ''|*[!0-9,]*) ;;
+  *) [ -e gpus ] || { echo "$CUDA_VISIBLE_DEVICES" > gpus.tmp && mv gpus.tmp gpus; };;
+esac
 rt_dir=$PWD
 { ~/venv/bin/python train.py --config config.yaml
 } > train.log 2>&1 < /dev/null
