@@ -382,3 +382,43 @@ def test_a_resume_cut_off_before_its_claim_reached_the_host_leaves_the_run_as_it
     assert [(r.run_id, r.attempt) for r in RunIndex(cli.index).load()] == [("r10", 1)]
     r = cli("resume", "gpu", "r10", "--workdir", workdir)
     assert r.out.splitlines()[0] == "resumed r10 on gpu: attempt 2, from outputs/checkpoint-4", r.err
+
+
+def test_a_stop_still_under_way_when_a_resume_launches_neither_kills_nor_marks_the_new_attempt(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """A stop's ladder outlived by a resume (from another window or laptop): its SIGTERM
+    ended attempt 1, the run read `stopped`, and attempt 2 launched before the ladder's
+    SIGKILL and its mark. Those were meant for attempt 1: attempt 2 is neither killed
+    nor marked stopped (it would read `stopped` while it trains, and a second resume
+    would start a second trainer in its directory)."""
+    import secrets
+    import subprocess
+
+    from rtrain_tui.core.backends.direct import scripts
+    from rtrain_tui.core.host import remote_sh
+    from rtrain_tui.core.runs import probes
+
+    def on_host(script: str) -> dict[str, str]:
+        out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+        return dict(probes.parse_key_values(out.stdout))
+
+    run = Path(workdir) / "r11"
+    start(cli, tmp_path, workdir, "r11", steps=10000, save_steps=2)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    nonce = secrets.token_hex(8)
+    signalled = on_host(scripts.stop_signal(workdir, "r11", nonce, "TERM"))
+    assert signalled["result"] == "signalled"
+    wait_state(cli, "r11", workdir, "stopped")
+    assert cli("resume", "gpu", "r11", "--workdir", workdir).rc == 0
+    wait_state(cli, "r11", workdir, "running")
+    token = (run / "train.token").read_text().strip()
+    alive = marked(token)
+
+    # The ladder goes on with what it knows: attempt 1, as its SIGTERM found it.
+    attempt_1 = signalled.get("run", "")
+    assert on_host(scripts.run_alive_count(workdir, "r11", attempt_1)) == {"alive": "0"}
+    assert on_host(scripts.stop_signal(workdir, "r11", nonce, "KILL", attempt_1))["result"] == "not_running"
+    assert on_host(remote_sh.mark_stopped(workdir, "r11", 137)) == {"marked": "0"}
+    assert marked(token) == alive and alive
+    assert cli("status", "gpu", "r11", "--workdir", workdir).out == "running\n"
+    assert cli("stop", "gpu", "r11", "--grace", "5", "--workdir", workdir).out == "stopped r11 on gpu\n"

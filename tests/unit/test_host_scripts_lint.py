@@ -76,6 +76,11 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "stop_signal_kill": (direct_sh.stop_signal,
                          lambda: direct_sh.stop_signal(WORKDIR, "r1", TOKEN, "KILL")),
     "run_alive_count": (direct_sh.run_alive_count, lambda: direct_sh.run_alive_count(WORKDIR, "r1")),
+    # The rest of a ladder, for the attempt its SIGTERM found.
+    "stop_signal_kill_attempt": (direct_sh.stop_signal,
+                                 lambda: direct_sh.stop_signal(WORKDIR, "r1", TOKEN, "KILL", TOKEN)),
+    "run_alive_count_attempt": (direct_sh.run_alive_count,
+                                lambda: direct_sh.run_alive_count(WORKDIR, "r1", TOKEN)),
     "mark_stopped": (remote_sh.mark_stopped, lambda: remote_sh.mark_stopped(WORKDIR, "r1", 143)),
     "link_or_copy": (remote_sh.link_or_copy, lambda: remote_sh.link_or_copy(
         "/home/u/.praisonai-train/.datasets/ab12", f"{RUN_DIR}/data set's.jsonl")),

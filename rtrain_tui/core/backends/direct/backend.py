@@ -115,12 +115,17 @@ class DirectBackend(GpuChoice):
         facts = await finish_when_cancelled(_signal_said(conn, workdir, run_id, nonce, "TERM", step))
         if facts.get("result") == "not_running":
             return None
+        # The attempt signalled: a resume (another window, another laptop) may launch a
+        # new one in the run dir once this one is gone, and the rest of the ladder must
+        # neither wait for nor kill that one.
+        attempt = facts.get("run", "")
         step(f"waiting up to {grace:g} s for them to exit")
-        if await _wait_run_gone(conn, workdir, run_id, grace):
+        if await _wait_run_gone(conn, workdir, run_id, grace, attempt):
             return 143
-        facts = await finish_when_cancelled(_signal_said(conn, workdir, run_id, nonce, "KILL", step))
+        facts = await finish_when_cancelled(
+            _signal_said(conn, workdir, run_id, nonce, "KILL", step, attempt))
         if facts.get("result") != "not_running":
-            if not await _wait_run_gone(conn, workdir, run_id, 5.0):
+            if not await _wait_run_gone(conn, workdir, run_id, 5.0, attempt):
                 raise RemoteError(
                     f"{run_id} did not stop on {conn.alias}: processes of it are still alive "
                     "after SIGKILL (stuck in the kernel?); check them with `ps` on the host."
@@ -136,17 +141,17 @@ class DirectBackend(GpuChoice):
 
 
 async def _signal_said(conn: HostShell, workdir: str, run_id: str, nonce: str, signal: str,
-                       step: StepCallback) -> dict[str, str]:
+                       step: StepCallback, attempt: str = "") -> dict[str, str]:
     """Send `signal` to the run's processes and say so once the host answered."""
-    facts = await _signal(conn, workdir, run_id, nonce, signal)
+    facts = await _signal(conn, workdir, run_id, nonce, signal, attempt)
     if facts.get("result") != "not_running":
         step(f"SIG{signal} sent to the run's {facts.get('count', '?')} process(es)")
     return facts
 
 
 async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
-                  signal: str) -> dict[str, str]:
-    script = scripts.stop_signal(workdir, run_id, nonce, signal)
+                  signal: str, attempt: str = "") -> dict[str, str]:
+    script = scripts.stop_signal(workdir, run_id, nonce, signal, attempt)
     facts = dict(probes.parse_key_values(await conn.run(script)))
     result = facts.get("result")
     if result == "refused":
@@ -159,11 +164,12 @@ async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
     return facts
 
 
-async def _wait_run_gone(conn: HostShell, workdir: str, run_id: str, seconds: float) -> bool:
+async def _wait_run_gone(conn: HostShell, workdir: str, run_id: str, seconds: float,
+                         attempt: str = "") -> bool:
     import asyncio  # not at the top: see base.py
 
     deadline = time.monotonic() + seconds
-    script = scripts.run_alive_count(workdir, run_id)
+    script = scripts.run_alive_count(workdir, run_id, attempt)
     while True:
         out = dict(probes.parse_key_values(await conn.run(script)))
         if out.get("alive") == "0":

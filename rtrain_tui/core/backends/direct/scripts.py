@@ -178,20 +178,35 @@ def gpu_sample() -> str:
     return _GPU_SAMPLE
 
 
-def stop_signal(workdir: str, run_id: str, nonce: str, signal: str = "TERM") -> str:
+def stop_signal(workdir: str, run_id: str, nonce: str, signal: str = "TERM",
+                attempt_token: str = "") -> str:
     """Send `signal` to every member of the run, unless its pid file names our own group.
 
     The first call records `stop_requested` (holding this stop's nonce); from then on the
     run reads `stopped` once the stop is verified. Idempotent: sent again after a lost
     answer, it signals what is left, and if the first sending already ended the run it
     still answers `signalled` (its own nonce is on record), never "not running".
+    It says which attempt it found (`run=` its token); given that as `attempt_token`, a
+    later sending signals only what is left of that attempt, never a newer one a resume
+    launched meanwhile.
     """
     if signal not in ("TERM", "KILL"):
         raise ValueError(signal)
     return (_LIVENESS + remote_sh.run_dir_assign(workdir, run_id)
-            + host.assign(tok=remote_sh.check_token(nonce), sig=signal) + _file("stop_signal.sh"))
+            + host.assign(tok=remote_sh.check_token(nonce), sig=signal,
+                          at=_attempt_word(attempt_token)) + _file("stop_signal.sh"))
 
 
-def run_alive_count(workdir: str, run_id: str) -> str:
-    """Print how many live (non-zombie) members the run has."""
-    return _LIVENESS + remote_sh.run_dir_assign(workdir, run_id) + _file("run_alive_count.sh")
+def run_alive_count(workdir: str, run_id: str, attempt_token: str = "") -> str:
+    """Print how many live (non-zombie) members the run has (of the attempt whose token
+    is `attempt_token`, when given: see `stop_signal`)."""
+    return (_LIVENESS + remote_sh.run_dir_assign(workdir, run_id)
+            + host.assign(at=_attempt_word(attempt_token)) + _file("run_alive_count.sh"))
+
+
+def _attempt_word(token: str) -> str:
+    """An attempt's token as a stop read it from the host ('' when it is none of ours)."""
+    try:
+        return remote_sh.check_token(token) if token else ""
+    except ValueError:
+        return ""
