@@ -31,7 +31,13 @@ from typing import NamedTuple
 from rtrain_tui.core import backends
 from rtrain_tui.core import resume as resume_mod
 from rtrain_tui.core.backends import Backend, BackendOptions, GpuChoice, LaunchSpec
-from rtrain_tui.core.errors import IndexBusyError, NoSuchRunError, RemoteError, UnreachableError
+from rtrain_tui.core.errors import (
+    GpusBusyError,
+    IndexBusyError,
+    NoSuchRunError,
+    RemoteError,
+    UnreachableError,
+)
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.logs import retry_rule
 from rtrain_tui.core.metrics import gpus as gpu_choice
@@ -454,7 +460,7 @@ class Engine:
         facts = dict(probes.parse_key_values(await conn.run(kind.claim_script(req.workdir, run_id, ids))))
         if facts.get("claimed") != "1":
             held = facts.get("held", "").partition(",")
-            raise RemoteError(
+            raise GpusBusyError(
                 f"{req.host}: GPU {held[0] or '?'} was just given to our run {held[2] or '?'}; "
                 "start again (or pass --queue to wait for free GPUs).")
 

@@ -9,6 +9,11 @@ class RemoteError(Exception):
     """An expected failure: bad input, an unreachable host, a run that will not stop."""
 
 
+class GpusBusyError(RemoteError):
+    """A start found fewer free GPUs than it asked for, or a chosen one in use: `--queue`
+    (the start form's "wait for free GPUs") waits for them on the host instead."""
+
+
 class ValidationError(RemoteError):
     """User input that is refused before any connection is opened."""
 

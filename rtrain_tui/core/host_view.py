@@ -75,7 +75,10 @@ def reached(states: Mapping[RunKey, str]) -> bool:
 
 
 def waiting_text(why: str) -> str:
-    """A queued run (Slurm) has no log yet: its row says why it waits."""
+    """A queued run (Slurm) has no log yet: its row says why it waits. A box's queue
+    words its reason itself (`waiting for 2 free GPU(s): …`): not said twice."""
+    if why.startswith("waiting for "):
+        return why
     return f"waiting: {why}" if why else QUEUE_WAIT
 
 

@@ -23,6 +23,11 @@ def test_waiting_text_says_the_schedulers_reason_or_that_it_waits_in_the_queue()
     assert host_view.waiting_text("") == "waiting in the queue"
 
 
+def test_waiting_text_keeps_a_box_queue_reason_as_the_host_words_it() -> None:
+    why = "waiting for 2 free GPU(s): GPU 1: 97% busy, 68 GiB, held by alice, pid 31337"
+    assert host_view.waiting_text(why) == why
+
+
 def test_reason_cell_keeps_a_short_reason_whole_and_cuts_a_long_one_to_its_width() -> None:
     assert host_view.reason_cell("CUDA out of memory") == "✗ CUDA out of memory"
     long = "CUDA out of memory: tried to allocate 2.00 GiB on GPU 0"

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.errors import GpusBusyError, RemoteError
 from rtrain_tui.core.runs.probes import MAX_GPUS, GpuInfo
 from rtrain_tui.core.safety.sanitize import safe_line
 
@@ -267,7 +267,7 @@ def choose_gpus(host: str, sample: HostGpus, count: int, ids: Sequence[int] | No
                               "pick from those with --gpu-ids.")
         held = [by_index[i] for i in ids if not sample.is_free(by_index[i])]
         if held and not allow_busy:
-            raise RemoteError(f"{host}: the GPUs you chose are in use — "
+            raise GpusBusyError(f"{host}: the GPUs you chose are in use — "
                               + "; ".join(sample.describe(g) for g in held)
                               + ". Pick others with --gpu-ids, pass --queue to wait for them, "
                               "or --allow-busy to share them.")
@@ -280,7 +280,7 @@ def choose_gpus(host: str, sample: HostGpus, count: int, ids: Sequence[int] | No
     free = [g for g in ranked if sample.is_free(g)]
     if len(free) < count and not allow_busy:
         busy = [g for g in sorted(sample.gpus, key=lambda g: g.index) if not sample.is_free(g)]
-        raise RemoteError(f"{host} has {len(free)} free GPU(s), --gpus {count} needs {count}: "
+        raise GpusBusyError(f"{host} has {len(free)} free GPU(s), --gpus {count} needs {count}: "
                           + "; ".join(sample.describe(g) for g in busy)
                           + ". Pass --queue to wait for them, --allow-busy to share them, "
                           "or ask for fewer.")

@@ -26,7 +26,7 @@ from textual_fspicker import FileOpen, Filters
 
 from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.engine import Engine, StartedRun, StartRequest, StartTrace
-from rtrain_tui.core.errors import RemoteError, ValidationError
+from rtrain_tui.core.errors import GpusBusyError, RemoteError, ValidationError
 from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.sanitize import safe_line, safe_text
 
@@ -61,7 +61,7 @@ def slurm_options(base: SlurmOptions, values: dict[str, str]) -> SlurmOptions:
 
 
 def build_request(host: str, values: dict[str, str], allow_busy: bool = False,
-                  slurm: SlurmOptions | None = None) -> StartRequest:
+                  slurm: SlurmOptions | None = None, queue: bool = False) -> StartRequest:
     """The form's text as a validated StartRequest; raises ValidationError naming the field."""
     try:
         gpus = int(values["gpus"] or "0")
@@ -78,7 +78,7 @@ def build_request(host: str, values: dict[str, str], allow_busy: bool = False,
         python=values["python"].strip(), workdir=values["workdir"].strip(),
         env=validate.parse_env(env_pairs), trainer=values["trainer"].strip(),
         gpu_ids=validate.parse_gpu_ids(ids) if (ids := values.get("gpu_ids", "").strip()) else (),
-        allow_busy=allow_busy,
+        allow_busy=allow_busy, queue=queue,
         backend="slurm" if slurm is not None else None,
         options=slurm_options(slurm, values) if slurm is not None else None,
     ).validated()
@@ -175,6 +175,9 @@ class StartScreen(ModalScreen[StartedRun | None]):
                     yield Label("", classes="box-only")
                     yield Checkbox("take busy GPUs too (someone else's process on them)",
                                    id="allow_busy", compact=True, classes="box-only")
+                    yield Label("", classes="box-only")
+                    yield Checkbox("wait for free GPUs on the host (queued) rather than refuse",
+                                   id="queue", compact=True, classes="box-only")
             yield Static("", id="errors")
             yield Static("", id="step")
             yield ProgressBar(id="upload", show_eta=False)
@@ -212,6 +215,15 @@ class StartScreen(ModalScreen[StartedRun | None]):
             self.query_one("#time", Input).value = defaults.time
             self.query_one("#gpu_ids", Input).value = ""
             self.query_one("#allow_busy", Checkbox).value = False
+            self.query_one("#queue", Checkbox).value = False
+
+    @on(Checkbox.Changed)
+    def _one_gpu_policy(self, event: Checkbox.Changed) -> None:
+        """Sharing busy GPUs and waiting for free ones exclude each other: ticking one
+        unticks the other."""
+        other = {"allow_busy": "#queue", "queue": "#allow_busy"}.get(event.checkbox.id or "")
+        if event.value and other is not None:
+            self.query_one(other, Checkbox).value = False
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -328,7 +340,8 @@ class StartScreen(ModalScreen[StartedRun | None]):
         try:
             request = build_request(self.host, self.values,
                                     allow_busy=self.query_one("#allow_busy", Checkbox).value,
-                                    slurm=self.slurm_defaults())
+                                    slurm=self.slurm_defaults(),
+                                    queue=self.query_one("#queue", Checkbox).value)
         except ValidationError as exc:
             self.query_one("#errors", Static).update(Text(f"✗ {safe_text(str(exc))}"))
             return
@@ -355,7 +368,13 @@ class StartScreen(ModalScreen[StartedRun | None]):
             if not self.is_attached:  # the form was closed meanwhile: say it in a toast
                 self.app.notify(str(exc), title="New run", severity="error", timeout=30)
                 return
-            self.query_one("#errors", Static).update(Text(f"✗ {safe_text(str(exc))}"))
+            text = f"✗ {safe_text(str(exc))}"
+            if isinstance(exc, GpusBusyError):
+                # Offered instead of the refusal: the host can wait for the GPUs.
+                text += ("\n→ tick “wait for free GPUs” and Start again: the run is shipped now "
+                         "and waits on the host, queued.")
+                self.query_one("#queue", Checkbox).focus()
+            self.query_one("#errors", Static).update(Text(text))
             step.update("")
             self.query_one("#start", Button).disabled = False
             return
