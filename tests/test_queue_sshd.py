@@ -10,6 +10,8 @@ GPUs busy and frees them by rewriting it; the queue samples every second here
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -143,3 +145,50 @@ def test_queue_with_gpu_ids_waits_for_those_and_a_plain_start_elsewhere_honours_
     assert r.rc != 0
     assert "GPU 1: 0% busy, 1 GiB, given to our run wants1" in r.err
     assert "Pass --queue to wait for them" in r.err
+
+
+def test_start_queue_follows_the_run_through_its_wait_to_its_end(
+        cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    gpus(BUSY)
+    Path(workdir, ".queue").mkdir(parents=True)
+    Path(workdir, ".queue", "every").write_text("1\n")
+    config = write_config(tmp_path / "c.yaml", steps=3, step_seconds=0.05)
+    p = cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "followed",
+                  "--queue")
+    wait_for("it to wait", lambda: Path(workdir, "followed", "queued").exists())
+    listed = json.loads(cli("runs", "--refresh", "--json").out)
+    assert [r["state"] for r in listed if r["run_id"] == "followed"] == ["queued"]
+    assert "queued" in cli("runs").out
+    gpus(IDLE)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert "followed is queued on gpu (waiting for 1 free GPU(s): GPU 0: 97% busy" in err
+    assert "followed left the queue on gpu" in err
+    assert "followed on gpu: completed" in out
+    assert "CUDA_VISIBLE_DEVICES=0 " in read(Path(workdir, "followed", "train.log"))
+
+
+def test_a_head_whose_wrapper_was_killed_is_taken_out_by_the_next_in_line(
+        cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    gpus(BUSY)
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
+    start_queued(cli, config, workdir, "dies")
+    start_queued(cli, config, workdir, "next")
+    wait_for("both to wait", lambda: read(Path(workdir, "next", "queued"))[:1] == "2")
+    # The reboot stand-in: the head's wrapper is SIGKILLed, it leaves its entry behind.
+    os.killpg(int(read(Path(workdir, "dies", "train.pid"))), signal.SIGKILL)
+    wait_for("the next run to be the head", lambda: read(Path(workdir, "next", "queued"))[:1] == "1")
+    gpus(ONE_FREE)
+    wait_for("the next run to get GPU 1", lambda: read(Path(workdir, "next", "gpus")) == "1")
+    assert cli("status", "gpu", "dies", "--workdir", workdir).out == "lost\n"
+
+
+def test_queue_with_gpu_ids_the_host_lacks_is_refused_before_anything_is_made(
+        cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    gpus(BUSY)
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "nope",
+            "--queue", "--gpu-ids", "5", "--no-follow")
+    assert r.rc == 1
+    assert "GPU 5 does not exist on gpu (its GPUs: 0, 1)" in r.err
+    assert not Path(workdir, "nope").exists()

@@ -441,7 +441,14 @@ class Engine:
         one we saw free. A CUDA_VISIBLE_DEVICES the user set in --env is left alone.
         """
         env = dict(req.env)
-        if not _chooses_gpus(req) or _queues(req):
+        if _queues(req):
+            # The host chooses when its turn comes; what could never be given (GPU 5 on a
+            # box of 2, 4 GPUs of 2, no nvidia-smi) is refused now, not waited for forever.
+            step(f"checking the GPUs of {req.host}")
+            sample = await self.sample_gpus(req.host)
+            gpu_choice.choose_gpus(req.host, sample, req.gpus, req.gpu_ids, allow_busy=True)
+            return env, ""
+        if not _chooses_gpus(req):
             return env, ""
         step(f"choosing GPUs on {req.host}")
         sample = await self.sample_gpus(req.host, reserve=True, workdir=req.workdir)
