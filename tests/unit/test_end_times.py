@@ -110,3 +110,38 @@ def test_thousands_of_ended_runs_are_read_in_a_few_stats(tmp_path: Path) -> None
     assert [p.ended_at for p in probes.parse_run_states(out, 2100)] == [STARTED + i for i in range(2100)]
     # Which stat, then 2 lists (xargs splits one past 128 KiB of paths: these are long).
     assert calls.count("date") == 0 and 3 <= calls.count("stat") <= 5, calls
+
+
+BSD_STAT = r'''#!/bin/sh
+# A BSD stat: no -c; `-f FORMAT FILE...` with %m (last write, epoch) and %N (the name).
+[ "$1" = -f ] || { echo "stat: illegal option -- ${1#-}" >&2; exit 1; }
+fmt=$2; shift 2; rc=0
+for f in "$@"; do
+  t=$(REAL -c %Y -- "$f" 2>/dev/null) || { echo "stat: $f: No such file or directory" >&2; rc=1; continue; }
+  line=$(printf '%s' "$fmt" | sed "s/%m/$t/")
+  printf '%s\n' "${line%\%N}$f"
+done
+exit $rc
+'''
+
+
+def test_a_host_whose_stat_is_bsds_reads_the_end_times_too(tmp_path: Path) -> None:
+    """No GNU `stat -c` on the PATH (macOS, the BSDs): `stat -f '%m %N'` is used, under
+    dash, and run dirs whose path has a space in it read the same."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for tool_dir in ("/usr/local/bin", "/usr/bin", "/bin"):  # every tool but GNU stat
+        for tool in Path(tool_dir).iterdir():
+            if tool.name != "stat" and not (bindir / tool.name).exists():
+                (bindir / tool.name).symlink_to(tool)
+    real = shutil.which("stat")
+    assert real
+    (bindir / "stat").write_text(BSD_STAT.replace("REAL", real))
+    (bindir / "stat").chmod(0o755)
+    home = tmp_path / "a home"  # `~/work` expands to a path with a space
+    runs = [("~/work", run_id) for _, run_id in _ended_runs(home / "work")]
+    out = subprocess.run(["/bin/sh"], input=direct_sh.run_states(runs, need_end=range(RUNS)),
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PATH": str(bindir), "HOME": str(home)}).stdout
+    found = probes.parse_run_states(out, RUNS)
+    assert [p.ended_at for p in found] == [STARTED + 7] + [STARTED + i for i in range(1, RUNS)]
