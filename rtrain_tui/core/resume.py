@@ -180,7 +180,9 @@ def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
         ids = tuple(int(i) for i in spec.get("gpu_ids") or ())
         if ids:
             validate.parse_gpu_ids(",".join(map(str, ids)))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, validate.ValidationError) as exc:
+        # Worded as launch.json's: the validators name the flags of `start`, which the
+        # user did not give to `resume`.
         raise RemoteError(f"{run_id} on {host}: its {LAUNCH_JSON} is not usable "
                           f"({safe_line(str(exc))[:120]}); start it again instead.") from None
     try:

@@ -113,3 +113,19 @@ def test_attempts_are_merged_by_number_and_the_last_is_the_run_now() -> None:
         {"attempt": 2, "started": "2023-11-14T22:15:00+00:00", "ended": None, "exit": None,
          "state": "running", "reason": "", "checkpoint": "outputs/checkpoint-2"}]
     assert resume.attempts_view([], "completed", 0, "")[0]["attempt"] == 1
+
+
+def test_a_launch_json_the_host_garbled_is_refused_as_launch_json_not_as_flags_never_typed() -> None:
+    """A value a validator refuses (GPU ids, env, python) is named as launch.json's, not
+    as a `--gpu-ids` or `--env` the user never gave to `resume`."""
+    import pytest
+
+    from rtrain_tui.core.errors import RemoteError
+
+    good = json.loads(resume.launch_json("{python} -m praisonai_train llm {dataset} --config {config}",
+                                         "python3", "d.jsonl", 1, {}, (), False, None))
+    for bad in ({"gpu_ids": [-1]}, {"env": {"A B": "1"}}, {"python": "py thon"},
+                {"dataset": "../x"}):
+        with pytest.raises(RemoteError) as refused:
+            resume._spec({"spec": json.dumps({**good, **bad})}, "gpu", "r1")
+        assert str(refused.value).startswith("r1 on gpu: its launch.json is not usable ("), bad
