@@ -964,6 +964,8 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
                      "add --demo (rtrain-tui --demo runs --refresh).")
         # The app's refresh, without the progress column this table does not have.
         await host_view.refresh(engine, records, words=False, all_runs=args.all_runs)
+        for line in engine.notices:  # e.g. a run lost to a reboot, resumed
+            _err(line)
         report = engine.index.load_report()
     return _print_runs(engine.index, engine.hosts, report, args)
 

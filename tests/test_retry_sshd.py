@@ -5,12 +5,18 @@ client connected; it gives up on what repeating cannot fix; a stop during its wa
 from __future__ import annotations
 
 import json
+import os
+import signal
+from dataclasses import replace
 from pathlib import Path
 
 from rtrain_tui.core.logs import retry_rule
+from rtrain_tui.core.runs import checkpoints
 from tests.conftest import Cli, write_config
+from tests.sshd import SshHosts
 from tests.test_cli_runs import wait_state
 from tests.test_resume_sshd import marked, wait_for
+from tests.unit.test_retry_rule import listing
 
 
 def start(cli: Cli, tmp_path: Path, workdir: str, run_id: str, *extra: str,
@@ -92,3 +98,55 @@ def test_a_stop_during_the_retry_wait_ends_the_run_with_no_further_attempt(
     assert marked(token) == []
     assert "=== attempt 2" not in (run / "train.log").read_text()
     assert not (run / "retry_wait").exists()
+
+
+def test_a_run_lost_to_a_reboot_is_resumed_by_the_next_refresh_with_retries_left(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    """The reboot stand-in: every process of the run SIGKILLed (the wrapper too, so no
+    exit code is written) and the host's boot id changed, through the test-only
+    RTRAIN_TEST_BOOT_ID_FILE that only this host's sshd sets (see liveness.sh)."""
+    boot = tmp_path / "boot_id"
+    config = tmp_path / "ssh_config"
+    config.write_text(hosts.ssh_config.read_text() + hosts.extra_host(
+        "rebooting", sftp="Subsystem sftp internal-sftp\n",
+        extra_env={"RTRAIN_TEST_BOOT_ID_FILE": str(boot)}))
+    cli = Cli(replace(hosts, ssh_config=config), tmp_path / "runs.toml")
+    workdir = str(tmp_path / "work")
+    cfg = write_config(tmp_path / "t5.yaml", steps=10000, step_seconds=0.05, save_steps=2)
+    r = cli("start", "rebooting", "-c", str(cfg), "--workdir", workdir, "--run-id", "t5",
+            "--no-follow", "--gpus", "0", "--retries", "1")
+    assert r.rc == 0, r.err
+    run = Path(workdir) / "t5"
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    token = (run / "train.token").read_text().strip()
+    try:
+        for pid in marked(token):
+            os.kill(pid, signal.SIGKILL)
+        wait_for("the run's processes to go", lambda: marked(token) == [])
+        boot.write_text("00000000-0000-4000-8000-000000000000\n")
+        newest = checkpoints.newest_complete(checkpoints.judge(
+            checkpoints.parse_listing(listing(run), "MK"))).checkpoint
+        assert newest is not None
+
+        r = cli("runs", "--refresh")
+        assert r.rc == 0, r.err
+        assert r.err == ("rtrain-tui: t5 on rebooting was lost to a reboot of the host; resumed "
+                         f"it: attempt 2, from {newest.path}\n")
+        assert "running" in next(line for line in r.out.splitlines() if "t5" in line)
+        log = (run / "train.log").read_text()
+        assert "=== attempt 2: resuming from " in log
+        first = json.loads((run / "attempts.jsonl").read_text().splitlines()[0])
+        assert (first["attempt"], first["state"], first["reason"]) == (1, "lost", "lost: the host rebooted")
+
+        # Its one retry is spent: lost to a second reboot, it stays lost.
+        token = (run / "train.token").read_text().strip()
+        for pid in marked(token):
+            os.kill(pid, signal.SIGKILL)
+        wait_for("the run's processes to go", lambda: marked(token) == [])
+        boot.write_text("11111111-0000-4000-8000-000000000000\n")
+        r = cli("runs", "--refresh")
+        assert r.rc == 0 and r.err == "", r.err
+        assert "lost" in next(line for line in r.out.splitlines() if "t5" in line)
+    finally:
+        for pid in marked((run / "train.token").read_text().strip()):
+            os.kill(pid, signal.SIGKILL)

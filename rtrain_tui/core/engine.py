@@ -232,6 +232,9 @@ class Engine:
         # Why each run waits or ended, as the last refresh heard it (a scheduler's reason): the
         # index keeps only the status word, the TUI shows this beside it.
         self.reasons: dict[tuple[str, str, str], str] = {}
+        # What refreshes did of their own accord (a run lost to a reboot, resumed), one
+        # line each, for the face to show and clear.
+        self.notices: list[str] = []
         # Each known run's backend as its index record says ("" = backends.DEFAULT):
         # filled by refresh and start, so a probe need not re-read the index.
         self._kinds: dict[tuple[str, str, str], str] = {}
@@ -776,6 +779,7 @@ class Engine:
                 by_host.setdefault(rec.host, [])
 
         ended: dict[tuple[str, str, str], str] = {}
+        rebooted: list[tuple[str, str, str]] = []  # lost to a reboot: retried below
         forget: dict[tuple[str, str, str], str] = {}  # unlaunched starts the host removed
         resolved: dict[tuple[str, str, str], str] = {}  # backends to record (older entries)
 
@@ -815,6 +819,8 @@ class Engine:
                     self.reasons[r.key] = p.reason
                 else:
                     self.reasons.pop(r.key, None)
+                if p.rebooted and p.state == probes.LOST:
+                    rebooted.append(r.key)
                 if r.state != probes.STARTING:
                     states[r.key] = p.state
                 elif r.key not in over:
@@ -836,7 +842,28 @@ class Engine:
              if s != probes.STARTING and k not in forget},
             observed_at=observed_at, ended=ended, forget=forget, backends=resolved,
         )
+        for key in rebooted:
+            if results.get(key) == probes.LOST:
+                await self._retry_after_reboot(key, results)
         return results
+
+    async def _retry_after_reboot(self, key: tuple[str, str, str],
+                                  results: dict[tuple[str, str, str], str]) -> None:
+        """A run lost to a reboot with retries left is resumed (the wrapper that would have
+        retried it died with the host); says so in `notices`. Another client resuming it
+        at the same time takes the attempt once (the host's claim); this one then says
+        nothing."""
+        host, workdir, run_id = key
+        try:
+            got = await resume_mod.retry_after_reboot(self, host, workdir, run_id)
+        except (RemoteError, validate.ValidationError):
+            return
+        if got is not None:
+            results[key] = got.started.record.state
+            self.reasons.pop(key, None)
+            self.notices.append(
+                f"{run_id} on {host} was lost to a reboot of the host; resumed it: attempt "
+                f"{got.attempt}, {'from ' + got.checkpoint if got.checkpoint else 'from the start'}")
 
     async def discover(self, host: str) -> list[RunRecord]:
         """Add to the index the runs on `host` it does not know; returns those added.

@@ -363,6 +363,29 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     return ResumedRun(started, attempt, checkpoint, skipped)
 
 
+REBOOTED = "lost: the host rebooted"
+
+
+async def retry_after_reboot(engine: Engine, host: str, workdir: str,
+                             run_id: str) -> ResumedRun | None:
+    """Resume a run lost to a reboot when its start asked for retries and it has had
+    fewer than 1 + retries attempts (None: none left, or not one of ours): from its
+    newest complete checkpoint, else from the start, as the wrapper's retry would.
+    Raises RemoteError when the resume fails (another client took the attempt)."""
+    facts = await _facts(engine, host, workdir, run_id)
+    try:
+        spec = _spec(facts, host, run_id)
+    except RemoteError:
+        return None
+    said = facts.get("attempts", "")
+    attempt = int(said) if said.isdigit() and len(said) < 6 else 1
+    if attempt >= 1 + spec["retries"]:
+        return None
+    found = await engine.checkpoints(host, workdir, run_id)
+    restart = checkpoint_rule.newest_complete(found).checkpoint is None
+    return await resume(engine, host, workdir, run_id, restart=restart, reason=REBOOTED)
+
+
 async def _put_back(engine: Engine, old: RunRecord | None, record: RunRecord,
                     probed: bool = False) -> None:
     """The entry as it was before this resume, or, when there was none (a run not in this

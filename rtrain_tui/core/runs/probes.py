@@ -297,6 +297,9 @@ class RunProbe:
     job_id: str = ""
     scheduler_state: str = ""
     queue_place: int | None = None  # a waiting job's place in its partition's queue (1 = next)
+    # The box booted since the run's wrapper started (its boot id then ≠ now): a `lost`
+    # run that a refresh may retry (`start --retries`, core/resume.py).
+    rebooted: bool = False
 
     @property
     def state(self) -> str:
@@ -387,6 +390,7 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[Ru
             queued=facts.get("queued") == "1" or (bool(facts.get("retry")) and facts.get("alive") == "1"),
             reason=safe_line(facts.get("reason") or facts.get("retry", ""))[:300],
             queue_place=_int_or_none(facts.get("place", "")),
+            rebooted=facts.get("rebooted") == "1",
         )
     check_answered(len(found), count, output, host)
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

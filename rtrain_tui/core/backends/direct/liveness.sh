@@ -30,7 +30,17 @@ proc_fields() {
   fi
   [ -n "$state" ]
 }
-boot_id() { bi=none; read -r bi 2>/dev/null < /proc/sys/kernel/random/boot_id; }
+## The host's boot id (a reboot changes it). RTRAIN_TEST_BOOT_ID_FILE, when set and
+## readable, is read instead: the tests' stand-in for a reboot (tests/test_retry_sshd.py
+## sets it only in its own sshd's SetEnv). rtrain-tui never sets it, and `--env` refuses
+## RTRAIN_* names, so a real host reads it only if its owner exported it by hand.
+boot_id() {
+  bi_f=/proc/sys/kernel/random/boot_id
+  if [ -n "$RTRAIN_TEST_BOOT_ID_FILE" ] && [ -r "$RTRAIN_TEST_BOOT_ID_FILE" ]; then
+    bi_f=$RTRAIN_TEST_BOOT_ID_FILE
+  fi
+  bi=none; read -r bi 2>/dev/null < "$bi_f"
+}
 # Read a one-line file into a variable without forking (probes run this per run).
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
 own_groups() {

@@ -32,12 +32,18 @@ probe() {
   ## failed one that gave up says why it did not retry.
   rw=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf
   elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
+  ## Gone with no exit code, and the host booted since the wrapper started (train.ident
+  ## holds its boot id then): a reboot, which a refresh may retry (core/resume.py).
+  rebooted=0
+  if [ $alive = 0 ] && [ -z "$code" ] && [ $stopped = 0 ] && [ -n "$ident" ]; then
+    boot_id; [ "${ident#* }" != "$bi" ] && rebooted=1
+  fi
   if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\trebooted=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw" "$rebooted"
   # A queued run (`start --queue`): its wrapper waits on the host and keeps `queued`
   # (its place and why) up to date; a line of its own, read into the same run's facts.
   if [ $alive = 1 ] && [ -r "$rd/queued" ]; then

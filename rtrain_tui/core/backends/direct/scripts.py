@@ -107,7 +107,8 @@ def _logged(cmd: str, how: str) -> str:
 
 
 def _retry(retry: Retry) -> str:
-    head = host.assign(rt_a=retry.first_attempt, rt_last=retry.first_attempt + retry.retries,
+    # Counted per run: a resumed attempt (after a reboot, or by hand) has what is left.
+    head = host.assign(rt_a=retry.first_attempt, rt_last=1 + retry.retries,
                        rt_cfg=int(retry.edit_config), rt_base=f"{retry.base_s:g}")
     return (head + f"rt_py={retry.python_word}\n"
             + host.render("retry.sh", __package__, checkpoints=host.text("checkpoints.sh"),
