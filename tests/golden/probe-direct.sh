@@ -64,7 +64,13 @@ proc_fields() {
   fi
   [ -n "$state" ]
 }
-boot_id() { bi=none; read -r bi 2>/dev/null < /proc/sys/kernel/random/boot_id; }
+boot_id() {
+  bi_f=/proc/sys/kernel/random/boot_id
+  if [ -n "$RTRAIN_TEST_BOOT_ID_FILE" ] && [ -r "$RTRAIN_TEST_BOOT_ID_FILE" ]; then
+    bi_f=$RTRAIN_TEST_BOOT_ID_FILE
+  fi
+  bi=none; read -r bi 2>/dev/null < "$bi_f"
+}
 # Read a one-line file into a variable without forking (probes run this per run).
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
 own_groups() {
@@ -201,12 +207,16 @@ probe() {
   fi
   rw=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf
   elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
+  rebooted=0
+  if [ $alive = 0 ] && [ -z "$code" ] && [ $stopped = 0 ] && [ -n "$ident" ]; then
+    boot_id; [ "${ident#* }" != "$bi" ] && rebooted=1
+  fi
   if [ "$3" = 1 ] && [ $alive = 0 ] && [ -n "$pid$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\trebooted=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw" "$rebooted"
   # A queued run (`start --queue`): its wrapper waits on the host and keeps `queued`
   # (its place and why) up to date; a line of its own, read into the same run's facts.
   if [ $alive = 1 ] && [ -r "$rd/queued" ]; then

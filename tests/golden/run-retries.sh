@@ -19,7 +19,13 @@ proc_fields() {
   fi
   [ -n "$state" ]
 }
-boot_id() { bi=none; read -r bi 2>/dev/null < /proc/sys/kernel/random/boot_id; }
+boot_id() {
+  bi_f=/proc/sys/kernel/random/boot_id
+  if [ -n "$RTRAIN_TEST_BOOT_ID_FILE" ] && [ -r "$RTRAIN_TEST_BOOT_ID_FILE" ]; then
+    bi_f=$RTRAIN_TEST_BOOT_ID_FILE
+  fi
+  bi=none; read -r bi 2>/dev/null < "$bi_f"
+}
 # Read a one-line file into a variable without forking (probes run this per run).
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
 own_groups() {
