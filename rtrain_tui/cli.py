@@ -1,4 +1,4 @@
-"""The command line: `rtrain-tui preflight|start|tail|status|metrics|fetch|stop|runs`, or the TUI.
+"""The command line: `rtrain-tui preflight|start|tail|status|metrics|fetch|stop|resume|runs|costs`, or the TUI.
 
 Thin over `rtrain_tui.core`: parse, validate, call the engine, print. Every expected
 failure is one line on stderr and exit 1 (argparse's usage errors exit 2); Textual is
@@ -252,6 +252,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --prune: only these, comma-separated (default: "
                    f"{','.join(PRUNABLE)})")
     p.add_argument("--dry-run", action="store_true", help="with --prune: say what it would remove")
+
+    p = sub.add_parser("costs", help="what the runs in the index cost (config.toml's "
+                       "price_per_hour / price_per_gpu_hour); asks no host", parents=common)
+    p.add_argument("--since", default=None, metavar="AGE",
+                   help="only what was spent in the last AGE (7d, 12w, 36h)")
+    p.add_argument("--by", default="host", choices=("host", "day", "run"),
+                   help="one line per host, per UTC day or per run (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
 
 
@@ -322,7 +330,6 @@ def _main(argv: list[str] | None) -> int:
         from rtrain_tui.tui.app import run_app  # Textual only for the TUI
 
         return run_app(ssh_config=ssh_config, index=index, demo=args.demo)
-    handler: Callable[[Engine, argparse.Namespace], Awaitable[int]] = COMMANDS[args.command]
     if hasattr(args, "workdir") and args.workdir is None:
         try:
             args.workdir = _recorded_workdir(index, args)
@@ -334,6 +341,9 @@ def _main(argv: list[str] | None) -> int:
     hosts = hostconfig.load()
     if _reads_index_only(args):
         return list_runs(index, hosts, args)
+    if args.command == "costs":
+        return list_costs(index, hosts, args)
+    handler: Callable[[Engine, argparse.Namespace], Awaitable[int]] = COMMANDS[args.command]
 
     import asyncio
 
@@ -685,6 +695,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "reason": line.reason, "queue_position": line.queue_place,
             "slurm_job_id": probe.job_id or None, "slurm_state": probe.scheduler_state or None,
             "attempt": attempts[-1]["attempt"], "attempts": attempts,
+            **await _status_cost(engine, args, probe, line.state, attempts),
         }, indent=2))
         return 0
     # Exactly one status word on stdout: scripts parse it. Why goes beside it, on stderr.
@@ -692,6 +703,36 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     if line.reason:
         _err(f"{args.run_id} on {args.host}: {line.reason}")
     return 0
+
+
+async def _status_cost(engine: Engine, args: argparse.Namespace, probe: probes.RunProbe,
+                       state: str, attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """`cost` (so far) and `cost_at_end` (a running run's, from its ETA) for `status --json`:
+    null on a host with no price in config.toml (which then costs no extra round trip)."""
+    from dataclasses import replace
+
+    from rtrain_tui.core.metrics.metrics_sync import sync_metrics
+    from rtrain_tui.core.runs import cost
+    from rtrain_tui.core.runs.index import RunRecord
+
+    price = engine.hosts.for_host(args.host).price
+    if price is None:
+        return {"cost": None, "cost_at_end": None, "currency": None}
+    record = engine.index.get(args.host, args.run_id) or RunRecord(args.host, args.run_id, args.workdir)
+    if probes.is_final(state):
+        ended = probe.ended_at or (await engine.probe_many(
+            args.host, [(args.workdir, args.run_id)], [0]))[0].ended_at
+        if ended is not None:  # the host's clock, as a refresh records it
+            record = replace(record, ended_at=datetime.fromtimestamp(ended, UTC).isoformat())
+    eta = None
+    if state == probes.RUNNING:
+        eta = (await sync_metrics(engine, args.host, args.workdir, args.run_id)).summary().eta_seconds
+    got = cost.run_cost(record, price, datetime.now(UTC), attempts, state, eta)
+    assert got is not None
+    # At its end: the projection of a running run with an ETA; what an ended run cost.
+    at_end = got.at_end if got.at_end is not None else got.spent if probes.is_final(state) else None
+    return {"cost": float(got.spent), "cost_at_end": None if at_end is None else float(at_end),
+            "currency": got.currency}
 
 
 async def cmd_metrics(engine: Engine, args: argparse.Namespace) -> int:
@@ -867,7 +908,7 @@ async def _discover(engine: Engine, host: str, args: argparse.Namespace) -> int:
 _NEVER = datetime.min.replace(tzinfo=UTC)
 
 
-def _json_rows(rows: list[dict[str, str | bool | None]]) -> str:
+def _json_rows(rows: list[dict[str, str | bool | float | None]]) -> str:
     """`json.dumps(rows, indent=2)`, byte for byte, through the C encoder: with `indent`
     json takes its Python one, ~40 µs a run (0.4 s for 10,000). The values are scalars,
     so the item separator only ever falls between two fields. One encoder for all rows:
@@ -975,13 +1016,16 @@ def _print_runs(index: RunIndex, hosts: hostconfig.HostConfig, report: IndexRepo
     # Oldest first, as they were started: the index keeps ended runs in monthly
     # archives, so its file order no longer is that (a run with no start time leads).
     runs = sorted(report.records, key=lambda r: parse_time(r.started_at) or _NEVER)
+    costs = _index_costs(hosts, runs)
     if args.json:
         print(_json_rows([
             {"host": r.host, "run_id": r.run_id, "state": r.state, "stale": r.stale,
              "started_at": r.started_at, "updated_at": r.updated_at, "ended_at": r.ended_at,
              "workdir": r.workdir, "origin": r.origin or "started", "gpu_ids": r.gpu_ids,
-             "backend": hosts.backend_of(r), "slurm_job_id": r.job_id or None}
-            for r in runs
+             "backend": hosts.backend_of(r), "slurm_job_id": r.job_id or None,
+             "cost": float(c.spent) if c is not None else None,
+             "currency": c.currency if c is not None else None}
+            for r, c in zip(runs, costs, strict=True)
         ]))
         return 0
     if not runs and report.problems:
@@ -992,13 +1036,66 @@ def _print_runs(index: RunIndex, hosts: hostconfig.HostConfig, report: IndexRepo
         print("no runs yet; start one with: rtrain-tui start HOST -c CONFIG -d DATASET "
               "(or find those started elsewhere: rtrain-tui runs --discover HOST)")
         return 0
-    rows = [("HOST", "RUN", "STATE", "STARTED")] + [
-        (r.host, r.run_id, r.state + (" (stale)" if r.stale else "")
-         + (" (found)" if r.origin == "found" else ""), r.started_at) for r in runs
-    ]
+    rows: list[tuple[str, ...]] = [("HOST", "RUN", "STATE", "STARTED")]
+    rows += [(r.host, r.run_id, r.state + (" (stale)" if r.stale else "")
+              + (" (found)" if r.origin == "found" else ""), r.started_at) for r in runs]
+    if any(c is not None for c in costs):  # a COST column once some host has a price
+        rows = [(*rows[0], "COST")] + [(*row, c.text() if c is not None else "-")
+                                       for row, c in zip(rows[1:], costs, strict=True)]
     # One format string and one write, not a join per row and a print per run (10,000).
     line = "  ".join(f"{{:<{max(map(len, column))}}}" for column in zip(*rows))
     print("\n".join(line.format(*row).rstrip() for row in rows))
+    return 0
+
+
+def _index_costs(hosts: hostconfig.HostConfig, runs: list[Any]) -> list[Any]:
+    """Each run's cost from the index alone (None where its host has no price): no host
+    is asked, so a resumed run counts from its first start and a live run until now."""
+    prices = {h: hosts.for_host(h).price for h in {r.host for r in runs}}
+    if not any(prices.values()):
+        return [None] * len(runs)  # no price anywhere: the cost rule is not even imported
+    from rtrain_tui.core.runs import cost
+
+    now = datetime.now(UTC)
+    return [cost.run_cost(r, prices[r.host], now) for r in runs]
+
+
+def list_costs(index: RunIndex, hosts: hostconfig.HostConfig, args: argparse.Namespace) -> int:
+    """`costs`: what the runs in the index spent, by host, day or run; asks no host."""
+    from rtrain_tui.core.runs import cost
+
+    now = datetime.now(UTC)
+    try:
+        since = now - parse_age(args.since) if args.since is not None else None
+    except validate.ValidationError:
+        raise validate.ValidationError(f"--since {args.since!r} is not an age: a number and h, "
+                                       "d or w (hours, days, weeks), e.g. 7d.") from None
+    report = _runs_report(index)
+    rows, unpriced = cost.spent_by(report.records, lambda h: hosts.for_host(h).price, now,
+                                   by=args.by, since=since)
+    totals: dict[str, Any] = {}
+    for row in rows:
+        totals[row.currency] = totals.get(row.currency, 0) + row.amount
+    if args.json:
+        print(json.dumps({
+            "since": since.isoformat() if since else None, "by": args.by,
+            "rows": [{args.by: row.key, "runs": row.runs, "cost": float(row.amount),
+                      "currency": row.currency} for row in rows],
+            "total": [{"cost": float(amount), "currency": c} for c, amount in totals.items()],
+            "unpriced_runs": unpriced}, indent=2))
+        return 0
+    if unpriced:
+        _err(f"{unpriced} run{'' if unpriced == 1 else 's'} left out: their host has no price "
+             f"(price_per_hour or price_per_gpu_hour in {hostconfig.default_config_path()}).")
+    window = f" in the last {args.since.strip()}" if args.since else ""
+    if not rows:
+        print(f"nothing spent{window}.")
+        return 0
+    table = [(args.by.upper(), "RUNS", "COST")] + [
+        (row.key, str(row.runs), cost.money(row.amount, row.currency)) for row in rows]
+    table += [(f"total{window}", "", " + ".join(cost.money(a, c) for c, a in totals.items()))]
+    line = "  ".join(f"{{:<{max(map(len, column))}}}" for column in zip(*table))
+    print("\n".join(line.format(*row).rstrip() for row in table))
     return 0
 
 

@@ -21,7 +21,7 @@ when the host was asked), the host's price (config.toml) and "now" for a live ru
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -29,7 +29,7 @@ from typing import Any
 
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.hostconfig import Price
-from rtrain_tui.core.runs.index import RunRecord, parse_time
+from rtrain_tui.core.runs.index import RunKey, RunRecord, parse_time
 
 CENT = Decimal("0.01")
 _US = timedelta(microseconds=1)
@@ -67,10 +67,12 @@ def when(value: object) -> datetime | None:
 
 
 def seconds_billed(record: RunRecord, now: datetime, attempts: Sequence[Mapping[str, Any]] = (),
-                   state: str | None = None) -> Decimal:
+                   state: str | None = None, since: datetime | None = None,
+                   until: datetime | None = None) -> Decimal:
     """Seconds the run's attempts ran (exact, to the microsecond); see the module docstring.
 
-    `state`: the run's state when newer than the record's (a probe's)."""
+    `state`: the run's state when newer than the record's (a probe's); `since`/`until`:
+    only the part of that time inside this window (`costs --since`, `--by day`)."""
     state = state or record.state
     spans = _attempt_starts(record, attempts)
     total = 0
@@ -80,7 +82,11 @@ def seconds_billed(record: RunRecord, now: datetime, attempts: Sequence[Mapping[
             end = _end_of_run(record, state, start, now)
         else:
             end = ended or spans[i + 1][0]
-        if start is not None and end is not None and end > start:
+        if start is None or end is None:
+            continue
+        start = max(start, since) if since is not None else start
+        end = min(end, until) if until is not None else end
+        if end > start:
             total += (end - start) // _US
     return Decimal(total) / 1_000_000
 
@@ -118,20 +124,84 @@ def rate_per_hour(price: Price, gpus: int) -> Decimal:
 
 def run_cost(record: RunRecord, price: Price | None, now: datetime,
              attempts: Sequence[Mapping[str, Any]] = (), state: str | None = None,
-             eta_s: float | None = None) -> Cost | None:
+             eta_s: float | None = None, since: datetime | None = None,
+             until: datetime | None = None) -> Cost | None:
     """The run's cost (None when its host has no price); with `eta_s` (seconds left, from
-    the metrics) and a running run, the projection at its end too."""
+    the metrics) and a running run, the projection at its end too. `since`/`until`: what
+    it spent inside that window only (no projection then)."""
     if price is None:
         return None
     state = state or record.state
     rate = rate_per_hour(price, record.gpus)
-    spent_s = seconds_billed(record, now, attempts, state)
+    spent_s = seconds_billed(record, now, attempts, state, since, until)
     spent = _cents(rate * spent_s / 3600)
     at_end = None
-    if state == probes.RUNNING and eta_s is not None and eta_s >= 0:
+    if state == probes.RUNNING and eta_s is not None and eta_s >= 0 and since is None and until is None:
         at_end = _cents(rate * (spent_s + Decimal(round(eta_s))) / 3600)
     return Cost(spent, at_end, price.currency)
 
 
 def _cents(amount: Decimal) -> Decimal:
     return amount.quantize(CENT, ROUND_HALF_UP)
+
+
+# -- what was spent (`rtrain-tui costs`) -------------------------------------------------
+BY = ("host", "day", "run")
+
+
+@dataclass(frozen=True)
+class Spent:
+    """One row of `costs`: a host, a day (UTC, `2026-11-30`) or a run (`host/run`), in one
+    currency, with how many runs spent there."""
+
+    key: str
+    currency: str
+    amount: Decimal
+    runs: int
+
+
+def spent_by(records: Sequence[RunRecord], price_of: Callable[[str], Price | None], now: datetime,
+             by: str = "host", since: datetime | None = None) -> tuple[list[Spent], int]:
+    """What the runs of the index spent since `since`, grouped `by` host, day or run;
+    and how many runs were left out because their host has no price. From the index
+    alone (no host is asked): one span per run, from its start to its end.
+
+    A run is cut at each UTC midnight for `by="day"`, so each day gets its own share.
+    """
+    sums: dict[tuple[str, str], tuple[Decimal, set[RunKey]]] = {}
+    unpriced = 0
+    for r in records:
+        price = price_of(r.host)
+        if price is None:
+            unpriced += 1
+            continue
+        pieces: list[tuple[str, Cost | None]]
+        if by == "day":
+            pieces = [(day.date().isoformat(), run_cost(r, price, now, since=max(day, since or day),
+                                                        until=day + timedelta(days=1)))
+                      for day in _days(r, now, since)]
+        else:
+            pieces = [(r.host if by == "host" else f"{r.host}/{r.run_id}",
+                       run_cost(r, price, now, since=since))]
+        for key, cost in pieces:
+            if cost is None or (not cost.spent and (by == "day" or since is not None)):
+                continue  # nothing spent in the window: not one of its runs
+            amount, runs = sums.get((key, price.currency), (Decimal(0), set()))
+            runs.add(r.key)
+            sums[key, price.currency] = (amount + cost.spent, runs)
+    rows = [Spent(k, c, a, len(runs)) for (k, c), (a, runs) in sums.items()]
+    return sorted(rows, key=lambda s: (s.key, s.currency)), unpriced
+
+
+def _days(record: RunRecord, now: datetime, since: datetime | None) -> list[datetime]:
+    """The UTC midnights of the days the run's span touches (within `since`)."""
+    start = parse_time(record.started_at)
+    if start is None:
+        return []
+    end = _end_of_run(record, record.state, start, now) or start
+    day = max(start, since or start).astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    days: list[datetime] = []
+    while day <= end and len(days) < 3660:
+        days.append(day)
+        day += timedelta(days=1)
+    return days

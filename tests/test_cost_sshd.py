@@ -1,0 +1,73 @@
+"""What a run cost, told by `status --json` against the real sshd: a resumed run's
+attempts are read from the host (attempts.jsonl) and summed, to the cent (issue 19)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+from rtrain_tui.core.runs.index import RunIndex, parse_time
+from tests.conftest import Cli, write_config
+from tests.test_cli_runs import wait_state
+from tests.test_resume_sshd import wait_for
+
+
+def priced(cli: Cli, line: str) -> None:
+    config = cli.hosts.home / ".config" / "rtrain-tui" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(f"[hosts.gpu]\n{line}\n", encoding="utf-8")
+
+
+def test_status_json_sums_a_resumed_runs_attempts_to_the_cent(cli: Cli, tmp_path: Path,
+                                                              workdir: str) -> None:
+    priced(cli, "price_per_hour = 3600")  # a cent per 1/100 s: any second left out shows
+    run = Path(workdir) / "r1"
+    # Steps slow enough that each attempt outlasts the host's whole-second end times.
+    config = write_config(tmp_path / "r1.yaml", steps=6, save_steps=2, die_mid_save=4,
+                          step_seconds=0.4)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "r1",
+               "--no-follow", "--gpus", "0").rc == 0
+    wait_state(cli, "r1", workdir, "failed (exit 137)")
+    assert cli("resume", "gpu", "r1", "--workdir", workdir).rc == 0
+    wait_state(cli, "r1", workdir, "completed")
+
+    got = json.loads(cli("status", "gpu", "r1", "--workdir", workdir, "--json").out)
+    # The elapsed times as the host and the index recorded them: attempt 1 from the run's
+    # start to its end, attempt 2 from its start to the `status` file (the gap between is free).
+    one, two = (json.loads(line) for line in (run / "attempts.jsonl").read_text().splitlines()
+                if '"ended"' in line or '"checkpoint"' in line)
+    started = parse_time(RunIndex(cli.index).get("gpu", "r1").started_at)
+    assert started is not None
+    first = Decimal(one["ended"]) - Decimal((started - datetime.fromtimestamp(0, UTC))
+                                            .total_seconds()).quantize(Decimal("0.000001"))
+    second = Decimal(int(os.stat(run / "status").st_mtime) - two["started"])
+    assert first > 0 and second > 0
+    want = (first + second).quantize(Decimal("0.01"), ROUND_HALF_UP)
+    assert Decimal(str(got["cost"])) == want and got["cost_at_end"] == got["cost"]
+    assert got["currency"] == "$" and got["attempt"] == 2
+
+
+def test_status_json_projects_a_running_runs_cost_from_its_eta(cli: Cli, tmp_path: Path,
+                                                               workdir: str) -> None:
+    priced(cli, 'price_per_gpu_hour = 360\ncurrency = "€"')  # 10 cents a second on 1 GPU
+    # Held before step 5: its bar says 4/59 with 00:55 left until the hold file appears.
+    hold = tmp_path / "go"
+    config = write_config(tmp_path / "c.yaml", hf_style=True, steps=59, step_seconds=0.01,
+                          hold_at=5, hold_file=str(hold))
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "long",
+               "--no-follow", "--gpus", "1").rc == 0
+
+    def projected() -> dict[str, object] | None:
+        got = json.loads(cli("status", "gpu", "long", "--workdir", workdir, "--json").out)
+        return got if got["state"] == "running" and got["cost_at_end"] is not None else None
+
+    wait_for("a projection", lambda: projected() is not None)
+    got = projected()
+    hold.touch()
+    assert got is not None and got["currency"] == "€"
+    assert Decimal(str(got["cost_at_end"])) - Decimal(str(got["cost"])) == Decimal("5.50")
+    listed = cli("runs").out.splitlines()
+    assert listed[0].split()[-1] == "COST" and listed[1].split()[-1].startswith("€")
