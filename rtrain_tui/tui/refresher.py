@@ -39,11 +39,13 @@ class Refresher:
     def __init__(self, app: Scheduler, engine: Any,
                  read_index: Callable[[], Awaitable[IndexReport | None]],
                  period: float, rearm: bool, gpus_only: Callable[[str], bool],
-                 wanted: Callable[[], Collection[RunKey]] | None = None) -> None:
+                 wanted: Callable[[], Collection[RunKey]] | None = None,
+                 on_warm: Callable[[], None] | None = None) -> None:
         """`gpus_only(host)`: poll a host that has no runs for its GPUs alone (it was
         checked and answered); `rearm`: arm each host's next refresh (the app's poll);
         `wanted()`: the runs whose progress is worth reading (on screen, or open in a
-        tab); None: every run."""
+        tab); None: every run. `on_warm()`: called once, when every host of the first
+        `refresh_all` has been shown once (connected, probed)."""
         self.app = app
         self.engine = engine
         self.read_index = read_index
@@ -51,6 +53,8 @@ class Refresher:
         self.rearm = rearm
         self.gpus_only = gpus_only
         self.wanted = wanted
+        self.on_warm = on_warm
+        self._first_round: set[str] | None = None  # hosts of the first refresh_all not shown yet
         self.in_flight: set[str] = set()
         self.discovering = False
         self.settled: set[RunKey] = set()  # ended runs whose final line is shown
@@ -83,7 +87,11 @@ class Refresher:
             report = await self.read_index()
         finally:
             self.discovering = False
-        for host in sorted({r.host for r in report.records} if report else ()):
+        hosts = sorted({r.host for r in report.records} if report else ())
+        if not only_new and self._first_round is None:
+            self._first_round = set(hosts)
+            self._warm_if_done()
+        for host in hosts:
             if not only_new or self.idle(host):
                 self.refresh_now(host)
 
@@ -172,6 +180,11 @@ class Refresher:
             self._grouped_from, self._grouped = records, grouped
         return list(self._grouped.get(host, ()))
 
+    def _warm_if_done(self) -> None:
+        if self._first_round == set() and self.on_warm is not None:
+            on_warm, self.on_warm = self.on_warm, None
+            on_warm()
+
     async def _poll_gpus(self, host: str) -> bool:
         """A checked host without runs is still polled, for its GPUs alone; did it answer?"""
         try:
@@ -184,5 +197,8 @@ class Refresher:
         """The app showed the host's refresh: arm its next one."""
         self.in_flight.discard(host)
         self._done[host] = self._done.get(host, 0) + 1
+        if self._first_round:
+            self._first_round.discard(host)
+            self._warm_if_done()
         if self.rearm:
             self._timers[host] = self.app.set_timer(self.period, lambda: self.refresh_now(host))

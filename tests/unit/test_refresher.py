@@ -6,6 +6,7 @@ host is proven through the app (tests/test_tui.py, tests/test_tui_faults.py).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -132,3 +133,25 @@ def test_a_hosts_runs_follow_the_index_as_it_changes() -> None:
     ended = replace(a, state="completed")
     assert refresher._of_host([ended, b, c], "gpu")[0] is ended
     assert refresher._of_host([b], "gpu") == [] and refresher._of_host([b], "cpu") == [b]
+
+
+def test_on_warm_is_called_once_when_every_host_of_the_first_round_was_shown() -> None:
+    """What the first round of refreshes made (connections, caches) lives as long as the
+    app: the app freezes it out of the collector's passes then, once."""
+    from rtrain_tui.core.runs.index import IndexReport, RunRecord
+
+    async def index() -> IndexReport:
+        return IndexReport([RunRecord("gpu", "a", "~/w"), RunRecord("cpu", "b", "~/w")], [])
+
+    warm: list[bool] = []
+    app = StandInApp()
+    refresher = Refresher(app, engine=None, read_index=index, period=2.0,  # type: ignore[arg-type]
+                          rearm=True, gpus_only=lambda host: False, on_warm=lambda: warm.append(True))
+    asyncio.run(refresher._refresh_hosts_with_runs(only_new=False))
+    refresher.finished("gpu")
+    assert warm == []
+    refresher.finished("cpu")
+    refresher.finished("gpu")
+    asyncio.run(refresher._refresh_hosts_with_runs(only_new=False))
+    refresher.finished("cpu")
+    assert warm == [True]
