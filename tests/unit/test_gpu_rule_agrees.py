@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -103,3 +104,36 @@ def test_the_host_says_why_in_the_words_of_the_client_refusal() -> None:
     with pytest.raises(RemoteError, match="GPU 1: 97% busy, 68 GiB, held by alice, pid 31337"):
         choose_gpus("h", client_sample(text), 2)
     assert host_rule(text, 1)["take"] == ["0"]
+
+
+def test_held_gpus_counts_live_runs_and_fresh_claims_only(tmp_path: Path) -> None:
+    """What the host counts as given: a live run's `gpus`, and a claim of a start still
+    uploading (within the hour); never an ended run's, a dead one's, an hour-old claim
+    (its client died mid-upload) or a claim from before a reboot."""
+    uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        start = Path(f"/proc/{alive.pid}/stat").read_text().rpartition(")")[2].split()[19]
+
+        def run(name: str, gpus: str, **files: str) -> None:
+            (tmp_path / name).mkdir()
+            (tmp_path / name / "gpus").write_text(gpus + "\n")
+            for file, text in files.items():
+                (tmp_path / name / file.replace("_", ".")).write_text(text + "\n")
+
+        run("live", "0", train_pid=str(alive.pid), train_ident=f"{start} {boot}")
+        run("uploading", "1", gpus_claimed=str(uptime - 60))
+        run("ended", "2", train_pid=str(alive.pid), train_ident=f"{start} {boot}", status="0")
+        run("dead", "3", train_pid="999999999", train_ident=f"1 {boot}")
+        run("abandoned", "4", gpus_claimed=str(uptime - 4000))
+        run("before-reboot", "5", gpus_claimed=str(uptime + 100))
+        run("unclaimed", "6")
+        script = scripts._LIVENESS + scripts._GPU_RULE + 'held_gpus "$1"'
+        out = subprocess.run([shutil.which("dash") or "dash", "-c", script, "held", str(tmp_path)],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    finally:
+        alive.kill()
+        alive.wait()
+    assert sorted(out.split()) == ["gpu_held=0,live", "gpu_held=1,uploading"]
+    assert parse_held(out) in (((0, "live"), (1, "uploading")), ((1, "uploading"), (0, "live")))

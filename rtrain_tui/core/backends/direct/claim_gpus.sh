@@ -11,6 +11,7 @@ done
 if [ -n "$cg_hit" ]; then
   echo "held=$cg_hit"
 else
+  q_uptime; echo "$qu" > "$rd/gpus.claimed"
   echo "$want" > "$rd/gpus.tmp" && mv "$rd/gpus.tmp" "$rd/gpus" && echo claimed=1
 fi
 q_unlock "$wd/.queue"

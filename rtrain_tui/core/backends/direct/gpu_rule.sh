@@ -81,14 +81,22 @@ gpu_rule() {
 
 ## `held_gpus WORKDIR`: `gpu_held=INDEX,RUN` for each GPU recorded in the `gpus` file of
 ## a run of ours that is live, or whose start has not launched it yet (a client claimed
-## its GPUs, and is uploading). A run that ended (`status`) or died holds none.
+## its GPUs within the hour, and is uploading: `gpus.claimed` holds the host's uptime
+## then; a client that died mid-upload must not hold GPUs for good). A run that ended
+## (`status`) or died holds none.
 held_gpus() {
+  hg_now=
   for hg_f in "$1"/*/gpus; do
     [ -r "$hg_f" ] || continue
     hg_d=${hg_f%/gpus}
     [ -e "$hg_d/status" ] && continue
     read_file "$hg_d/train.pid"; hg_pid=$rf
-    if [ -n "$hg_pid" ]; then
+    if [ -z "$hg_pid" ]; then
+      [ -n "$hg_now" ] || { q_uptime; hg_now=$qu; }
+      read_file "$hg_d/gpus.claimed"
+      case $rf in ''|*[!0-9]*) continue;; esac
+      if [ $((hg_now - rf)) -gt 3600 ] || [ "$hg_now" -lt "$rf" ]; then continue; fi
+    else
       read_file "$hg_d/train.ident"
       hg_o=$own_pgrp hg_s=$sh_pgrp; own_pgrp=none sh_pgrp=none
       is_live "$hg_pid" "$rf" "$hg_d"; hg_live=$?
