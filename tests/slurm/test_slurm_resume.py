@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.slurm.conftest import LOGIN, SlurmCli
 from tests.slurm.test_slurm_cli import start, status, wait_for
+from tests.slurm_cluster import SlurmCluster
 
 
 def test_a_failed_job_resumes_as_a_new_job_in_its_run_dir(
@@ -59,3 +60,42 @@ def test_a_resume_sbatch_refuses_reads_unknown_and_the_next_resume_launches(
     assert r.out.startswith("resumed sq on cluster: attempt 3, from outputs/checkpoint-3 (Slurm job ")
     wait_for(scli, "sq", workdir, lambda s: s["state"] == "failed (exit 1)" and s["attempt"] == 3,
              timeout=90)
+
+
+def test_a_stop_still_under_way_when_a_resume_submits_never_cancels_the_new_job(
+        scli: SlurmCli, tmp_path: Path, workdir: str, slurm: SlurmCluster) -> None:
+    """A stop's TERM ended job 1, the run read `stopped`, and a resume submitted job 2
+    before the stop's wait and `scancel`: those are for job 1, never job 2."""
+    import os
+    import secrets
+    import subprocess
+
+    from rtrain_tui.core.backends.slurm import scripts
+    from rtrain_tui.core.host import remote_sh
+    from rtrain_tui.core.runs import probes
+
+    def on_login(script: str) -> dict[str, str]:
+        out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "SLURM_CONF": str(slurm.conf)})
+        return dict(probes.parse_key_values(out.stdout))
+
+    run = Path(workdir) / "ss"
+    start(scli, tmp_path, workdir, "ss", "--gpus", "0", steps=10000, save_steps=2, step_seconds=0.05)
+    wait_for(scli, "ss", workdir, lambda s: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    nonce = secrets.token_hex(8)
+    signalled = on_login(scripts.stop_signal(workdir, "ss", nonce, False))
+    assert signalled["result"] == "signalled"
+    job_1 = signalled["job"]
+    wait_for(scli, "ss", workdir, lambda s: s["state"] == "stopped")
+    r = scli("resume", LOGIN, "ss", "--workdir", workdir, timeout=180)
+    assert r.rc == 0, r.err
+    job_2 = wait_for(scli, "ss", workdir, lambda s: s["state"] == "running")["slurm_job_id"]
+    assert job_2 != job_1
+
+    # The stop goes on with the job it found: gone, so nothing is cancelled or marked.
+    assert on_login(scripts.job_state(workdir, "ss", job_1))["state"] not in (
+        "RUNNING", "PENDING", "CONFIGURING", "COMPLETING")
+    assert on_login(scripts.stop_signal(workdir, "ss", nonce, True, job_1))["result"] == "not_running"
+    assert on_login(remote_sh.mark_stopped(workdir, "ss", 137)) == {"marked": "0"}
+    assert status(scli, "ss", workdir)["state"] == "running"
+    assert scli("stop", LOGIN, "ss", "--workdir", workdir, "--grace", "2").rc == 0

@@ -113,6 +113,10 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "slurm.stop_signal_full": (slurm.stop_signal,
                                lambda: slurm.stop_signal(WORKDIR, "r1", TOKEN, True)),
     "slurm.job_state": (slurm.job_state, lambda: slurm.job_state(WORKDIR, "r1")),
+    # The rest of a stop, for the job its first sending found.
+    "slurm.stop_signal_job": (slurm.stop_signal,
+                              lambda: slurm.stop_signal(WORKDIR, "r1", TOKEN, True, "123_4")),
+    "slurm.job_state_job": (slurm.job_state, lambda: slurm.job_state(WORKDIR, "r1", "123")),
     "slurm.preflight": (slurm.preflight, lambda: slurm.preflight("python3", WORKDIR)),
     # How the long-lived shell runs each script under timeout(1) (connection.py).
     "connection.under_timeout": (connection._under_timeout, lambda: connection._under_timeout(

@@ -109,12 +109,15 @@ class SlurmBackend(Backend):
         if facts.get("result") == "not_running":
             return None
         code = 143
+        # The job signalled: a resume may submit a new one for the run dir once this one
+        # is gone, and the rest of the stop must neither wait for nor cancel that one.
+        job = facts.get("job", "")
         if facts.get("queued") != "1":
             step(f"waiting up to {grace:g} s for them to exit")
-            if not await _wait_job_gone(conn, workdir, run_id, grace):
-                await finish_when_cancelled(_cancel_said(conn, workdir, run_id, nonce, step))
+            if not await _wait_job_gone(conn, workdir, run_id, grace, job):
+                await finish_when_cancelled(_cancel_said(conn, workdir, run_id, nonce, step, job))
                 code = 137
-        if not await _wait_job_gone(conn, workdir, run_id, 60.0):
+        if not await _wait_job_gone(conn, workdir, run_id, 60.0, job):
             raise RemoteError(f"{run_id} did not stop on {conn.alias}: Slurm still reports its job "
                               "active 60 s after scancel; check it with `squeue` on the login node.")
         return code
@@ -140,14 +143,14 @@ async def _term_said(conn: HostShell, workdir: str, run_id: str, nonce: str,
 
 
 async def _cancel_said(conn: HostShell, workdir: str, run_id: str, nonce: str,
-                       step: StepCallback) -> None:
-    await _signal(conn, workdir, run_id, nonce, full_cancel=True)
+                       step: StepCallback, job: str = "") -> None:
+    await _signal(conn, workdir, run_id, nonce, full_cancel=True, job=job)
     step("scancel sent (Slurm kills what is left after its KillWait)")
 
 
 async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
-                  full_cancel: bool) -> dict[str, str]:
-    out = await conn.run(scripts.stop_signal(workdir, run_id, nonce, full_cancel))
+                  full_cancel: bool, job: str = "") -> dict[str, str]:
+    out = await conn.run(scripts.stop_signal(workdir, run_id, nonce, full_cancel, job))
     facts = dict(probes.parse_key_values(out))
     if facts.get("result") not in ("signalled", "not_running"):
         raise RemoteError(f"{conn.alias}: could not cancel {run_id}'s job: "
@@ -155,11 +158,12 @@ async def _signal(conn: HostShell, workdir: str, run_id: str, nonce: str,
     return facts
 
 
-async def _wait_job_gone(conn: HostShell, workdir: str, run_id: str, seconds: float) -> bool:
+async def _wait_job_gone(conn: HostShell, workdir: str, run_id: str, seconds: float,
+                         job: str = "") -> bool:
     import asyncio  # not at the top: see base.py
 
     deadline = time.monotonic() + seconds
-    script = scripts.job_state(workdir, run_id)
+    script = scripts.job_state(workdir, run_id, job)
     while True:
         state = dict(probes.parse_key_values(await conn.run(script))).get("state", "")
         if parse.job_gone(state):

@@ -80,23 +80,32 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) 
 
 
 # -- stop -------------------------------------------------------------------------------------
-def stop_signal(workdir: str, run_id: str, nonce: str, full_cancel: bool) -> str:
+def stop_signal(workdir: str, run_id: str, nonce: str, full_cancel: bool, job: str = "") -> str:
     """Ask Slurm to end the run's job: TERM to every process (`--full`), or `scancel` itself.
 
     Prints `result=not_running` (no job, or it already ended, and not by our stop),
     `result=signalled` with `queued=1` when the job had not started (cancelled at once),
     or `result=error`. The stop is recorded in `stop_requested` first, so a run whose
     job ends between the two reads `stopped`. Idempotent under a re-send: our own nonce
-    on record answers `signalled`.
+    on record answers `signalled`. It says which job it found (`job=`); given that as
+    `job`, a later sending acts on that job, never on one a resume submitted meanwhile.
     """
     return (remote_sh.run_dir_assign(workdir, run_id)
-            + host.assign(tok=remote_sh.check_token(nonce), full_cancel=int(bool(full_cancel)))
+            + host.assign(tok=remote_sh.check_token(nonce), full_cancel=int(bool(full_cancel)),
+                          job_at=_job_word(job))
             + _file("stop_signal.sh"))
 
 
-def job_state(workdir: str, run_id: str) -> str:
-    """Print `state=STATE` of the run's job ('' when Slurm no longer knows it)."""
-    return remote_sh.run_dir_assign(workdir, run_id) + _file("job_state.sh")
+def job_state(workdir: str, run_id: str, job: str = "") -> str:
+    """Print `state=STATE` of the run's job, or of `job` when given (a job a stop found):
+    '' when Slurm no longer knows it."""
+    return (remote_sh.run_dir_assign(workdir, run_id) + host.assign(job_at=_job_word(job))
+            + _file("job_state.sh"))
+
+
+def _job_word(job: str) -> str:
+    """A Slurm job id as a stop read it from the host ('' when it is not one)."""
+    return job if job and len(job) <= 40 and all(c in "0123456789_" for c in job) else ""
 
 
 # -- preflight --------------------------------------------------------------------------------
