@@ -31,6 +31,7 @@ from textual.worker import Worker, WorkerState
 
 from rtrain_tui.core.engine import Engine, StartedRun
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.runs.hostconfig import Price
 from rtrain_tui.core.runs.index import RunIndex, RunRecord
 from rtrain_tui.core.runs.probes import PreflightReport
 from rtrain_tui.core.safety.sanitize import safe_line, safe_text
@@ -108,7 +109,16 @@ class RTrainApp(HeldToasts):
         return MainScreen(id="_default")
 
     def compose(self) -> ComposeResult:
-        yield from main_layout(self.hosts, self.clock)
+        yield from main_layout(self.hosts, self.clock, self.price_of())
+
+    def price_of(self) -> Callable[[str], Price | None] | None:
+        """Each host's price (config.toml), or None when no host has one: then no cost
+        column anywhere. A config.toml that cannot be used is said where it is used."""
+        try:
+            hosts = self.engine.hosts
+        except RemoteError:
+            return None
+        return hosts.price_of if hosts.priced else None
 
     @property
     def main_screen(self) -> MainScreen:

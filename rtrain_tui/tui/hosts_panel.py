@@ -53,7 +53,14 @@ class HostsPanel:
         report, checked = self.reports.get(host or "", (None, ""))
         app.query_one("#preflight", PreflightPanel).show(
             report, host, checked, host in self.checking,
-            gpus=app.engine.gpu_history.get(host or ""), now=app.clock().timestamp())
+            gpus=app.engine.gpu_history.get(host or ""), now=app.clock().timestamp(),
+            price=self.price_label(host))
+
+    def price_label(self, host: str | None) -> str:
+        """The host's price as the panel shows it (`$2.49/h`), or "" when it has none."""
+        price_of = self.app.price_of()
+        price = price_of(host) if price_of is not None and host else None
+        return price.label() if price is not None else ""
 
     def check_selected(self) -> None:
         host = self.app.host_list.selected_alias

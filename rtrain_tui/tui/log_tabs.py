@@ -72,4 +72,5 @@ class LogTabs:
         if not records:
             app.notify("Mark runs with space first.", severity="warning")
             return
-        app.push_screen(CompareScreen(app.engine, records, state_of=self.state_of))
+        app.push_screen(CompareScreen(app.engine, records, state_of=self.state_of,
+                                      price_of=app.price_of(), clock=app.clock))

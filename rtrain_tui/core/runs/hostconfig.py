@@ -75,6 +75,14 @@ class HostConfig:
     def for_host(self, alias: str) -> HostSettings:
         return self.hosts.get(alias, HostSettings())
 
+    def price_of(self, alias: str) -> Price | None:
+        return self.for_host(alias).price
+
+    @property
+    def priced(self) -> bool:
+        """Some host has a price: the app then shows a cost column."""
+        return any(h.price is not None for h in self.hosts.values())
+
     def backend_of(self, record: RunRecord) -> str:
         """The backend of `record`'s run: its own, fixed when it started. None recorded
         means what the older version that wrote it meant: a run it started was a box

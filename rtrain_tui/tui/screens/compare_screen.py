@@ -5,12 +5,15 @@ worker that polls again while any run is live, re-armed only after the last poll
 (as the curves pane does), so a live run's curve and row move as the runs table's do. A
 run whose host cannot be read is named with why, and the others still draw. Each run has
 its own colour (its own marker past eight runs) and is named by host and run id (and
-workdir, where two share both); only a running run shows an ETA (`for_state`).
+workdir, where two share both); only a running run shows an ETA (`for_state`). With
+`price_of` (some host has a price), each run's cost too, and a running run's projection
+from its ETA (core/runs/cost.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from rich.table import Table
 from rich.text import Text
@@ -26,6 +29,8 @@ from rtrain_tui.core.logs.logstream import LogSource
 from rtrain_tui.core.metrics.metrics import MetricsParser, downsample, format_eta
 from rtrain_tui.core.metrics.metrics_format import for_state, number
 from rtrain_tui.core.metrics.metrics_sync import sync_metrics
+from rtrain_tui.core.runs import cost
+from rtrain_tui.core.runs.hostconfig import Price
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.probes import RUNNING, is_final
 from rtrain_tui.core.safety.sanitize import safe_line
@@ -58,8 +63,12 @@ class CompareScreen(ModalScreen[None]):
 
     def __init__(self, engine: LogSource | None, records: list[RunRecord],
                  state_of: Callable[[RunRecord], str] | None = None,
-                 poll: float = DEFAULT_POLL) -> None:
+                 poll: float = DEFAULT_POLL,
+                 price_of: Callable[[str], Price | None] | None = None,
+                 clock: Callable[[], datetime] | None = None) -> None:
         super().__init__()
+        self.price_of = price_of
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.engine = engine
         self.records = records
         # The run's state as the app's refresh last saw it: a run that ends while the
@@ -120,14 +129,16 @@ class CompareScreen(ModalScreen[None]):
         plt.clear_figure()
         width = max(10, widget.size.width or 80)
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold dim")
-        for column in COLUMNS:
+        columns = (*COLUMNS, "cost") if self.price_of is not None else COLUMNS
+        for column in columns:
             table.add_column(column, no_wrap=True, overflow="ellipsis")
         for i, (r, name) in enumerate(zip(self.records, run_names(self.records))):
             pcolor, rcolor, marker, swatch = look(i)
             parser = self.metrics.get(r.key)
             if parser is None:
                 why = self.errors.get(r.key, "reading…")
-                table.add_row(Text(swatch, style=rcolor), Text(name), Text(why, style="red"), "", "", "")
+                table.add_row(Text(swatch, style=rcolor), Text(name), Text(why, style="red"), "", "", "",
+                              *self._cost(r, state_of=self.state_of(r), eta=None))
                 continue
             if parser.losses:
                 small = downsample(parser.losses, width)
@@ -143,10 +154,17 @@ class CompareScreen(ModalScreen[None]):
             else:  # why it has no ETA: stopped, failed (exit 1), queued…
                 eta = Text(state, style="dim")
             table.add_row(Text(swatch, style=rcolor), Text(name), step, number(s.loss),
-                          number(s.eval_loss), eta)
+                          number(s.eval_loss), eta, *self._cost(r, state, s.eta_seconds))
         widget.refresh()
         self.table = table
         self.query_one("#compare-table", Static).update(table)
+
+    def _cost(self, r: RunRecord, state_of: str, eta: float | None) -> tuple[Text, ...]:
+        """The run's cost cell (`$12.40 → ~$18.10` running with an ETA), when priced."""
+        if self.price_of is None:
+            return ()
+        spent = cost.run_cost(r, self.price_of(r.host), self.clock(), state=state_of, eta_s=eta)
+        return (Text(spent.text() if spent is not None else "-"),)
 
     def action_close(self) -> None:
         self.dismiss(None)

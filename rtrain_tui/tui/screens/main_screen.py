@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
 from rtrain_tui.core.logs.logstream import LogSource
+from rtrain_tui.core.runs.hostconfig import Price
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.tui.widgets.host_list import HostList
 from rtrain_tui.tui.widgets.log_pane import LogPane
@@ -31,10 +32,12 @@ EMPTY_RUNS = "No runs yet: press n to start a run."
 NO_LOG = "No log open — select a run and press enter."
 
 
-def main_layout(hosts: list[str], clock: Callable[[], datetime]) -> ComposeResult:
+def main_layout(hosts: list[str], clock: Callable[[], datetime],
+                price_of: Callable[[str], Price | None] | None = None) -> ComposeResult:
     """The main screen's widgets. The app composes them (`RTrainApp.compose`) into its
     default screen, a `MainScreen`: a screen's own compose would run after the app's
-    mount, and the app reads these widgets from its first moment."""
+    mount, and the app reads these widgets from its first moment. `price_of`: each host's
+    price, when some host has one (the runs table then has a cost column)."""
     yield Header()
     with Horizontal(id="main"):
         with Vertical(id="left"):
@@ -43,7 +46,7 @@ def main_layout(hosts: list[str], clock: Callable[[], datetime]) -> ComposeResul
         with Vertical(id="right"):
             yield Input(placeholder="filter runs by host, id, state, progress or reason (esc: close)",
                         id="run-filter", classes="hidden")
-            yield RunsTable(clock, id="runs")
+            yield RunsTable(clock, price_of, id="runs")
             yield Static(EMPTY_RUNS, id="runs-empty", classes="hidden")
             yield Static(NO_LOG, id="logs-empty")
             yield TabbedContent(id="logs", classes="hidden")

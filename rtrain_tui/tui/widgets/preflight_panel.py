@@ -1,7 +1,7 @@
 """The preflight panel: each check as ✓ / ✗ / !, one row per GPU with a memory bar, or,
 once the host's refresh has sampled its GPUs, live rows: a sparkline per GPU and who
 holds it (gpu_rows.py); for a Slurm login node one row per partition with a bar of its
-GPUs in use."""
+GPUs in use; and the host's price, when config.toml gives one."""
 
 from __future__ import annotations
 
@@ -24,19 +24,20 @@ def _bar(used: int, total: int, width: int = 12) -> Text:
 
 def render_report(report: PreflightReport | None, host: str | None, checked_at: str = "",
                   checking: bool = False, gpus: GpuHistory | None = None,
-                  now: float = 0.0) -> Table | Text:
+                  now: float = 0.0, price: str = "") -> Table | Text:
     if host is None:
         return Text("No hosts in ~/.ssh/config. Add one, or start with --demo.", style="dim")
     if checking:
         return Text(f"checking {host}…", style="italic cyan")
     live = gpu_rows(gpus, now) if gpus is not None else []
+    priced = [Text.assemble(("price    ", "bold"), price)] if price else []
     if report is None:
         prompt = Text.assemble((f"{host}", "bold"), " not checked yet — press ", ("p", "bold reverse"))
-        if not live:
+        if not live and not priced:
             return prompt
         table = Table.grid(expand=True)
         table.add_column(no_wrap=True, overflow="ellipsis")
-        for row in (prompt, *live):
+        for row in (prompt, *live, *priced):
             table.add_row(row)
         return table
     table = Table.grid(padding=(0, 1), expand=True)
@@ -72,6 +73,8 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
             f" {part.gpus_total - part.gpus_used}/{part.gpus_total} GPUs free",
         ))
         table.add_row("", Text(f"  {len(part.nodes)} node(s): {states}", style="dim"))
+    for row in priced:
+        table.add_row("", row)
     verdict = Text("ready", style="bold green") if report.ok else Text("not ready", style="bold yellow")
     table.add_row("", Text.assemble(verdict, (f"  checked {checked_at}" if checked_at else "", "dim")))
     return table
@@ -82,5 +85,6 @@ class PreflightPanel(Static):
         self.border_title = "Preflight"
 
     def show(self, report: PreflightReport | None, host: str | None, checked_at: str = "",
-             checking: bool = False, gpus: GpuHistory | None = None, now: float = 0.0) -> None:
-        self.update(render_report(report, host, checked_at, checking, gpus, now))
+             checking: bool = False, gpus: GpuHistory | None = None, now: float = 0.0,
+             price: str = "") -> None:
+        self.update(render_report(report, host, checked_at, checking, gpus, now, price))

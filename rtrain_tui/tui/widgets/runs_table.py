@@ -1,4 +1,5 @@
-"""The runs table: host, run id, status badge, started, elapsed, latest progress.
+"""The runs table: host, run id, status badge, started, elapsed, latest progress, and
+(once some host has a price in config.toml) what each run cost so far.
 
 Live runs (anything not final: running, starting, queued, unknown) on top, then the
 newest first. A refresh changes only the rows that changed: a cell whose text moved is
@@ -31,6 +32,8 @@ from textual.cache import LRUCache
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, Row, RowKey
 
+from rtrain_tui.core.runs import cost
+from rtrain_tui.core.runs.hostconfig import Price
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.probes import LOST, is_final
 from rtrain_tui.tui.badges import elapsed, run_badge, started_text
@@ -76,7 +79,7 @@ def state_matches(state_filter: str, state: str) -> bool:
 
 # What a row shows, as plain values: compared to tell a changed row from an unchanged one
 # without building its renderables.
-_Cells = tuple[str, str, str, bool, str, str, str]
+_Cells = tuple[str, str, str, bool, str, str, str] | tuple[str, str, str, bool, str, str, str, str]
 
 
 def _literal(text: str) -> Text | str:
@@ -149,13 +152,19 @@ class RunsTable(DataTable):
     ]
     # What matters first comes first: on a narrow terminal the last columns are the
     # ones cut (they stay a sideways scroll away).
-    COLUMNS = ("host", "run", "status", "progress", "elapsed", "started")
+    COLUMNS: tuple[str, ...] = ("host", "run", "status", "progress", "elapsed", "started")
     # `ordered_rows`, until the order changes (a class default: DataTable's __init__ asks)
     _ordered: list[Row] | None = None
 
-    def __init__(self, clock: Callable[[], datetime], **kwargs: object) -> None:
+    def __init__(self, clock: Callable[[], datetime],
+                 price_of: Callable[[str], Price | None] | None = None, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
         self.clock = clock
+        # A cost column only when some host has a price (core/runs/cost.py: from the
+        # index, so a live run's cost moves with its elapsed time).
+        self.price_of = price_of
+        if price_of is not None:
+            self.COLUMNS = (*self.COLUMNS, "cost")
         self.views: dict[RunKey, RunView] = {}
         self.host_filter: str | None = None
         self.text_filter = ""
@@ -308,16 +317,21 @@ class RunsTable(DataTable):
 
     def _cells(self, view: RunView, now: datetime) -> _Cells:
         r = view.record
-        return (r.host, ("● " if r.key in self.marked else "") + r.run_id, r.state, r.stale,
-                view.progress, view.elapsed(now), view.started)
+        cells = (r.host, ("● " if r.key in self.marked else "") + r.run_id, r.state, r.stale,
+                 view.progress, view.elapsed(now), view.started)
+        if self.price_of is None:
+            return cells
+        spent = cost.run_cost(r, self.price_of(r.host), now)
+        return (*cells, spent.text() if spent is not None else "")
 
     @staticmethod
     def _renderables(cells: _Cells) -> tuple[Text | str, ...]:
         """The row's cells: what came from a host or a config (an alias, a run id, a
         traceback line as a failure reason) shown literally (a `[` in it is text, never
         markup); the times, which are ours, as plain strings."""
-        host, run, state, stale, progress, took, started = cells
-        return (_literal(host), _literal(run), _badge(state, stale), _literal(progress), took, started)
+        host, run, state, stale, progress, took, started, *spent = cells
+        return (_literal(host), _literal(run), _badge(state, stale), _literal(progress), took,
+                started, *map(_literal, spent))
 
     def _sync(self, changed: Iterable[RunKey], removed: Iterable[RunKey]) -> None:
         """Bring the rows in line with `views` for these runs; rows move only when the
