@@ -28,3 +28,18 @@ def test_a_run_that_filled_the_disk_reads_failed_with_no_space_left(
     assert status.out == "failed\n", status.err
     got = json.loads(cli("status", "gpu", "full", "--workdir", str(small_disk), "--json").out)
     assert (got["state"], got["reason"]) == ("failed", "no space left on device on gpu")
+
+
+def test_a_resume_on_the_full_disk_says_so_and_changes_nothing(
+        cli: Cli, tmp_path: Path, small_disk: Path) -> None:  # noqa: F811
+    """The usual reason to resume after a full disk is to try again before freeing space:
+    the resume is refused in one line that says why, and the run stays as it ended."""
+    config = write_config(tmp_path / "full.yaml", fill_disk=True)
+    cli("start", "gpu", "-c", str(config), "--workdir", str(small_disk), "--run-id", "full")
+    assert cli("status", "gpu", "full", "--workdir", str(small_disk)).out == "failed\n"
+    r = cli("resume", "gpu", "full", "--restart", "--workdir", str(small_disk))
+    assert (r.rc, r.out) == (1, "")
+    assert r.err.startswith("rtrain-tui: gpu: no space left") and "bug" not in r.err, r.err
+    assert not (small_disk / "full" / "attempts").exists()
+    assert sorted(p.name for p in (small_disk / "full").iterdir() if ".part" in p.name) == []
+    assert [row["state"] for row in json.loads(cli("runs", "--json").out)] == ["failed"]

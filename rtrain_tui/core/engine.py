@@ -1132,11 +1132,21 @@ def _start_in_progress(index: RunIndex, token: str) -> bool:
 
 
 async def _write_remote_text(sftp, path: str, text: str | bytes) -> None:  # type: ignore[no-untyped-def]
-    """Write a small file under a temp name, then rename it into place."""
+    """Write a small file under a temp name, then rename it into place; a write the host
+    refused (a full disk) takes its temp file away again."""
+    import asyncssh  # not at the top: see cli.py's `runs`
+
     tmp = path + ".part"
-    async with sftp.open(tmp, "wb") as f:
-        await f.write(text.encode() if isinstance(text, str) else text)
-    await sftp.posix_rename(tmp, path)
+    try:
+        async with sftp.open(tmp, "wb") as f:
+            await f.write(text.encode() if isinstance(text, str) else text)
+        await sftp.posix_rename(tmp, path)
+    except asyncssh.SFTPError:
+        try:
+            await sftp.remove(tmp)
+        except (asyncssh.SFTPError, RemoteError):
+            pass  # never made, or the host refuses that too: the refusal below says why
+        raise
 
 
 async def _write_remote_files(sftp, run_dir: str, files: Mapping[str, bytes]) -> None:  # type: ignore[no-untyped-def]

@@ -40,6 +40,7 @@ from rtrain_tui.core import backends
 from rtrain_tui.core.backends import GpuChoice, LaunchSpec
 from rtrain_tui.core.errors import NoSuchRunError, RemoteError
 from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.logs import reasons
 from rtrain_tui.core.logs.retry_rule import separator  # one wording for resume and retry
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs import probes
@@ -249,6 +250,8 @@ async def resume(engine: Engine, host: str, workdir: str, run_id: str, *,
 async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                          from_path: str | None, restart: bool, step: StepCallback,
                          reason: str) -> ResumedRun:
+    import asyncssh  # not at the top: `runs` and friends never load it
+
     from rtrain_tui.core import engine as engine_mod
 
     key = (host, workdir, run_id)
@@ -319,9 +322,12 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             sent = False
             try:
                 sftp = await conn.sftp()
-                await engine_mod._write_remote_files(sftp, run_dir, kind.launch_files(spec_))
-                await engine_mod._write_remote_text(
-                    sftp, f"{run_dir}/{kind.launch_file}.{token}", kind.launch_text(spec_))
+                try:
+                    await engine_mod._write_remote_files(sftp, run_dir, kind.launch_files(spec_))
+                    await engine_mod._write_remote_text(
+                        sftp, f"{run_dir}/{kind.launch_file}.{token}", kind.launch_text(spec_))
+                except asyncssh.SFTPError as exc:
+                    raise await _unwritable(engine, host, run_id, run_dir, exc) from None
                 script = remote_sh.resume(
                     workdir, run_id, token=token, previous_token=facts.get("token", ""),
                     attempt=attempt, checkpoint=checkpoint,
@@ -384,6 +390,23 @@ async def retry_after_reboot(engine: Engine, host: str, workdir: str,
     found = await engine.checkpoints(host, workdir, run_id)
     restart = checkpoint_rule.newest_complete(found).checkpoint is None
     return await resume(engine, host, workdir, run_id, restart=restart, reason=REBOOTED)
+
+
+async def _unwritable(engine: Engine, host: str, run_id: str, run_dir: str,
+                      exc: Exception) -> RemoteError:
+    """Why the new attempt's files could not be written, in one line. A full disk is the
+    usual why (the attempt before may have died of it), and SFTP says only `Failure`, so
+    the free space is asked for."""
+    try:
+        said = (await engine.host(host).run(remote_sh.free_kb(run_dir))).strip()
+    except RemoteError:
+        said = ""
+    if said.isdigit() and int(said) < reasons.FULL_KB:
+        return RemoteError(f"{host}: no space left on device where {run_id} is ({said} KiB "
+                            "free); free some and resume again. Nothing was changed.")
+    why = safe_line(getattr(exc, "reason", "") or str(exc))[:200]
+    return RemoteError(f"{host}: could not write the new attempt's files in {run_dir} "
+                       f"({why}); nothing was changed.")
 
 
 async def _put_back(engine: Engine, old: RunRecord | None, record: RunRecord,
