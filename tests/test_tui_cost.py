@@ -51,7 +51,7 @@ def test_the_runs_table_shows_each_runs_cost_and_the_host_panel_its_price(tmp_pa
             assert cost["mistral-lora"] == ""  # a100-rented has no price
             assert cost["llama3-sft-r32"] == "$0.00"  # starting: nothing yet
             panel = app.query_one("#preflight", PreflightPanel)
-            assert "price    $2.49/h" in text_of(panel.content)
+            assert "price   $2.49/h" in text_of(panel.content)
 
     asyncio.run(go())
 

@@ -30,7 +30,7 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
     if checking:
         return Text(f"checking {host}…", style="italic cyan")
     live = gpu_rows(gpus, now) if gpus is not None else []
-    priced = [Text.assemble(("price    ", "bold"), price)] if price else []
+    priced = [Text.assemble((f"{'price':8}", "bold"), price)] if price else []
     if report is None:
         prompt = Text.assemble((f"{host}", "bold"), " not checked yet — press ", ("p", "bold reverse"))
         if not live and not priced:
