@@ -112,3 +112,18 @@ class TestSlurm:
         `qwen-long` queued (cyan) and `waiting: Resources` as its progress, beside the
         box runs."""
         assert _compare(snap_compare, "slurm_cluster", tmp_path)
+
+
+class TestCost:
+    def test_cost_column_and_host_price(self, snap_compare, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                        monkeypatch) -> None:
+        """With prices in config.toml (h100-lab $2.49/h, uni-cluster €1/GPU·h): the runs
+        table's last column says what each run cost (`$3.24` for the running llama3 run,
+        `€0.78` for phi3-chat, empty for a100-rented, which has no price), and h100-lab's
+        preflight panel says `price   $2.49/h` above `ready`, aligned with the checks."""
+        config = tmp_path / "xdg" / "rtrain-tui" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text('[hosts.h100-lab]\nprice_per_hour = 2.49\n[hosts.uni-cluster]\n'
+                          'price_per_gpu_hour = 1\ncurrency = "€"\n', encoding="utf-8")
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+        assert _compare(snap_compare, "preflight", tmp_path, (160, 36))
