@@ -422,3 +422,19 @@ def test_a_stop_still_under_way_when_a_resume_launches_neither_kills_nor_marks_t
     assert marked(token) == alive and alive
     assert cli("status", "gpu", "r11", "--workdir", workdir).out == "running\n"
     assert cli("stop", "gpu", "r11", "--grace", "5", "--workdir", workdir).out == "stopped r11 on gpu\n"
+
+
+def test_a_run_whose_token_the_host_garbled_is_refused_in_one_line(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """train.token is host text: one that is not a token of ours (a disk error, a hand
+    edit) is refused saying so, not as a bug, and nothing is written in the run dir."""
+    run = Path(workdir) / "r12"
+    start(cli, tmp_path, workdir, "r12", steps=4, save_steps=2, exit_code=1)
+    wait_state(cli, "r12", workdir, "failed (exit 1)")
+    (run / "train.token").write_text("not a token; $(touch /tmp/x)\n")
+    before = sorted(p.name for p in run.iterdir())
+    r = cli("resume", "gpu", "r12", "--workdir", workdir)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err.startswith("rtrain-tui: r12 on gpu: its train.token is not one rtrain-tui "
+                            "wrote") and "bug" not in r.err, r.err
+    assert sorted(p.name for p in run.iterdir()) == before

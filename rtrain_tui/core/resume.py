@@ -195,6 +195,19 @@ def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
             "retry_base_s": base if 0 <= base <= 3600 else 30.0}
 
 
+def _previous_token(token: str, host: str, run_id: str) -> str:
+    """The attempt before's token, as train.token has it (host text): the claim is made
+    only while it is still there, so one that is not a token of ours is refused here,
+    before anything is written."""
+    try:
+        return remote_sh.check_token(token) if token else ""
+    except ValueError:
+        raise RemoteError(
+            f"{run_id} on {host}: its train.token is not one rtrain-tui wrote "
+            f"({safe_line(token)[:40]!r}), so its attempts cannot be told apart; start it "
+            "again instead.") from None
+
+
 def _choose_checkpoint(found: list[checkpoint_rule.Checkpoint], chosen: str | None,
                        host: str, run_id: str) -> tuple[str, tuple[str, ...]]:
     """The checkpoint to resume from and the newer ones skipped (lines)."""
@@ -275,6 +288,7 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
         await asyncio.to_thread(engine.remember_state, host, workdir, run_id, probe.state)
         raise RemoteError(refusal(probe.state, host, run_id))
     spec = _spec(facts, host, run_id)
+    previous = _previous_token(facts.get("token", ""), host, run_id)
     kind_name = (await engine._backends(host, [(workdir, run_id)]))[0]
     kind = backends.get(kind_name)
     options = kind.options(engine.hosts.for_host(host), _options(kind_name, spec.get("options")))
@@ -329,7 +343,7 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                 except asyncssh.SFTPError as exc:
                     raise await _unwritable(engine, host, run_id, run_dir, exc) from None
                 script = remote_sh.resume(
-                    workdir, run_id, token=token, previous_token=facts.get("token", ""),
+                    workdir, run_id, token=token, previous_token=previous,
                     attempt=attempt, checkpoint=checkpoint,
                     edit_config=req.trainer in engine_mod.BUILT_IN_TRAINERS,
                     separator=separator(attempt, checkpoint), ended_record=ended_record,
