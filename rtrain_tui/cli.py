@@ -231,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "run dir, e.g. outputs/checkpoint-150) instead of the newest one")
     how.add_argument("--restart", action="store_true",
                      help="run it again from the start (no checkpoint), in the same directory")
+    p.add_argument("--queue", action="store_true",
+                   help="GPUs busy: wait for them on the host, in its queue, rather than refuse "
+                   "(as start --queue)")
     _add_remote(p, python=False)
 
     p = sub.add_parser("runs", help="list the runs in the local index", parents=common)
@@ -837,7 +840,8 @@ async def cmd_resume(engine: Engine, args: argparse.Namespace) -> int:
     probe = await engine.require_run(args.host, args.workdir, args.run_id)
     line = await host_view.run_line(engine, args.host, args.workdir, args.run_id, probe)
     resumed = await engine.resume(args.host, args.workdir, args.run_id, from_path=args.from_path,
-                                  restart=args.restart, on_step=step, reason=line.reason)
+                                  restart=args.restart, on_step=step, reason=line.reason,
+                                  queue=args.queue)
     for skipped in resumed.skipped:
         _err(f"skipped {skipped}")
     started = resumed.started
@@ -845,6 +849,9 @@ async def cmd_resume(engine: Engine, args: argparse.Namespace) -> int:
         _err(f"{started.run_id} gets GPU(s) {started.record.gpu_ids} on {args.host}")
     if started.submit_message:
         _err(f"{args.host} said: {started.submit_message}")
+    if started.record.state == probes.QUEUED and not started.job_id:
+        _err(f"{started.run_id} is queued on {args.host}: it waits there for free GPUs, in the "
+             "order runs were queued (it holds with this client closed)")
     how = f"from {resumed.checkpoint}" if resumed.checkpoint else "from the start"
     job = f" (Slurm job {started.job_id})" if started.job_id else ""
     print(f"resumed {started.run_id} on {args.host}: attempt {resumed.attempt}, {how}{job}")

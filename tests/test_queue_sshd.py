@@ -192,3 +192,28 @@ def test_queue_with_gpu_ids_the_host_lacks_is_refused_before_anything_is_made(
     assert r.rc == 1
     assert "GPU 5 does not exist on gpu (its GPUs: 0, 1)" in r.err
     assert not Path(workdir, "nope").exists()
+
+
+def test_resume_queue_waits_on_the_host_for_the_new_attempts_gpus(
+        cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    gpus(IDLE)
+    Path(workdir, ".queue").mkdir(parents=True)
+    Path(workdir, ".queue", "every").write_text("1\n")
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "again",
+            "--no-follow")
+    assert r.rc == 0, r.err
+    assert cli("stop", "gpu", "again", "--workdir", workdir, "--grace", "2").rc == 0
+    gpus(BUSY)
+    refused = cli("resume", "gpu", "again", "--workdir", workdir, "--restart")
+    assert refused.rc == 1 and "Pass --queue to wait for them" in refused.err
+    r = cli("resume", "gpu", "again", "--workdir", workdir, "--restart", "--queue")
+    assert r.rc == 0, r.err
+    assert "again is queued on gpu" in r.err
+    wait_for("attempt 2 to wait", lambda: Path(workdir, "again", "queued").exists())
+    assert cli("status", "gpu", "again", "--workdir", workdir).out == "queued\n"
+    gpus(ONE_FREE)
+    wait_for("attempt 2 to get GPU 1", lambda: read(Path(workdir, "again", "gpus")) == "1")
+    assert read(Path(workdir, "again", "attempts", "1", "gpus")) == "0"  # attempt 1's, kept apart
+    wait_for("attempt 2 running", lambda: cli("status", "gpu", "again", "--workdir", workdir).out
+             == "running\n")

@@ -992,12 +992,14 @@ class Engine:
     # -- resume ------------------------------------------------------------------
     async def resume(self, host: str, workdir: str, run_id: str, *, from_path: str | None = None,
                      restart: bool = False, on_step: StepCallback | None = None,
-                     reason: str = "") -> resume_mod.ResumedRun:
+                     reason: str = "", queue: bool = False) -> resume_mod.ResumedRun:
         """A new attempt of a run that ended failed, stopped or lost, in its run dir: from
-        its newest complete checkpoint, `from_path`, or (`restart`) the start. See
-        core/resume.py; raises RemoteError (one line) when it does not resume."""
+        its newest complete checkpoint, `from_path`, or (`restart`) the start; with
+        `queue` it waits on the host for free GPUs. See core/resume.py; raises
+        RemoteError (one line) when it does not resume."""
         return await resume_mod.resume(self, host, workdir, run_id, from_path=from_path,
-                                       restart=restart, on_step=on_step, reason=reason)
+                                       restart=restart, on_step=on_step, reason=reason,
+                                       queue=queue)
 
     async def attempts(self, host: str, workdir: str, run_id: str) -> list[dict[str, object]]:
         """The run's attempts as its attempts.jsonl records them ([] when never resumed)."""

@@ -232,10 +232,13 @@ def _choose_checkpoint(found: list[checkpoint_rule.Checkpoint], chosen: str | No
 
 async def resume(engine: Engine, host: str, workdir: str, run_id: str, *,
                  from_path: str | None = None, restart: bool = False,
-                 on_step: StepCallback | None = None, reason: str = "") -> ResumedRun:
+                 on_step: StepCallback | None = None, reason: str = "",
+                 queue: bool = False) -> ResumedRun:
     """See the module docstring. Raises RemoteError (one line) when it does not resume.
 
     `reason`: why the attempt before ended, as the caller worded it (attempts.jsonl keeps it).
+    `queue`: on a box, the new attempt waits on the host for free GPUs (`start --queue`)
+    rather than be refused when they are busy.
     """
     from rtrain_tui.core import engine as engine_mod
 
@@ -255,14 +258,14 @@ async def resume(engine: Engine, host: str, workdir: str, run_id: str, *,
     await lock.acquire(RESUME_WAIT, f"another resume of {run_id} on {host} is under way")
     try:
         return await _resume_locked(engine, host, workdir, run_id, from_path, restart, step,
-                                    reason)
+                                    reason, queue)
     finally:
         lock.release()
 
 
 async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                          from_path: str | None, restart: bool, step: StepCallback,
-                         reason: str) -> ResumedRun:
+                         reason: str, queue: bool = False) -> ResumedRun:
     import asyncssh  # not at the top: `runs` and friends never load it
 
     from rtrain_tui.core import engine as engine_mod
@@ -305,13 +308,15 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     req = engine_mod.StartRequest(
         host, Path(spec.get("dataset") or "config.yaml"), gpus=spec["gpus"], run_id=run_id,
         python=spec["python"], workdir=workdir, env=dict(spec["env"]), trainer=spec["trainer"],
-        gpu_ids=spec["gpu_ids"], allow_busy=bool(spec.get("allow_busy")), backend=kind.name)
+        gpu_ids=spec["gpu_ids"], allow_busy=bool(spec.get("allow_busy")) and not queue,
+        backend=kind.name, queue=queue)
     ended: dict[str, Any] = {"attempt": attempt - 1, "state": probe.state,
                              "exit": probe.exit_code, "ended": probe.ended_at,
                              "reason": safe_line(reason or engine.reasons.get(key, ""))[:300]}
     if attempt == 2 and old is not None and old.started_at:
         ended["started"] = old.started_at  # the first attempt's start is the run's
     ended_record = json.dumps(ended)
+    waits = engine_mod._queues(req) and isinstance(kind, GpuChoice)  # the host chooses
     async with engine._choosing_gpus(req, kind) as chosen:
         env, gpu_ids = (await engine._gpu_env(req, step) if isinstance(kind, GpuChoice)
                         else (dict(req.env), ""))
@@ -332,7 +337,8 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             spec_ = LaunchSpec(run_id, token, req.trainer, req.python, spec.get("dataset"),
                                req.gpus, env, options, attempt=attempt, resume_from=checkpoint,
                                retries=spec["retries"] if kind.retries_on_host else 0,
-                               retry_base_s=spec["retry_base_s"])
+                               retry_base_s=spec["retry_base_s"],
+                               queue=(req.gpus, req.gpu_ids) if waits else None)
             sent = False
             try:
                 sftp = await conn.sftp()
@@ -374,6 +380,8 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                 raise RemoteError(f"{host}: attempt {attempt} of {run_id} did not launch "
                                   f"({error}); `rtrain-tui resume {host} {run_id}` tries again.")
             launched = kind.launched(host, run_id, out)
+            if waits:  # its wrapper lives, waiting in the host's queue
+                launched = replace(launched, state=probes.QUEUED)
             record = replace(record, state=launched.state, updated_at=index_now(),
                              job_id=launched.job_id)
             unrecorded = await engine._record_launched(record)
