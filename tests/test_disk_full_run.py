@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import Cli, write_config
+from tests.test_resume_sshd import wait_for
 from tests.test_transfer_upload import small_disk  # noqa: F401  (the 1 MiB tmpfs workdir)
 
 
@@ -43,3 +44,29 @@ def test_a_resume_on_the_full_disk_says_so_and_changes_nothing(
     assert not (small_disk / "full" / "attempts").exists()
     assert sorted(p.name for p in (small_disk / "full").iterdir() if ".part" in p.name) == []
     assert [row["state"] for row in json.loads(cli("runs", "--json").out)] == ["failed"]
+
+
+def test_a_resume_whose_claim_the_host_cannot_make_says_why_not_that_another_took_it(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """The claim is `mkdir attempts/N`; one that fails because nothing can be made there
+    (here a read-only file system at attempts/; a full disk or inode table alike) is no
+    other resume's: the refusal says the host could not record the attempt."""
+    import subprocess
+
+    config = write_config(tmp_path / "c.yaml", steps=4, save_steps=2, exit_code=1)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "ro", "--no-follow")
+    assert r.rc == 0, r.err
+    run = Path(workdir) / "ro"
+    wait_for("attempt 1's end", lambda: (run / "status").exists())
+    (run / "attempts").mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(run / "attempts")],
+                             capture_output=True, text=True)
+    assert mounted.returncode == 0, mounted.stderr
+    try:
+        r = cli("resume", "gpu", "ro", "--workdir", workdir)
+    finally:
+        subprocess.run(["umount", "-l", str(run / "attempts")], check=False)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err.startswith("rtrain-tui: gpu: attempt 2 of ro was not started (cannot make "
+                            "attempts/1"), r.err
+    assert (run / "status").exists() and not list(run.glob("run.sh.*"))

@@ -6,16 +6,23 @@
 ## line and the indented lines its value goes on over) is replaced (or removed, on a
 ## restart) when $cfg is 1; the log gets the separator line; attempts.jsonl gets the
 ## ended attempt's record ($rec) and the new one's; the launch file written as
-## `$lf.$tok` takes its place. The claim is `mkdir attempts/$p`: of two
-## resumes at once only one makes it (the other answers `error=busy`). Sent again after a
-## lost answer (train.token already holds $tok) it changes nothing. Needs $rd, $tok,
-## $prev (the token the resume read), $n, $p, $ck, $cfg, $sep, $rec, $lf.
+## `$lf.$tok` takes its place. The claim is `mkdir attempts/$p`: of two resumes at once
+## only one makes it (the other answers `error=busy`; a mkdir that fails for another
+## reason says why). Sent again after a lost answer (train.token already holds $tok) it
+## changes nothing. Needs $rd, $tok, $prev (the token the resume read), $n, $p, $ck,
+## $cfg, $sep, $rec, $lf.
 cd "$rd" 2>/dev/null || { echo "error=no run directory"; exit 0; }
 rf=; [ -r train.token ] && read -r rf < train.token
 if [ "$rf" != "$tok" ]; then
   mkdir attempts 2>/dev/null
-  if [ "$rf" != "$prev" ] || ! mkdir "attempts/$p" 2>/dev/null; then
-    rm -f -- "$lf.$tok"; echo "error=busy"; exit 0
+  if [ "$rf" != "$prev" ]; then rm -f -- "$lf.$tok"; echo "error=busy"; exit 0; fi
+  if ! why=$(mkdir "attempts/$p" 2>&1); then
+    rm -f -- "$lf.$tok"
+    # Another resume made it first: busy. Else nothing can be made there (a full disk,
+    # a read-only file system), and no other resume is to blame.
+    if [ -d "attempts/$p" ]; then echo "error=busy"
+    else printf 'error=cannot make attempts/%s: %s\n' "$p" "${why##*: }"; fi
+    exit 0
   fi
   for f in status status.tmp status_attempt stop_requested stopped launch.lock train.pid \
            train.ident slurm_job_id submit_unknown submit_error submit_message gpus queued; do
