@@ -1011,7 +1011,11 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
                 _err(f"{left} run{'' if left == 1 else 's'} on the demo host not refreshed: "
                      "add --demo (rtrain-tui --demo runs --refresh).")
         # The app's refresh, without the progress column this table does not have.
-        await host_view.refresh(engine, records, words=False, all_runs=args.all_runs)
+        # The workdirs' listing rides with each host's probe: an ended run resumed from
+        # another laptop, or retried by its host, is probed again (no extra round trip
+        # when none did).
+        await host_view.refresh(engine, records, words=False, all_runs=args.all_runs,
+                                went_on=not args.all_runs)
         for line in engine.notices:  # e.g. a run lost to a reboot, resumed
             _err(line)
         report = engine.index.load_report()

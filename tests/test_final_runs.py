@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, RunRecord, StartRequest, host_view
+from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.hostconfig import HostConfig
 from tests.conftest import Cli, write_config
 from tests.sshd import SshHosts
-from tests.test_discover import seed_run
-from tests.unit.test_remote_sh import wait_for
+from tests.test_discover import STARTED, seed_run
+from tests.unit.test_remote_sh import sh, wait_for
 
 ENDED = "2023-11-14T22:14:02+00:00"
 
@@ -168,3 +172,140 @@ def test_the_index_benchmark_measures_refresh_and_discover_at_scale() -> None:
         "`runs --refresh`", "`runs --refresh`", "`runs --refresh --all`", "`runs --discover many`",
         "`runs --discover many`, again"], r.stdout
     assert "| … of which found | 40 of 40 | 40 |" in r.stdout, r.stdout
+
+
+def test_the_listing_tells_which_ended_runs_went_on_after_their_recorded_end(tmp_path: Path) -> None:
+    """Told a known run's recorded end, the listing prints it only when its end mark
+    (`status`, else the log) was written at another time since, with its attempts: a
+    resume moved `status` away, or a later attempt wrote it again. Host time against host
+    time. Silent for the runs that did not change, and for those past the limit."""
+    for age, run_id in enumerate(["same", "resumed", "again", "live", "old"]):
+        run_dir = seed_run(tmp_path, run_id)
+        os.utime(run_dir, (STARTED - age, STARTED - age))  # `ls -t`: newest first
+    for run_id in ("resumed", "again"):  # as resume.sh leaves attempt 1's files
+        (tmp_path / run_id / "attempts" / "1").mkdir(parents=True)
+        os.rename(tmp_path / run_id / "status", tmp_path / run_id / "attempts" / "1" / "status")
+    (tmp_path / "again" / "status").write_text("1\n")  # attempt 2 ended too, later
+    os.utime(tmp_path / "again" / "status", (STARTED + 99, STARTED + 99))
+    (tmp_path / "old" / "status").write_text("1\n")  # changed, but not among the newest 4
+    end = STARTED + 42
+    known = {"same", "resumed", "again", "live", "old"}
+    ends = {"same": end, "resumed": end, "again": end, "old": end}
+    out = sh(remote_sh.find_runs([str(tmp_path)], [known], limit=4, ended=[ends]))
+    lines = out.splitlines()
+    log_time = int((tmp_path / "resumed" / "train.log").stat().st_mtime)
+    assert sorted(lines[1:]) == [f"end\t0\tagain\t{end}\t2\t{STARTED + 99}",
+                                 f"end\t0\tresumed\t{end}\t2\t{log_time}"], out
+    assert sorted((w.workdir, w.run_id, w.attempts) for w in probes.parse_went_on(out, 1)) == [
+        (0, "again", 2), (0, "resumed", 2)]
+    assert probes.parse_found_runs(out, 1)[1] == []  # known: never "found" again
+    quiet = sh(remote_sh.find_runs([str(tmp_path)], [known], limit=4,
+                                   ended=[{"same": end, "again": STARTED + 99}]))
+    assert quiet == f"wd\t0\t{tmp_path}\n"
+
+
+def _settled(index: RunIndex, run_id: str) -> RunRecord | None:
+    rec = next(r for r in index.load() if r.run_id == run_id)
+    return rec if rec.ended_at and probes.is_final(rec.state) else None
+
+
+def test_a_run_resumed_from_another_laptop_is_read_again_by_the_one_that_saw_it_fail(
+        hosts: SshHosts, tmp_path: Path, workdir: str) -> None:
+    """Laptop A saw the run fail (settled: never probed again). Laptop B, with its own
+    index, resumes it. A's refresh with the listing reads it running as attempt 2, then its
+    new end; and, resumed and stopped again while A looked away (the same word, stopped),
+    its third attempt's end. A settled run whose directory did not change stays unprobed."""
+    # Fails at step 4 once (after checkpoint-2); the resumed attempt trains on.
+    config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.02, save_steps=2,
+                          crash_at=4, crash_once=True, crash="nccl_timeout")
+    still = seed_run(Path(workdir), "still")  # ended long ago, its end recorded
+    (tmp_path / "a").mkdir()
+    index_a = RunIndex(tmp_path / "a" / "runs.toml")
+    index_a.add(RunRecord("gpu", "still", workdir, state="completed",
+                          ended_at=datetime.fromtimestamp(STARTED + 42, UTC).isoformat()))
+    status = Path(workdir) / "went" / "status"
+    key = ("gpu", workdir, "went")
+
+    def end_of_status() -> str:
+        return datetime.fromtimestamp(int(status.stat().st_mtime), UTC).isoformat()
+
+    async def listed(engine: Engine, sent: list[str]) -> tuple[str, list[str]]:
+        sent.clear()
+        view = (await host_view.refresh(engine, index_a.load(), words=False, find=True))["gpu"]
+        return view.states[key], sorted(Path(d).name for d in probed_runs(sent))
+
+    async def go() -> None:
+        a = Engine(ConnectionPool(hosts.ssh_config), index_a, HostConfig())
+        b: Engine | None = None
+        try:
+            await a.start(StartRequest("gpu", config, run_id="went", workdir=workdir, gpus=0))
+            deadline = asyncio.get_running_loop().time() + 60
+            while not _settled(index_a, "went"):
+                assert asyncio.get_running_loop().time() < deadline, index_a.load()
+                await a.refresh()
+                await asyncio.sleep(0.1)
+            rec = _settled(index_a, "went")
+            assert rec and rec.state == "failed (exit 134)" and rec.ended_at == end_of_status()
+            sent = _recording(a, "gpu")
+            assert await listed(a, sent) == ("failed (exit 134)", [])  # nothing changed yet
+
+            (tmp_path / "b").mkdir()
+            for path in index_a.path.parent.glob("runs*.toml"):
+                shutil.copy(path, tmp_path / "b" / path.name)
+            b = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "b" / "runs.toml"),
+                       HostConfig())
+            assert (await b.resume("gpu", workdir, "went")).attempt == 2
+            assert await listed(a, sent) == ("running", ["went"])  # "still" is not asked
+            rec = next(r for r in index_a.load() if r.key == key)
+            assert (rec.state, rec.attempt, rec.ended_at) == ("running", 2, "")
+
+            assert (await b.stop("gpu", workdir, "went", grace=5)).startswith("stopped")
+            sent.clear()
+            await a.refresh()  # live in A's index again: probed by any refresh
+            assert probed_runs(sent) and _settled(index_a, "went")
+            second = next(r for r in index_a.load() if r.key == key)
+            assert (second.state, second.ended_at) == ("stopped", end_of_status())
+
+            # Resumed and stopped again between two of A's refreshes: the same word, a new end.
+            wait_for(lambda: time.time() >= int(status.stat().st_mtime) + 1)
+            assert (await b.resume("gpu", workdir, "went")).attempt == 3
+            assert (await b.stop("gpu", workdir, "went", grace=5)).startswith("stopped")
+            sent.clear()
+            await a.refresh()
+            assert probed_runs(sent) == []  # settled, and no listing: not asked
+            assert await listed(a, sent) == ("stopped", ["went"])
+            third = next(r for r in index_a.load() if r.key == key)
+            assert (third.state, third.attempt, third.ended_at) == ("stopped", 3, end_of_status())
+            assert third.ended_at != second.ended_at
+            assert await listed(a, sent) == ("stopped", [])  # its end is its own now
+        finally:
+            await a.close()
+            if b is not None:
+                await b.close()
+
+    asyncio.run(go())
+    assert still.exists()
+
+
+def test_runs_refresh_reads_a_settled_run_again_once_another_laptop_resumed_it(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """`runs --refresh` carries the listing too: the run this index saw fail (settled) reads
+    running once another laptop resumed it, not `failed` forever."""
+    config = write_config(tmp_path / "c.yaml", steps=10000, step_seconds=0.02, save_steps=2,
+                          crash_at=4, crash_once=True, crash="nccl_timeout")
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "r1",
+            "--no-follow", "--gpus", "0")
+    assert r.rc == 0, r.err
+
+    def row(c: Cli) -> tuple[str, bool]:
+        (x,) = [x for x in json.loads(c("runs", "--refresh", "--json").out) if x["run_id"] == "r1"]
+        return x["state"], bool(x["ended_at"])
+
+    wait_for(lambda: row(cli) == ("failed (exit 134)", True), 60)
+    (tmp_path / "laptop").mkdir()
+    for path in cli.index.parent.glob("runs*.toml"):
+        shutil.copy(path, tmp_path / "laptop" / path.name)
+    laptop = Cli(cli.hosts, tmp_path / "laptop" / "runs.toml")
+    assert laptop("resume", "gpu", "r1", "--workdir", workdir).rc == 0
+    assert row(cli) == ("running", False)
+    assert cli("stop", "gpu", "r1", "--grace", "5", "--workdir", workdir).rc == 0

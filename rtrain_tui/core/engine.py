@@ -73,6 +73,9 @@ class HostProbe(NamedTuple):
     runs: list[RunProbe]
     gpus: gpu_choice.HostGpus | None
     found: list[RunRecord]  # runs started elsewhere, now in the index (`find=True` only)
+    # Known runs that ended and went on since (`find=True` with `ended`): (workdir, run id,
+    # attempts so far or None).
+    went_on: tuple[tuple[str, str, int | None], ...] = ()
 
 
 # The commands whose `{dataset}` may be empty: `praisonai_train llm [DATASET]`.
@@ -589,6 +592,7 @@ class Engine:
         self, host: str, runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
         gpus: bool = False, kinds: Sequence[str] | None = None, find: bool = False,
         known: Sequence[tuple[str, str]] | None = None,
+        ended: Mapping[tuple[str, str], int] | None = None, add_found: bool = True,
     ) -> HostProbe:
         """The runs' probes and, with `gpus`, a GPU sample: one script per backend.
 
@@ -603,7 +607,11 @@ class Engine:
         `remote_sh.FIND_LIMIT` names of each: no extra round trip when nothing new is
         there; when something is, one more probes it and it joins the index as `found`
         (see `_add_found`). A failure of that part leaves the probes above standing.
-        `known` (default: `runs`) are the runs the listing is told the host has.
+        `known` (default: `runs`) are the runs the listing is told the host has; `ended`
+        gives the recorded end (epoch, the host's clock) of those that ended, and the
+        listing tells which of them went on since (`went_on`: its end mark was written
+        again, or moved away by a resume or the host's retry). Without `add_found` the
+        runs found are left out of the index (`runs --refresh` looks only at its own).
         """
         if kinds is None:
             kinds = await self._backends(host, runs)
@@ -611,7 +619,7 @@ class Engine:
         results: list[RunProbe | None] = [None] * len(runs)
         sample = None
         workdirs, listing = (self._find_script(host, runs if known is None else known,
-                                               remote_sh.FIND_LIMIT) if find else ([], ""))
+                                               remote_sh.FIND_LIMIT, ended) if find else ([], ""))
         listed = ""
         chooser = backends.gpu_chooser()
         wanted = set(need_end)
@@ -633,42 +641,52 @@ class Engine:
                 if sample.timed_out:
                     self._gpu_quiet_until[host] = time.monotonic() + 60.0
         added: list[RunRecord] = []
+        went: tuple[tuple[str, str, int | None], ...] = ()
         if find:
+            went = tuple((workdirs[w.workdir], w.run_id, w.attempts)
+                         for w in probes.parse_went_on(listed, len(workdirs)))
             try:
-                added = await self._add_found(host, workdirs, listed)
+                added = await self._add_found(host, workdirs, listed, add=add_found)
             except RemoteError:
                 pass  # the runs' probes stand; the next probe looks again
-        return HostProbe([p or RunProbe(exists=False) for p in results], sample, added)
+        return HostProbe([p or RunProbe(exists=False) for p in results], sample, added, went)
 
-    def _find_script(self, host: str, runs: Sequence[tuple[str, str]],
-                     limit: int | None) -> tuple[list[str], str]:
+    def _place(self, host: str, workdir: str) -> str:
+        """Where `workdir` resolved on `host` last time (itself until then), so that
+        `~/x` and `/home/me/x` are one place."""
+        return self._workdirs.get((host, workdir), workdir)
+
+    def _find_script(self, host: str, runs: Sequence[tuple[str, str]], limit: int | None,
+                     ended: Mapping[tuple[str, str], int] | None = None) -> tuple[list[str], str]:
         """The workdirs to list on `host` (the default one and those of `runs`) and the
-        `find_runs` script that lists them, told the names `runs` has in each. A workdir
-        is matched by where it resolved last time, so `~/x` and `/home/me/x` share them."""
+        `find_runs` script that lists them, told the names `runs` has in each (and the
+        end `ended` records for them). A workdir is matched by where it resolved last
+        time, so `~/x` and `/home/me/x` share them."""
         workdirs = list(dict.fromkeys([validate.DEFAULT_WORKDIR, *(w for w, _ in runs)]))
-
-        def place(workdir: str) -> str:
-            return self._workdirs.get((host, workdir), workdir)
-
         names: dict[str, set[str]] = {}
+        ends: dict[str, dict[str, int]] = {}
         for workdir, run_id in runs:
-            names.setdefault(place(workdir), set()).add(run_id)
-        known = [names.get(place(w), set()) for w in workdirs]
-        return workdirs, remote_sh.find_runs(workdirs, known, limit)
+            names.setdefault(self._place(host, workdir), set()).add(run_id)
+            if ended and (workdir, run_id) in ended:
+                ends.setdefault(self._place(host, workdir), {})[run_id] = ended[(workdir, run_id)]
+        known = [names.get(self._place(host, w), set()) for w in workdirs]
+        return workdirs, remote_sh.find_runs(workdirs, known, limit,
+                                             [ends.get(self._place(host, w), {}) for w in workdirs])
 
-    async def _add_found(self, host: str, workdirs: Sequence[str], out: str) -> list[RunRecord]:
+    async def _add_found(self, host: str, workdirs: Sequence[str], out: str,
+                         add: bool = True) -> list[RunRecord]:
         """Add to the index the runs a `find_runs` listing shows that it lacks; returns them.
 
         Nothing listed: nothing read, no round trip. Else the index is read again (a run
         started here since the listing is known, not found), the unknown runs probed in
         one round trip and each recorded with its state and start time, marked
         `origin = "found"`. Known runs are matched by their resolved directory, so `~/x`
-        and `/home/me/x` are one place.
+        and `/home/me/x` are one place. Without `add`, only the workdirs' places are kept.
         """
         resolved, found = probes.parse_found_runs(out, len(workdirs))
         for i, path in resolved.items():
             self._workdirs[(host, workdirs[i])] = path  # what run_dir() would resolve
-        if not found:
+        if not found or not add:
             return []
         mine = [r for r in await asyncio.to_thread(self.index.load) if r.host == host]
         # A run recorded since the listing, in a workdir it did not cover: where that
@@ -748,7 +766,8 @@ class Engine:
     async def refresh(self, records: Sequence[RunRecord] | None = None,
                       sample_gpus: bool = False,
                       on_found: Callable[[str, list[RunRecord]], None] | None = None,
-                      *, all_runs: bool = False) -> dict[tuple[str, str, str], str]:
+                      *, all_runs: bool = False,
+                      went_on: bool = False) -> dict[tuple[str, str, str], str]:
         """Update the index from the hosts, all hosts at once, one probe per host.
 
         Final is final: a run `settled` (see there) is not probed again, so a refresh
@@ -758,8 +777,12 @@ class Engine:
         With `sample_gpus`, each host's probe also samples its GPUs into `gpu_history`.
         With `on_found`, each host's probe also lists its workdirs (`probe_host(find=True)`);
         the runs started elsewhere join the index and are passed to `on_found(host, runs)`.
-        A host whose runs are all settled is still asked for those two; whether it
-        answered is in `answered`.
+        That listing (or, with `went_on`, the listing alone: `runs --refresh`) also tells
+        which settled runs went on after their recorded end, and those are probed in one
+        more round trip: a run resumed from another laptop, or retried by its host, is
+        never `failed` here forever (only the newest names of a workdir are looked at;
+        a resume moves its run dir's time there). A host whose runs are all settled is
+        still asked for those; whether it answered is in `answered`.
 
         Returns {record key: state} for the runs it probed; a host that cannot be reached
         yields `unreachable` for its runs, whose last known state stays in the index,
@@ -769,18 +792,23 @@ class Engine:
         records = list(await asyncio.to_thread(self.index.load) if records is None else records)
         by_host: dict[str, list[RunRecord]] = {}
         # The listing is told every run the host has, probed or not: a settled run is
-        # known, never "found" again.
+        # known, never "found" again; with its end, so that one that went on is seen.
         listed: dict[str, list[tuple[str, str]]] = {}
+        rest: dict[str, list[RunRecord]] = {}  # the settled runs, not probed
+        listing = on_found is not None or went_on
         for rec in records:
             listed.setdefault(rec.host, []).append((rec.workdir, rec.run_id))
             if all_runs or not settled(rec):
                 by_host.setdefault(rec.host, []).append(rec)
-            elif sample_gpus or on_found is not None:
-                by_host.setdefault(rec.host, [])
+            else:
+                rest.setdefault(rec.host, []).append(rec)
+                if sample_gpus or listing:
+                    by_host.setdefault(rec.host, [])
 
         ended: dict[tuple[str, str, str], str] = {}
         rebooted: list[tuple[str, str, str]] = []  # lost to a reboot: retried below
         forget: dict[tuple[str, str, str], str] = {}  # unlaunched starts the host removed
+        went: dict[tuple[str, str, str], int] = {}  # settled runs that went on: attempts
         resolved: dict[tuple[str, str, str], str] = {}  # backends to record (older entries)
 
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
@@ -797,10 +825,16 @@ class Engine:
                 runs = [(r.workdir, r.run_id) for r in recs]
                 need_end = [i for i, r in enumerate(recs) if not r.ended_at]
                 added: list[RunRecord] = []
-                if sample_gpus or on_found is not None:
-                    found, sample, added = await self.probe_host(
-                        host, runs, need_end, gpus=sample_gpus, find=on_found is not None,
-                        known=listed[host])
+                if sample_gpus or listing:
+                    ends = {(r.workdir, r.run_id): e for r in rest.get(host, ())
+                            if listing and (e := _iso_epoch(r.ended_at)) is not None}
+                    found, sample, added, moved = await self.probe_host(
+                        host, runs, need_end, gpus=sample_gpus, find=listing,
+                        known=listed[host], ended=ends, add_found=on_found is not None)
+                    again = self._went_on(host, rest.get(host, ()), moved)
+                    if again and (probed := await self._probe_again(host, [r for r, _ in again])):
+                        recs, found = recs + [r for r, _ in again], found + probed
+                        went.update({r.key: n for r, n in again})
                 else:  # probe_many is the seam fault tests slow down; keep going through it
                     found, sample = await self.probe_many(host, runs, need_end), None
             except RemoteError:
@@ -840,7 +874,7 @@ class Engine:
             self.index.set_states,
             {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()
              if s != probes.STARTING and k not in forget},
-            observed_at=observed_at, ended=ended, forget=forget, backends=resolved,
+            observed_at=observed_at, ended=ended, forget=forget, backends=resolved, went_on=went,
         )
         for key in rebooted:
             if results.get(key) == probes.LOST:
@@ -864,6 +898,29 @@ class Engine:
             self.notices.append(
                 f"{run_id} on {host} was lost to a reboot of the host; resumed it: attempt "
                 f"{got.attempt}, {'from ' + got.checkpoint if got.checkpoint else 'from the start'}")
+
+    def _went_on(self, host: str, rest: Sequence[RunRecord],
+                 moved: Sequence[tuple[str, str, int | None]]) -> list[tuple[RunRecord, int]]:
+        """The settled records of `host` that a listing said went on (`HostProbe.went_on`),
+        each with its count of attempts (its own where the host did not say)."""
+        if not moved:
+            return []
+        places = {(self._place(host, w), r): n for w, r, n in moved}
+        out = []
+        for rec in rest:
+            place = (self._place(host, rec.workdir), rec.run_id)
+            if place in places:
+                out.append((rec, places[place] or rec.attempt))
+        return out
+
+    async def _probe_again(self, host: str, recs: Sequence[RunRecord]) -> list[RunProbe]:
+        """Probe settled runs that went on, asking when they ended: one round trip. A host
+        that does not answer now leaves them as they were; the next listing sees them again."""
+        self._kinds.update({r.key: self.backend_of(r) for r in recs})
+        try:
+            return await self.probe_many(host, [(r.workdir, r.run_id) for r in recs], range(len(recs)))
+        except RemoteError:
+            return []
 
     async def discover(self, host: str) -> list[RunRecord]:
         """Add to the index the runs on `host` it does not know; returns those added.
@@ -1052,6 +1109,14 @@ _FORGOTTEN = "forgotten"
 
 def _epoch_iso(epoch: int | None) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch is not None else ""
+
+
+def _iso_epoch(iso: str) -> int | None:
+    """An index time as epoch seconds (None when it does not parse)."""
+    try:
+        return int(datetime.fromisoformat(iso).timestamp())
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _usable_run_id(run_id: str) -> bool:

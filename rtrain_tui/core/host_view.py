@@ -185,12 +185,14 @@ async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[R
 
 async def refresh(engine: Any, records: Sequence[RunRecord], settled: Collection[RunKey] = (),
                   *, words: bool = True, sample_gpus: bool = False,
-                  find: bool = False, all_runs: bool = False) -> dict[str, HostView]:
+                  find: bool = False, all_runs: bool = False,
+                  went_on: bool = False) -> dict[str, HostView]:
     """Refresh `records` (one probe per host, all hosts at once) into one view per host.
 
     `words=False` only refreshes states (the index and `states`), reading no log;
-    `sample_gpus`, `find` and `all_runs` are `Engine.refresh`'s (`find`: the runs started
-    elsewhere join the index and each view's `found`; `all_runs`: the settled runs are
+    `sample_gpus`, `find`, `all_runs` and `went_on` are `Engine.refresh`'s (`find`: the
+    runs started elsewhere join the index and each view's `found`, and the settled runs
+    that went on since are probed, as with `went_on`; `all_runs`: the settled runs are
     probed too). A settled run the refresh did not probe keeps its index state in `states`.
     """
     found: dict[str, list[RunRecord]] = {}
@@ -199,7 +201,8 @@ async def refresh(engine: Any, records: Sequence[RunRecord], settled: Collection
         found.setdefault(host, []).extend(added)
 
     states = await engine.refresh(records, sample_gpus=sample_gpus,
-                                  on_found=on_found if find else None, all_runs=all_runs)
+                                  on_found=on_found if find else None, all_runs=all_runs,
+                                  went_on=went_on)
     by_host: dict[str, list[RunRecord]] = {}
     for r in records:
         by_host.setdefault(r.host, []).append(r)
@@ -209,7 +212,7 @@ async def refresh(engine: Any, records: Sequence[RunRecord], settled: Collection
         # Asked about none of its runs, the host answered (or not) the GPU sample or the
         # listing it was still asked for; asked nothing, there is no verdict.
         answered = (reached(probed) if probed else
-                    engine.answered.get(host) if sample_gpus or find else None)
+                    engine.answered.get(host) if sample_gpus or find or went_on else None)
         # A settled run keeps its index state; not from a host that did not answer: its
         # final line (a log read) would fail there and never be read again.
         host_states = probed if answered is False else {

@@ -50,7 +50,8 @@ GOLDENS: dict[str, Callable[[], str]] = {
     "run-nodes.sbatch": lambda: slurm.batch_script(
         "r1", TOKEN, MULTI_NODE, {}, slurm.SlurmOptions(nodes=2, gpus_per_node=4), 4),
     "probe-direct.sh": lambda: remote_sh.find_runs(
-        ["~/.praisonai-train", "/data/runs"], [{"r1"}, set()], remote_sh.FIND_LIMIT)
+        ["~/.praisonai-train", "/data/runs"], [{"r1", "r0"}, set()], remote_sh.FIND_LIMIT,
+        [{"r0": 1_700_000_042}])
         + direct_sh.run_states([("~/.praisonai-train", "r1"), ("/data/runs", "r-2.b")],
                                need_end=[1], gpus=True),
     "probe-slurm.sh": lambda: slurm.run_states(

@@ -18,7 +18,7 @@ they may `exit`, `cd` and set variables freely. They target POSIX `sh` plus Linu
 from __future__ import annotations
 
 import shlex
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from rtrain_tui.core import host
 from rtrain_tui.core.host import transfer_program
@@ -174,7 +174,7 @@ FIND_LIMIT = 200
 
 
 def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
-              limit: int | None = None) -> str:
+              limit: int | None = None, ended: Sequence[Mapping[str, int]] = ()) -> str:
     """List the run directories under each workdir that the caller does not know.
 
     Prints `wd<TAB>i<TAB>ABSOLUTE WORKDIR` for each workdir, then
@@ -187,15 +187,22 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
     newline in a name into `?`. With `limit`, only the newest `limit` names that can be
     run ids are looked at, so the output is at most `limit` lines per workdir.
 
-    Known names cost one `case` each and print nothing: a refresh that carries this
-    listing prints only the `wd` lines when nothing new is there. Variables are
+    Known names print nothing, unless `ended[i]` gives one its recorded end (epoch
+    seconds, the host's clock): then, if among the names looked at and its end mark
+    (`status`, else `train.log`: what the probes read an end from) was written at
+    another time since, it prints `end<TAB>i<TAB>NAME<TAB>END<TAB>ATTEMPTS<TAB>EPOCH`:
+    the run went on after the end recorded (a resume, perhaps from another laptop, or
+    the host's own retry); ATTEMPTS is how many it has had. So a refresh that carries
+    this listing prints only the `wd` lines when nothing new is there. Variables are
     prefixed `fr_` so the listing can precede another probe script in one round trip.
     """
     lines = [MTIMES + host.text("find_runs.sh")]
     cap = shlex.quote("" if limit is None else str(int(limit)))
     for i, workdir in enumerate(workdirs):
         validate.check_workdir("host", workdir)
-        names = [validate.check_run_id(n) for n in (sorted(known[i]) if i < len(known) else ())]
+        ends = ended[i] if i < len(ended) else {}
+        names = [f"{validate.check_run_id(n)}:{int(ends[n])}" if n in ends else validate.check_run_id(n)
+                 for n in (sorted(known[i]) if i < len(known) else ())]
         lines.append(f"fr_list {i} {workdir} {shlex.quote(' ' + ' '.join(names) + ' ')} {cap}\n")
     return "".join(lines)
 

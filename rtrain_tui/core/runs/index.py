@@ -344,7 +344,8 @@ class RunIndex:
     def set_states(self, states: Mapping[RunKey, StateUpdate], observed_at: str | None = None,
                    ended: Mapping[RunKey, str] | None = None,
                    forget: Mapping[RunKey, str] | None = None,
-                   backends: Mapping[RunKey, str] | None = None) -> None:
+                   backends: Mapping[RunKey, str] | None = None,
+                   went_on: Mapping[RunKey, int] | None = None) -> None:
         """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state.
 
         `observed_at` is when the probe that produced `states` started: a run whose state
@@ -354,10 +355,13 @@ class RunIndex:
         (`{key: token}`) drops entries still `starting` with that token (starts that
         never launched): a new start that took the same run id since has another token.
         `backends` records the backend of entries that have none (older versions').
-        All in one write.
+        `went_on` (`{key: attempts}`) names ended runs that went on after the end recorded
+        (resumed elsewhere, retried by the host): their `ended` replaces that end, and
+        they take the host's count of attempts. All in one write.
         """
         seen = parse_time(observed_at) if observed_at else None
         ended, forget, backends = ended or {}, forget or {}, backends or {}
+        went_on = went_on or {}
 
         def apply(r: RunRecord) -> RunRecord | None:
             """`r` as it is to be written (the same object when unchanged), None to drop."""
@@ -379,8 +383,10 @@ class RunIndex:
                     new = r
                 if new is not r and not _changed_since(r, seen):  # times parsed only here
                     r = new
-            if ended and key in ended and not r.ended_at:
-                r = replace(r, ended_at=ended[key])
+            if ended and key in ended and (not r.ended_at or key in went_on):
+                r = r if r.ended_at == ended[key] else replace(r, ended_at=ended[key])
+            if went_on and went_on.get(key, r.attempt) > r.attempt:
+                r = replace(r, attempt=went_on[key])
             if backends and key in backends and not r.backend:
                 r = replace(r, backend=backends[key])
             return r
@@ -393,7 +399,7 @@ class RunIndex:
         # that has not read the archives yet (`status HOST RUN`) tells it from the files
         # that hold them (`find`): reading a year of archives for nothing was a fifth of
         # its time. (With the view at hand, as in the app, that is the cheaper way.)
-        keys = {*states, *ended, *forget, *backends}
+        keys = {*states, *ended, *forget, *backends, *went_on}
         if self._last_view is None and keys:
             named = self.find(keys)
             if len(named) == len(keys) and all(apply(r) is r for r in named):

@@ -423,3 +423,28 @@ def parse_found_runs(output: str, count: int) -> tuple[dict[int, str], list[Foun
         elif kind == "run" and len(fields) == 3 and fields[1]:
             found.append(FoundRun(i, fields[1], _int_or_none(fields[2])))
     return resolved, found
+
+
+@dataclass(frozen=True)
+class WentOn:
+    """A known run that had ended and went on since (`find_runs`'s `end` line): under
+    workdir number `workdir`, with `attempts` attempts so far (None: not told)."""
+
+    workdir: int
+    run_id: str
+    attempts: int | None
+
+
+def parse_went_on(output: str, count: int) -> list[WentOn]:
+    """The `end` lines of `find_runs` output: the known runs that went on after the end
+    recorded for them. Lines that do not parse, or are out of range, are skipped."""
+    went: list[WentOn] = []
+    for line in output.splitlines():
+        if not line.startswith("end\t"):
+            continue
+        fields = line.split("\t")[1:]
+        i = _int_or_none(fields[0])
+        if len(fields) == 5 and i is not None and 0 <= i < count and fields[1]:
+            attempts = _int_or_none(fields[3])
+            went.append(WentOn(i, fields[1], attempts if attempts and attempts < 100_000 else None))
+    return went
