@@ -28,11 +28,25 @@ fr_list() {
   # shellcheck disable=SC2086,SC2012  # KNOWN is run ids split on purpose (no glob characters); newest first needs `ls -t`
   { printf '%s\n' $fr_known; echo /; ls -qt -- "$fr_wd/" 2>/dev/null; } |
     awk -v limit="$fr_limit" '
-      !listing { if ($0 == "/") listing = 1; else known[$0] = 1; next }
+      !listing {
+        if ($0 == "/") listing = 1
+        else if (i = index($0, ":")) { k = substr($0, 1, i - 1); known[k] = 1; ends[k] = substr($0, i + 1) }
+        else known[$0] = 1
+        next }
       !/^[A-Za-z0-9][A-Za-z0-9._-]*$/ || length($0) > 64 { next }
       limit != "" && ++n > limit + 0 { exit }
-      !($0 in known)' | {
+      !($0 in known) { print; next }
+      $0 in ends { print $0 ":" ends[$0] }' | {
   while IFS= read -r fr_n; do
+    case $fr_n in *:*)
+      fr_e=${fr_n#*:}
+      fr_n=${fr_n%%:*}
+      fr_d=$fr_wd/$fr_n fr_a=1
+      for fr_f in "$fr_d"/attempts/[0-9]*; do [ -d "$fr_f" ] && fr_a=$((fr_a + 1)); done
+      fr_f=$fr_d/status; [ -e "$fr_f" ] || fr_f=$fr_d/train.log
+      mt_add "end$tab$fr_i$tab$fr_n$tab$fr_e$tab$fr_a$tab" "$fr_f"
+      continue;;
+    esac
     fr_d=$fr_wd/$fr_n
     [ -d "$fr_d" ] || continue
     [ -e "$fr_d/train.pid" ] || [ -e "$fr_d/status" ] || [ -e "$fr_d/train.log" ] || continue
@@ -41,9 +55,9 @@ fr_list() {
     done
     mt_add "run$tab$fr_i$tab$fr_n$tab" "$fr_d/$fr_f"
   done
-  mt_flush; }
+  mt_flush; } | awk -F "$tab" '$1 != "end" || $4 != $6'
 }
-fr_list 0 ~/.praisonai-train ' r1 ' 200
+fr_list 0 ~/.praisonai-train ' r0:1700000042 r1 ' 200
 fr_list 1 /data/runs '  ' 200
 proc=${RT_PROC:-/proc}
 nl='
