@@ -48,6 +48,10 @@ def test_status_json_sums_a_resumed_runs_attempts_to_the_cent(cli: Cli, tmp_path
     want = (first + second).quantize(Decimal("0.01"), ROUND_HALF_UP)
     assert Decimal(str(got["cost"])) == want and got["cost_at_end"] == got["cost"]
     assert got["currency"] == "$" and got["attempt"] == 2
+    # The index keeps attempt 1's seconds, so `runs` and `costs` leave the gap out too.
+    record = RunIndex(cli.index).get("gpu", "r1")
+    assert record is not None and record.attempt_started_at
+    assert abs(Decimal(str(record.earlier_s)) - first) < Decimal("0.001")
 
 
 def test_status_json_projects_a_running_runs_cost_from_its_eta(cli: Cli, tmp_path: Path,

@@ -329,7 +329,8 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                                     started_at=index_now(), backend=kind.name)
             record = replace(base, state=probes.STARTING, token=token, gpu_ids=gpu_ids,
                              ended_at="", job_id="", stale=False, updated_at=index_now(),
-                             attempt=attempt)
+                             attempt=attempt,
+                             **(billing(old, probe.ended_at, index_now()) if old else {}))
             engine._kinds[record.key] = record.backend or kind.name
             await asyncio.to_thread(engine.index.add, record)
             chosen.release()  # the index says which GPUs this attempt has now
@@ -429,6 +430,22 @@ async def _unwritable(engine: Engine, host: str, run_id: str, run_dir: str,
     why = safe_line(getattr(exc, "reason", "") or str(exc))[:200]
     return RemoteError(f"{host}: could not write the new attempt's files in {run_dir} "
                        f"({why}); nothing was changed.")
+
+
+def billing(old: RunRecord, ended: int | None, now: str) -> dict[str, Any]:
+    """The index's cost fields for a new attempt starting `now` (core/runs/cost.py): the
+    attempt before ran from its start to `ended` (the host's clock). With no end known
+    they stay as they were: the run then counts from its first start, gaps and all (an
+    over-estimate, never a lost attempt)."""
+    from datetime import UTC, datetime
+
+    from rtrain_tui.core.runs.index import parse_time
+
+    began = parse_time(old.attempt_started_at or old.started_at)
+    if ended is None or began is None:
+        return {}
+    ran = max(0.0, datetime.fromtimestamp(ended, UTC).timestamp() - began.timestamp())
+    return {"attempt_started_at": now, "earlier_s": round(old.earlier_s + ran, 6)}
 
 
 async def _put_back(engine: Engine, old: RunRecord | None, record: RunRecord,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -147,3 +148,39 @@ def test_a_bad_price_is_one_line_naming_the_key_and_file(tmp_path: Path, text: s
     with pytest.raises(ValidationError) as err:
         hostconfig.load(path)
     assert said in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+# -- a resumed run from the index alone (runs, costs, the app's table) -------------------
+def test_the_index_keeps_a_resumes_earlier_seconds_so_the_gaps_cost_nothing(tmp_path: Path) -> None:
+    from rtrain_tui.core.resume import billing
+    from rtrain_tui.core.runs.index import RunIndex
+
+    first = RunRecord("box", "r", "~/w", state="failed (exit 1)", started_at=iso(0))
+    second = replace(first, **billing(first, epoch(40), iso(100)))  # ran 0 → 40, resumed at 100
+    assert (second.attempt_started_at, second.earlier_s) == (iso(100), 2400)
+    third = replace(second, **billing(second, epoch(130), iso(200)))  # ran 100 → 130
+    assert (third.attempt_started_at, third.earlier_s) == (iso(200), 4200)
+    assert billing(third, None, iso(300)) == {}  # no end known: the whole span counts
+    done = replace(third, state="completed", ended_at=iso(300))
+    # 40 + 30 + 100 minutes, as the host's attempts.jsonl would sum them: 7.055 → 7.06
+    assert run_cost(done, BOX, T0).spent == Decimal("7.06")
+    queued = replace(third, state="queued")
+    assert run_cost(queued, BOX, T0 + timedelta(hours=9)).spent == Decimal("2.91")  # 70 min
+
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add(done)
+    index.add(RunRecord("box", "plain", "~/w", state="running", started_at=iso(0)))
+    assert index.get("box", "r") == done
+    text = index.path.read_text(encoding="utf-8") + "".join(
+        p.read_text(encoding="utf-8") for p in index.archives())
+    assert text.count("earlier_s") == 1 and text.count("attempt_started_at") == 1
+
+
+def test_an_index_record_with_a_bad_earlier_s_is_skipped_and_said(tmp_path: Path) -> None:
+    from rtrain_tui.core.runs.index import RunIndex
+
+    path = tmp_path / "runs.toml"
+    path.write_text('[[runs]]\nhost = "box"\nrun_id = "r"\nworkdir = "~/w"\nearlier_s = "lots"\n',
+                    encoding="utf-8")
+    report = RunIndex(path).load_report()
+    assert report.records == [] and "earlier_s should be a number of seconds" in report.problems[0]

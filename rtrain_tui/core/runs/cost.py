@@ -74,7 +74,7 @@ def seconds_billed(record: RunRecord, now: datetime, attempts: Sequence[Mapping[
     `state`: the run's state when newer than the record's (a probe's); `since`/`until`:
     only the part of that time inside this window (`costs --since`, `--by day`)."""
     state = state or record.state
-    spans = _attempt_starts(record, attempts)
+    spans = _attempt_starts(record, attempts or _from_index(record))
     total = 0
     for i, (start, ended) in enumerate(spans):
         last = i == len(spans) - 1
@@ -103,6 +103,18 @@ def _attempt_starts(record: RunRecord,
             start = parse_time(record.started_at)
         spans.append((start, when(one.get("ended"))))
     return spans
+
+
+def _from_index(record: RunRecord) -> list[dict[str, Any]]:
+    """A resumed run's attempts as the index keeps them: the earlier ones' seconds (placed
+    from its first start: when in between they ran is not kept) and the current one's
+    start. [] for a run never resumed here."""
+    first = parse_time(record.started_at)
+    if not record.attempt_started_at or first is None:
+        return []
+    earlier = first + timedelta(seconds=record.earlier_s)
+    return [{"attempt": 1, "started": record.started_at, "ended": earlier.isoformat()},
+            {"attempt": 2, "started": record.attempt_started_at}]
 
 
 def _end_of_run(record: RunRecord, state: str, start: datetime | None,

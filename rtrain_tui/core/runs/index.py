@@ -111,6 +111,11 @@ class RunRecord:
     job_id: str = ""  # a scheduler's job (Slurm: the id sbatch gave); older versions
     # wrote it as `slurm_job_id`, still read
     attempt: int = 1  # a resumed run's attempt (`rtrain-tui resume`): 2 for its second
+    # What its cost needs from the index alone (core/runs/cost.py): when a resume's attempt
+    # began ("" = with the run), and the seconds the attempts before it ran. Written only
+    # when set, so the other runs' tables stay as they were.
+    attempt_started_at: str = ""
+    earlier_s: float = 0.0
 
     @property
     def key(self) -> RunKey:
@@ -891,7 +896,11 @@ def _table(record: RunRecord) -> dict[str, Any]:
     """`dataclasses.asdict(record)`: its fields are scalars, so a shallow copy is the
     same dict, without asdict's deep copy of each value (1.7 of the 3.9 s that adding
     5,000 found runs cost)."""
-    return dict(record.__dict__)
+    table = dict(record.__dict__)
+    for name in _WHEN_SET:
+        if table[name] == _DEFAULTS[name]:
+            del table[name]
+    return table
 
 
 def _entry(table: dict[str, Any]) -> _Entry:
@@ -926,10 +935,11 @@ def _problems(entries: Sequence[_Entry], name: str) -> list[str]:
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
                 "ended_at", "origin", "config", "dataset", "token", "gpu_ids", "backend",
-                "job_id", "slurm_job_id")
+                "job_id", "slurm_job_id", "attempt_started_at")
 _REQUIRED = ("host", "run_id", "workdir")
 _KNOWN = frozenset(f.name for f in fields(RunRecord))
 _DEFAULTS = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
+_WHEN_SET = ("attempt_started_at", "earlier_s")  # written only when not the default
 # Fields older versions wrote under another name: read into the new one (a table that
 # has both keeps both, and the new name wins).
 _OLD_NAMES = {"slurm_job_id": "job_id"}
@@ -955,6 +965,9 @@ def _record_problems(table: dict[str, Any]) -> list[str]:
     if "attempt" in table and (isinstance(table["attempt"], bool)
                                or not isinstance(table["attempt"], int) or table["attempt"] < 1):
         bad.append(f"attempt should be a whole number 1 or more, not {_describe(table['attempt'])}")
+    if "earlier_s" in table and (isinstance(table["earlier_s"], bool) or not isinstance(
+            table["earlier_s"], int | float) or not 0 <= table["earlier_s"] < 1e10):
+        bad.append(f"earlier_s should be a number of seconds, not {_describe(table['earlier_s'])}")
     if bad:
         return bad
     # Values that reach a remote shell or asyncssh: refused here so one bad record can
