@@ -4,16 +4,20 @@ price and the compare screen's cost, from config.toml's prices (core/runs/cost.p
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from rtrain_tui.core.metrics.metrics import parse_text
+from rtrain_tui.tui.app import RTrainApp
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
 from rtrain_tui.tui.widgets.runs_table import row_key
 from tests.scenes import RUNS, SCENES, curves_log, make_scene_app
+from tests.sshd import SshHosts
+from tests.test_tui import start_run, tui, until
 
 SIZE = (160, 40)
 
@@ -82,5 +86,33 @@ def test_compare_has_a_cost_with_a_running_runs_projection(tmp_path: Path) -> No
             lines = text_of(screen.table).splitlines()
             assert lines[0].split()[-1] == "cost"
             assert "$3.24 → ~$" in lines[1] and lines[2].rstrip().endswith("$5.61")
+
+    asyncio.run(go())
+
+
+def test_a_running_runs_cost_cell_projects_its_end_from_the_eta(
+        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against the real sshd: the refresh reads the run's ETA with its progress, and the
+    cell says `$spent → ~$at_end` (at $1 a second, its 55 s left are $55.00 more)."""
+    config = tmp_path / "xdg" / "rtrain-tui" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text("[hosts.gpu]\nprice_per_hour = 3600\n", encoding="utf-8")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    hold = tmp_path / "go"  # held before step 5: its bar says 4/59 with 00:55 left
+    start_run(hosts, tmp_path, "held", hf_style=True, steps=59, step_seconds=0.01, hold_at=5,
+              hold_file=hold)
+
+    def cell(app: RTrainApp) -> str:
+        table = app.runs_table
+        return str(table.get_row_at(0)[-1]) if table.row_count else ""
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True, refresh_seconds=0.3)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "→ ~" in cell(app), "a projected cost")
+            spent, at_end = (Decimal(part.strip(" ~$")) for part in cell(app).split("→"))
+            assert at_end - spent == Decimal("55.00")
+        hold.touch()
 
     asyncio.run(go())

@@ -50,6 +50,7 @@ class RunLine:
     waiting: str = ""  # why a queued run waits, as its row says it
     settled: bool = False  # an ended run's final line: not worded again
     queue_place: int | None = None  # a waiting job's place in its queue (1 = next), when probed
+    eta_s: float | None = None  # a running run's time left, from its metrics (its projected cost)
 
 
 @dataclass(frozen=True)
@@ -103,13 +104,17 @@ def progress_text(summary: Summary, running: bool, tail: Sequence[str] | None = 
     return cell
 
 
-async def _progress(engine: Any, record: RunRecord, running: bool) -> str | None:
+async def _progress(engine: Any, record: RunRecord, running: bool,
+                    eta: dict[RunKey, float] | None = None) -> str | None:
     """The run's progress text, reading only new log bytes; None when it cannot be read.
+    Its time left goes into `eta`, when given and known.
 
     Raises StuckError when the host never answered a read (see `lines_for`)."""
     try:
         parser = await sync_metrics(engine, record.host, record.workdir, record.run_id)
         summary = parser.summary()
+        if eta is not None and summary.eta_seconds is not None:
+            eta[record.key] = summary.eta_seconds
         cell = progress_text(summary, running)
         if not cell:
             tail = await read_tail(engine, record.host, record.workdir, record.run_id)
@@ -141,12 +146,13 @@ async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[R
     next refresh waited behind it.
     """
     lines: dict[RunKey, RunLine] = {}
+    etas: dict[RunKey, float] = {}
     for r in records:
         if states.get(r.key) == probes.RUNNING:
             if stalled is not None and stalled.get(r.key, 0.0) > time.monotonic():
                 continue
             try:
-                cell = await _progress(engine, r, running=True)
+                cell = await _progress(engine, r, running=True, eta=etas)
             except StuckError:
                 if stalled is not None:
                     stalled[r.key] = time.monotonic() + STALL_QUIET
@@ -154,7 +160,7 @@ async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[R
             if stalled is not None:
                 stalled.pop(r.key, None)
             if cell is not None:
-                lines[r.key] = RunLine(r.key, probes.RUNNING, cell)
+                lines[r.key] = RunLine(r.key, probes.RUNNING, cell, eta_s=etas.get(r.key))
     # An ended run shows its final values (and why it failed) once, not what the last
     # poll before its end happened to catch.
     ended = [r for r in records if r.key not in settled and probes.is_final(states.get(r.key, ""))]

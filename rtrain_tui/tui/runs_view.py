@@ -79,14 +79,16 @@ class RunsView:
             # Only this refresh's lines go to the table: a refresh costs what it changed.
             progress: dict[RunKey, str] = {}
             reasons: dict[RunKey, str] = {}
+            etas: dict[RunKey, float | None] = {}
             for line in view.lines:
                 if line.progress is not None:
                     progress[line.key] = line.progress
+                    etas[line.key] = line.eta_s
                 if line.reason:
                     reasons[line.key] = line.reason
             app.run_actions.reasons.update(reasons)
             # (An index that could not be read this time keeps the rows it had.)
-            app.main_screen.show_runs(event.records, progress, reasons)
+            app.main_screen.show_runs(event.records, progress, reasons, etas)
             if event.records is not None and event.final:
                 # an ended run's toast says why: that comes with the lines
                 app.run_actions.notify_transitions(event.records)

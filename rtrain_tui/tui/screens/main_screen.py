@@ -71,10 +71,11 @@ class MainScreen(Screen[None]):
         return self.query_one("#runs", RunsTable)
 
     def show_runs(self, records: list[RunRecord] | None, progress: Mapping[RunKey, str] | None,
-                  reasons: Mapping[RunKey, str] | None = None) -> None:
+                  reasons: Mapping[RunKey, str] | None = None,
+                  etas: Mapping[RunKey, float | None] | None = None) -> None:
         """The table, or while the index has no runs at all, what to do about that
         (`records` None: the runs as they were, with these lines)."""
-        self.runs_table.set_runs(records, progress, reasons)
+        self.runs_table.set_runs(records, progress, reasons, etas)
         if records is not None:
             self.runs_table.set_class(not records, "hidden")
             self.query_one("#runs-empty").set_class(bool(records), "hidden")

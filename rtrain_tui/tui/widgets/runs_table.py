@@ -49,6 +49,7 @@ class RunView:
     ended_at: str = ""  # when it ended: the host's time, else when the index saw it end
     reason: str = ""  # why it ended badly, whole (the `/` filter matches it)
     started: str = ""  # the start, as its cell says it (worded once per record)
+    eta_s: float | None = None  # a running run's time left (its cost's projection)
 
     def elapsed(self, now: datetime) -> str:
         """End − start for an ended run, frozen; start → now while it runs."""
@@ -213,7 +214,8 @@ class RunsTable(DataTable):
         return {self._keys[rk.value] for rk in keys if rk is not None and rk.value is not None}
 
     def set_runs(self, records: list[RunRecord] | None, progress: Mapping[RunKey, str] | None = None,
-                 reasons: Mapping[RunKey, str] | None = None) -> None:
+                 reasons: Mapping[RunKey, str] | None = None,
+                 etas: Mapping[RunKey, float | None] | None = None) -> None:
         """Show these runs (None: the runs shown) with these progress texts and failure
         reasons: only the rows that changed change; the cursor stays on its run.
 
@@ -222,10 +224,10 @@ class RunsTable(DataTable):
         changed (plus one list comparison), not to the size of the index.
         """
         with _no_collection():
-            self._set_runs(records, progress or {}, reasons or {})
+            self._set_runs(records, progress or {}, reasons or {}, etas or {})
 
     def _set_runs(self, records: list[RunRecord] | None, progress: Mapping[RunKey, str],
-                  reasons: Mapping[RunKey, str]) -> None:
+                  reasons: Mapping[RunKey, str], etas: Mapping[RunKey, float | None]) -> None:
         changed: set[RunKey] = set()
         removed: list[RunKey] = []
         if records is not None and records != self._records:
@@ -235,6 +237,11 @@ class RunsTable(DataTable):
             view = self.views.get(key)
             if view is not None and view.progress != text:
                 view.progress = text
+                changed.add(key)
+        for key, eta in etas.items():
+            view = self.views.get(key)
+            if view is not None and view.eta_s != eta:
+                view.eta_s = eta
                 changed.add(key)
         for key, reason in reasons.items():
             view = self.views.get(key)
@@ -321,7 +328,7 @@ class RunsTable(DataTable):
                  view.progress, view.elapsed(now), view.started)
         if self.price_of is None:
             return cells
-        spent = cost.run_cost(r, self.price_of(r.host), now)
+        spent = cost.run_cost(r, self.price_of(r.host), now, eta_s=view.eta_s)
         return (*cells, spent.text() if spent is not None else "")
 
     @staticmethod
