@@ -830,7 +830,9 @@ async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
 
 
 async def cmd_resume(engine: Engine, args: argparse.Namespace) -> int:
-    from rtrain_tui.core import host_view
+    from rtrain_tui.core import host_view, resume
+
+    resume.check_request(args.from_path, args.restart)  # before connecting: user input
 
     def step(message: str) -> None:
         if sys.stderr.isatty():

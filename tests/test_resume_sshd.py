@@ -438,3 +438,13 @@ def test_a_run_whose_token_the_host_garbled_is_refused_in_one_line(
     assert r.err.startswith("rtrain-tui: r12 on gpu: its train.token is not one rtrain-tui "
                             "wrote") and "bug" not in r.err, r.err
     assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_resume_refuses_a_bad_from_before_any_connection(cli: Cli, workdir: str) -> None:
+    """User input is validated before a connection is opened: on a host that refuses
+    connections, a bad --from is what is said, not the connection."""
+    for bad, says in ((["--from", "outputs/checkpoint-2/../../etc"], "points outside the run directory"),
+                      (["--from", "outputs/epoch-2"], "is not a checkpoint-N directory")):
+        r = cli("resume", "refused", "r1", "--workdir", workdir, *bad)
+        assert (r.rc, r.out) == (1, ""), r
+        assert says in r.err and "refused" not in r.err.replace("resume", ""), r.err

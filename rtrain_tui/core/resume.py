@@ -148,6 +148,19 @@ def _iso(value: object) -> str | None:
     return safe_line(value)[:40] if isinstance(value, str) and value else None
 
 
+def check_request(from_path: str | None, restart: bool) -> None:
+    """Refuse a `--from` that is no checkpoint-N path of a run, or one given with
+    `--restart` (ValidationError): user input, checked before any connection."""
+    if restart and from_path is not None:
+        raise validate.ValidationError("--restart and --from disagree: give one of them.")
+    if from_path is not None:
+        validate.check_fetch_path(from_path)
+        if checkpoint_rule.step_of(from_path.strip("/")) is None:
+            raise validate.ValidationError(
+                f"--from {from_path!r} is not a checkpoint-N directory of the run (up to 3 "
+                "levels deep, letters, digits, '.', '_', '-'), e.g. outputs/checkpoint-150.")
+
+
 def _run_lock_path(engine: Engine, host: str, workdir: str, run_id: str) -> Path:
     digest = hashlib.sha256(f"{host}\0{workdir}\0{run_id}".encode()).hexdigest()[:32]
     return engine.index.path.parent / "starting" / f"resume-{digest}.lock"
@@ -244,14 +257,7 @@ async def resume(engine: Engine, host: str, workdir: str, run_id: str, *,
 
     validate.check_run_id(run_id)
     validate.check_workdir(host, workdir)
-    if restart and from_path is not None:
-        raise validate.ValidationError("--restart and --from disagree: give one of them.")
-    if from_path is not None:
-        validate.check_fetch_path(from_path)
-        if checkpoint_rule.step_of(from_path.strip("/")) is None:
-            raise validate.ValidationError(
-                f"--from {from_path!r} is not a checkpoint-N directory of the run (up to 3 "
-                "levels deep, letters, digits, '.', '_', '-'), e.g. outputs/checkpoint-150.")
+    check_request(from_path, restart)
     step = on_step or (lambda _msg: None)
     await asyncio.to_thread(engine.index.check)
     lock = engine_mod._HostLock(_run_lock_path(engine, host, workdir, run_id))
