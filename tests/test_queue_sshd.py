@@ -217,3 +217,21 @@ def test_resume_queue_waits_on_the_host_for_the_new_attempts_gpus(
     assert read(Path(workdir, "again", "attempts", "1", "gpus")) == "0"  # attempt 1's, kept apart
     wait_for("attempt 2 running", lambda: cli("status", "gpu", "again", "--workdir", workdir).out
              == "running\n")
+
+
+def test_two_laptops_starting_at_once_never_get_the_same_gpu(
+        hosts: SshHosts, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    """Each laptop's own lock cannot see the other; the host's lock and records can: one
+    start gets the free GPU, the other is refused (seen as given, or just claimed)."""
+    gpus(ONE_FREE)
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
+    laptops = [Cli(hosts, tmp_path / f"{name}.toml") for name in ("a", "b")]
+    procs = [c.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", name,
+                     "--no-follow") for c, name in zip(laptops, ("a", "b"))]
+    results = [(p.wait(timeout=60), *p.communicate()) for p in procs]
+    assert sorted(rc for rc, _, _ in results) == [0, 1], results
+    err = next(e for rc, _, e in results if rc == 1)
+    assert ("given to our run" in err and "Pass --queue" in err) or "was just given" in err, err
+    winner = next(name for (rc, _, _), name in zip(results, ("a", "b")) if rc == 0)
+    assert read(Path(workdir, winner, "gpus")) == "1"
+    assert sorted(p.name for p in Path(workdir).iterdir() if not p.name.startswith(".")) == [winner]
