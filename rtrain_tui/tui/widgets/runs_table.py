@@ -5,8 +5,8 @@ Live runs (anything not final: running, starting, queued, unknown) on top, then 
 newest first. A refresh changes only the rows that changed: a cell whose text moved is
 updated in place, and only a run that appeared, went, changed its place (it ended) or
 its visibility under the filters moves rows — never a clear and rebuild of 10,000 rows
-(that froze the screen 1.3 s per host's refresh). The selected run stays selected, by
-key, whatever moved around it.
+(that froze the screen 1.3 s per host's refresh; how rows change cheaply is
+`keyed_table.py`'s). The selected run stays selected, by key, whatever moved around it.
 
 Filters: `/` text (host, run id, state, progress, the whole failure reason), `h` one
 host, `s` the state filter (all → live → failed → all), shown in the border subtitle.
@@ -14,29 +14,22 @@ host, `s` the state filter (all → live → failed → all), shown in the borde
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from itertools import compress
 from operator import is_not
-from typing import Any, overload
 
-from rich.cells import cell_len
 from rich.text import Text
-from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
-from textual.cache import LRUCache
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, Row, RowKey
 
 from rtrain_tui.core.runs import cost
 from rtrain_tui.core.runs.hostconfig import Price
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.probes import LOST, is_final
 from rtrain_tui.tui.badges import elapsed, run_badge, started_text
+from rtrain_tui.tui.widgets.keyed_table import Cell, KeyedTable, no_collection
 
 RunKey = tuple[str, str, str]
 STATE_FILTERS = ("all", "live", "failed")  # `s` cycles through them, in this order
@@ -83,7 +76,7 @@ def state_matches(state_filter: str, state: str) -> bool:
 _Cells = tuple[str, str, str, bool, str, str, str] | tuple[str, str, str, bool, str, str, str, str]
 
 
-def _literal(text: str) -> Text | str:
+def _literal(text: str) -> Cell:
     """Text from a host or a config as a cell that shows it literally. A plain string
     cell is read as markup (`[b]`, `:emoji:`), so it is one only when it holds neither
     `[` nor `:`: most cells, and a string costs a tenth of a Text's memory (10,000 rows)."""
@@ -96,56 +89,7 @@ def _badge(state: str, stale: bool) -> Text:
     return run_badge(state, stale)
 
 
-@contextmanager
-def _no_collection() -> Iterator[None]:
-    """No collector pass while rows are made: 10,000 rows make ~200,000 objects, none in
-    a cycle, and the passes over them while they were made cost 0.6 s of 0.78 s."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _width(cell: Text | str) -> int:
-    """A one-line cell's width, as DataTable would measure it (its widest line)."""
-    plain = cell.plain if isinstance(cell, Text) else cell
-    if plain.isascii() and "\n" not in plain:
-        return len(plain)  # nearly every cell: 10,000 rows are measured in ~10 ms
-    return max(cell_len(line) for line in plain.split("\n"))
-
-
-class _LineOffsets(Sequence[tuple[RowKey, int]]):
-    """DataTable's y → (row key, line within the row), read from the row order as asked
-    instead of a list of every line rebuilt after each cell update (10,000 rows: 90% of
-    the CPU a refresh's repaint took). Every row here is one line high."""
-
-    def __init__(self, rows: TwoWayDict[RowKey, int]) -> None:
-        self._rows = rows
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    @overload
-    def __getitem__(self, y: int) -> tuple[RowKey, int]: ...
-    @overload
-    def __getitem__(self, y: slice) -> Sequence[tuple[RowKey, int]]: ...
-
-    def __getitem__(self, y: int | slice) -> tuple[RowKey, int] | Sequence[tuple[RowKey, int]]:
-        if isinstance(y, slice):
-            return [self[i] for i in range(*y.indices(len(self)))]
-        key = self._rows.get_key(y if y >= 0 else y + len(self))
-        if key is None:
-            raise IndexError(y)
-        return key, 0
-
-    def clear(self) -> None:
-        """(DataTable.clear clears its own list; there is nothing kept here.)"""
-
-
-class RunsTable(DataTable):
+class RunsTable(KeyedTable):
     BINDINGS = [
         Binding("enter", "select_cursor", "Open log", tooltip="Open the run's live log"),
         Binding("j", "cursor_down", "Down", show=False),
@@ -154,8 +98,6 @@ class RunsTable(DataTable):
     # What matters first comes first: on a narrow terminal the last columns are the
     # ones cut (they stay a sideways scroll away).
     COLUMNS: tuple[str, ...] = ("host", "run", "status", "progress", "elapsed", "started")
-    # `ordered_rows`, until the order changes (a class default: DataTable's __init__ asks)
-    _ordered: list[Row] | None = None
 
     def __init__(self, clock: Callable[[], datetime],
                  price_of: Callable[[str], Price | None] | None = None, **kwargs: object) -> None:
@@ -177,19 +119,6 @@ class RunsTable(DataTable):
         self._live: set[RunKey] = set()  # runs not ended: their elapsed time moves
         self._placed: dict[str, tuple[bool, str, str, str]] = {}  # each row's order_key
         self._ticked: datetime | None = None  # when live runs' elapsed times were last worded
-
-    @property
-    def _y_offsets(self) -> _LineOffsets:  # type: ignore[override]
-        return _LineOffsets(self._row_locations)
-
-    @property
-    def ordered_rows(self) -> list[Row]:
-        """The rows top to bottom, kept until the order changes: DataTable's own is kept
-        only until any cell changes (it rebuilt a 10,000-row list on every refresh)."""
-        if self._ordered is None or len(self._ordered) != len(self.rows):
-            get_key = self._row_locations.get_key
-            self._ordered = [self.rows[get_key(i)] for i in range(len(self.rows))]  # type: ignore[index]
-        return self._ordered
 
     def on_mount(self) -> None:
         self.border_title = "Runs"
@@ -223,7 +152,7 @@ class RunsTable(DataTable):
         record for a run that did not change, so a refresh costs in proportion to what
         changed (plus one list comparison), not to the size of the index.
         """
-        with _no_collection():
+        with no_collection():
             self._set_runs(records, progress or {}, reasons or {}, etas or {})
 
     def _set_runs(self, records: list[RunRecord] | None, progress: Mapping[RunKey, str],
@@ -332,7 +261,7 @@ class RunsTable(DataTable):
         return (*cells, spent.text() if spent is not None else "")
 
     @staticmethod
-    def _renderables(cells: _Cells) -> tuple[Text | str, ...]:
+    def _renderables(cells: _Cells) -> tuple[Cell, ...]:
         """The row's cells: what came from a host or a config (an alias, a run id, a
         traceback line as a failure reason) shown literally (a `[` in it is text, never
         markup); the times, which are ours, as plain strings."""
@@ -364,126 +293,42 @@ class RunsTable(DataTable):
         if moved:
             self._reorder(now, updates)
             return
-        self._repaint({rk: self._update_row(rk, cells) for rk, cells in updates.items()})
+        self.set_cells({rk: self._update_row(rk, cells) for rk, cells in updates.items()})
 
-    def _update_row(self, rk: str, cells: _Cells) -> dict[ColumnKey, Text | str]:
-        """The row's new cells into the table's data; the cells that changed."""
+    def _update_row(self, rk: str, cells: _Cells) -> dict[str, Cell]:
+        """The row's new cells (kept in `_shown`); the ones that changed, by column."""
         before = self._renderables(self._shown[rk])
         self._shown[rk] = cells
-        changed = {}
-        for column, old, new in zip(self.COLUMNS, before, self._renderables(cells), strict=True):
-            if old != new:
-                changed[ColumnKey(column)] = new
-                self._widen(column, new)
-        self._data[RowKey(rk)].update(changed)
-        return changed
-
-    def _repaint(self, rows: Mapping[str, Mapping[ColumnKey, object]]) -> None:
-        """Paint these rows again, and only them.
-
-        DataTable's `update_cell` bumps a counter that is in the key of every render
-        cache, so each changed cell had every row on screen rendered again: ~26 ms of
-        CPU per refresh here, ten refreshes a second over 20 hosts. The changed rows'
-        cached renders are dropped instead, and their regions refreshed.
-        """
-        keys = {RowKey(rk) for rk, changed in rows.items() if changed}
-        if not keys:
-            return
-        indices = {self._row_locations.get(key) for key in keys}
-        top = self.header_height if self.show_header else 0
-        lines = {i + top for i in indices if i is not None}
-        caches: list[tuple[LRUCache[Any, Any], int, set[Any]]] = [
-            (self._cell_render_cache, 0, keys), (self._row_render_cache, 0, keys),
-            (self._row_renderable_cache, 1, indices), (self._line_cache, 0, lines)]
-        for cache, field, gone in caches:
-            for key in [k for k in cache.keys() if k[field] in gone]:
-                cache.discard(key)
-        for index in indices:
-            if index is not None:
-                self.refresh_row(index)
-
-    def _widen(self, column: str, value: Text | str) -> None:
-        """A cell wider than its column widens it. (`update_cell(update_width=True)`
-        measures the whole column whenever a cell gets narrower: 10,000 cells.)"""
-        col = self.columns[ColumnKey(column)]
-        width = _width(value)
-        if width > col.content_width:
-            col.content_width = width
-            self._require_update_dimensions = True
-            self.check_idle()
+        return {column: new for column, old, new
+                in zip(self.COLUMNS, before, self._renderables(cells), strict=True) if old != new}
 
     def _reorder(self, now: datetime, updates: Mapping[str, _Cells] | None = None) -> None:
-        """Rows in the new order: rows that go are dropped, new ones appended, `updates`
-        applied, and the order set in one step, the way DataTable's own `sort` sets it
-        (one row → index map). DataTable has no insert, its `remove_row` renumbers every
-        row once per row removed, and its `add_row` and the measuring of new rows cost
-        ~0.25 ms a row: re-adding 9,500 rows when a filter was cleared froze it 2.3 s.
-        So rows are dropped and appended here directly (textual is pinned exactly;
-        tests/test_tui_table.py holds the table to what it shows)."""
-        with _no_collection():
-            self._reorder_rows(now, updates)
-
-    def _reorder_rows(self, now: datetime, updates: Mapping[str, _Cells] | None) -> None:
-        selected = self.selected
-        had_rows = bool(self.row_count)
-        visible = self._matcher()
-        ranked = sorted(((order_key(v.record), v) for v in self.views.values() if visible(v)),
-                        key=lambda pair: pair[0], reverse=True)
-        wanted = {row_key(v.key): (rank, v) for rank, v in ranked}
-        for rk in [rk for rk in self._shown if rk not in wanted]:
-            key = RowKey(rk)
-            del self.rows[key], self._data[key], self._shown[rk], self._keys[rk]
-            self._new_rows.discard(key)
-        if self._updated_cells:
-            self._updated_cells = {c for c in self._updated_cells if c.row_key in self.rows}
-        for rk, cells in (updates or {}).items():
-            if rk in self._shown:
-                self._update_row(rk, cells)  # (every cached render is dropped below)
-        columns = [ColumnKey(name) for name in self.COLUMNS]
-        added: list[tuple[Text | str, ...]] = []
-        for rk, (_rank, view) in wanted.items():
-            if rk in self._shown:
-                continue
-            cells = (updates or {}).get(rk) or self._cells(view, now)
-            self._shown[rk] = cells
-            self._keys[rk] = view.key
-            key = RowKey(rk)
-            values = self._renderables(cells)
-            self._data[key] = dict(zip(columns, values, strict=True))
-            self.rows[key] = Row(key, 1)
-            added.append(values)
-        for column, values_in_column in zip(columns, zip(*added), strict=False):
-            col = self.columns[column]
-            col.content_width = max(col.content_width, *(_width(v) for v in values_in_column))
-        self._placed = {rk: rank for rk, (rank, _view) in wanted.items()}
-        self._row_locations = TwoWayDict({RowKey(rk): i for i, rk in enumerate(wanted)})
-        self._ordered = None
-        self._update_count += 1
-        self._clear_caches()
-        self._require_update_dimensions = True
-        self.cursor_coordinate = self.cursor_coordinate  # clamped to the rows there are
-        self.refresh(layout=True)
-        self.check_idle()
-        if selected is not None and row_key(selected.key) in wanted:
-            self.select_run(selected.key)
-        elif self.row_count and not had_rows:
-            self._highlight_cursor()  # as add_row does for a table's first row
+        """Rows in the new order (live first, then newest, as the filters let through):
+        rows that go are dropped, new ones made, `updates` applied, in one step."""
+        with no_collection():
+            selected = self.selected
+            visible = self._matcher()
+            ranked = sorted(((order_key(v.record), v) for v in self.views.values() if visible(v)),
+                            key=lambda pair: pair[0], reverse=True)
+            wanted = {row_key(v.key): (rank, v) for rank, v in ranked}
+            for rk in [rk for rk in self._shown if rk not in wanted]:
+                del self._shown[rk], self._keys[rk]
+            changed = {rk: self._update_row(rk, cells)
+                       for rk, cells in (updates or {}).items() if rk in self._shown}
+            new: dict[str, tuple[Cell, ...]] = {}
+            for rk, (_rank, view) in wanted.items():
+                if rk not in self._shown:
+                    self._shown[rk] = (updates or {}).get(rk) or self._cells(view, now)
+                    self._keys[rk] = view.key
+                    new[rk] = self._renderables(self._shown[rk])
+            self._placed = {rk: rank for rk, (rank, _view) in wanted.items()}
+            self.set_rows(list(wanted), new, changed)
+            if selected is not None and row_key(selected.key) in wanted:
+                self.select_run(selected.key)
 
     def toggle_mark(self, key: RunKey) -> None:
         self.marked.symmetric_difference_update({key})
         self._sync([key], ())
-
-    def _update_dimensions(self, new_rows):  # type: ignore[no-untyped-def]
-        """The table's size; then redraw rows drawn before the columns widened.
-
-        New rows' cells were measured as they came (`_reorder`: their plain text's
-        width), so none is measured again here. Textual 8.2's DataTable keeps rows it
-        drew before with the old widths in its render caches: a progress column (not the
-        last one any more) then stayed cut at its header's width. One redraw per change.
-        """
-        super()._update_dimensions(())
-        self._clear_caches()
-        self.refresh()
 
     def cycle_state_filter(self) -> str:
         """`s`: all → live → failed → all; the filter now in force."""
