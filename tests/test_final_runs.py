@@ -309,3 +309,30 @@ def test_runs_refresh_reads_a_settled_run_again_once_another_laptop_resumed_it(
     assert laptop("resume", "gpu", "r1", "--workdir", workdir).rc == 0
     assert row(cli) == ("running", False)
     assert cli("stop", "gpu", "r1", "--grace", "5", "--workdir", workdir).rc == 0
+
+
+def test_the_apps_r_key_rechecks_every_run_the_settled_ones_too(hosts: SshHosts, tmp_path: Path) -> None:
+    """`r` asks about every run, as `runs --refresh --all` does: a settled run whose
+    directory was removed on the host (which no listing can tell) reads `unknown`."""
+    from tests.test_tui import SIZE, notifications, screen_text, tui, until
+
+    work = tmp_path / "work"
+    seed_run(work, "gone")
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add(RunRecord("gpu", "gone", str(work), state="completed", ended_at=ENDED))
+    shutil.rmtree(work / "gone")
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "gone" in screen_text(app), "the run's row")
+            await until(pilot, lambda: not app.refresher.in_flight, "the first refresh")
+            assert [r.state for r in index.load()] == ["completed"]  # settled: not asked
+            app.runs_table.focus()
+            await pilot.press("r")
+            await until(pilot, lambda: any(m.startswith("refreshed ") for m in notifications(app)),
+                        "the toast")
+            assert [r.state for r in index.load()] == ["unknown"]
+            await until(pilot, lambda: "unknown" in screen_text(app), "the row's new state")
+
+    asyncio.run(go())

@@ -95,28 +95,41 @@ class Refresher:
             if not only_new or self.idle(host):
                 self.refresh_now(host)
 
-    def refresh_now(self, host: str) -> None:
+    def refresh_now(self, host: str, all_runs: bool = False) -> bool:
+        """Probe `host` now (with `all_runs`, its settled runs too); False when it is
+        being probed already."""
         if host in self.in_flight:
-            return  # never two probes of one host at once
+            return False  # never two probes of one host at once
         timer = self._timers.pop(host, None)
         if timer is not None:
             timer.stop()
         self.in_flight.add(host)
-        self.app.run_worker(self._refresh_host(host), group=f"refresh:{host}", exit_on_error=False)
+        self.app.run_worker(self._refresh_host(host, all_runs), group=f"refresh:{host}",
+                            exit_on_error=False)
+        return True
 
-    async def refresh_all_now(self) -> None:
-        """Refresh every host with runs, and return once each one's answer is shown
-        (a host already refreshing is waited for: its answer is on its way)."""
+    async def refresh_all_now(self, all_runs: bool = False) -> None:
+        """Refresh every host with runs, and return once each one's answer is shown. A
+        host already refreshing is waited for: its answer is on its way; with `all_runs`
+        (every run asked about, the settled ones too: the `r` key) it is asked again
+        once that answer is shown, as that probe left its settled runs out."""
         report = await self.read_index()
         hosts = sorted({r.host for r in report.records}) if report else []
         before = {h: self._done.get(h, 0) for h in hosts}
-        for host in hosts:
-            self.refresh_now(host)
-        while any(self._done.get(h, 0) == before[h] for h in hosts):
+        asked = {h for h in hosts if self.refresh_now(h, all_runs)}
+        while any(self._done.get(h, 0) == before[h] or h not in asked for h in hosts):
+            for h in hosts:
+                if h not in asked and self._done.get(h, 0) != before[h]:
+                    if not all_runs:
+                        asked.add(h)
+                    elif self.refresh_now(h, all_runs):
+                        asked.add(h)
+                        before[h] = self._done.get(h, 0)
             await asyncio.sleep(0.05)
 
-    async def _refresh_host(self, host: str) -> None:
-        """One probe of one host; always ends in one `HostRefreshed`."""
+    async def _refresh_host(self, host: str, all_runs: bool = False) -> None:
+        """One probe of one host (`all_runs`: its settled runs too); always ends in one
+        `HostRefreshed`."""
         message = HostRefreshed(host)
         try:
             report = await self.read_index()
@@ -132,7 +145,7 @@ class Refresher:
             if find and records:
                 self._next_find[host] = now + self.period * 5
             view = (await host_view.refresh(self.engine, records, sample_gpus=True, find=find,
-                                            words=False)).get(host) if records else None
+                                            words=False, all_runs=all_runs)).get(host) if records else None
             message.view = view or host_view.HostView(host)
             if not records and self.gpus_only(host):
                 message.gpus_unreached = not await self._poll_gpus(host)

@@ -101,10 +101,11 @@ class RunsView:
                 app.refresher.finished(host)
 
     def refresh_now(self) -> None:
-        """Probe every host with runs now, then say when (`refreshed HH:MM:SS`)."""
+        """Probe every host with runs now, every run of theirs (the settled ones too: a
+        run resumed elsewhere reads as it is), then say when (`refreshed HH:MM:SS`)."""
         self.app.run_worker(self._refresh_now(), group="refresh-now", exclusive=True,
                             exit_on_error=False, description="refresh runs")
 
     async def _refresh_now(self) -> None:
-        await self.app.refresher.refresh_all_now()
+        await self.app.refresher.refresh_all_now(all_runs=True)
         self.app.notify(f"refreshed {self.app.clock():%H:%M:%S}", title="Runs", timeout=3)
