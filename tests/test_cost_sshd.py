@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 from rtrain_tui.core.runs.index import RunIndex, parse_time
 from tests.conftest import Cli, write_config
 from tests.test_cli_runs import wait_state
+from tests.test_queue_sshd import BUSY, IDLE, gpus, read, start_queued  # noqa: F401 (gpus: a fixture)
 from tests.test_resume_sshd import wait_for
 
 
@@ -75,3 +77,28 @@ def test_status_json_projects_a_running_runs_cost_from_its_eta(cli: Cli, tmp_pat
     assert Decimal(str(got["cost_at_end"])) - Decimal(str(got["cost"])) == Decimal("5.50")
     listed = cli("runs").out.splitlines()
     assert listed[0].split()[-1] == "COST" and listed[1].split()[-1].startswith("€")
+
+
+def test_a_queued_runs_wait_for_gpus_costs_nothing(cli: Cli, tmp_path: Path, workdir: str,
+                                                    gpus: Callable[[str], None]) -> None:  # noqa: F811
+    """`start --queue` on a busy box: the wrapper records when the run got its GPUs, and
+    the run costs from then, not from its start."""
+    priced(cli, "price_per_gpu_hour = 3600")  # a dollar a second on its one GPU
+    gpus(BUSY)
+    start_queued(cli, write_config(tmp_path / "q.yaml", steps=3, step_seconds=0.3), workdir, "q")
+    sampled = Path(workdir, ".queue", "sampled")
+    wait_for("its place in the queue", lambda: Path(workdir, "q", "queued").exists())
+    seen = {read(sampled)}
+    # The host looked for free GPUs twice more: the run has waited at least a second.
+    wait_for("two more samples", lambda: seen.add(read(sampled)) or len(seen) >= 3)
+    queued = json.loads(cli("status", "gpu", "q", "--workdir", workdir, "--json").out)
+    assert queued["state"] == "queued" and queued["cost"] == 0.0
+    gpus(IDLE)
+    wait_state(cli, "q", workdir, "completed")
+
+    got = json.loads(cli("status", "gpu", "q", "--workdir", workdir, "--json").out)
+    launched = parse_time(got["attempts"][0]["launched"])
+    started = parse_time(RunIndex(cli.index).get("gpu", "q").started_at)
+    assert launched is not None and started is not None and launched - started >= timedelta(seconds=1)
+    ended = int(os.stat(Path(workdir, "q", "status")).st_mtime)
+    assert Decimal(str(got["cost"])) == Decimal(ended - int(launched.timestamp()))

@@ -119,8 +119,9 @@ def parse_attempts(text: str) -> list[dict[str, Any]]:
 
 def attempts_view(recorded: list[dict[str, Any]], state: str, exit_code: int | None,
                   reason: str) -> list[dict[str, Any]]:
-    """Every attempt of a run, oldest first, each `{attempt, started, ended, exit, state,
-    reason, checkpoint}` (times ISO 8601 UTC, null when not known); the last one is the
+    """Every attempt of a run, oldest first, each `{attempt, started, launched, ended, exit,
+    state, reason, checkpoint}` (times ISO 8601 UTC, null when not known; `launched`: when
+    a queued attempt got its GPUs); the last one is the
     run as it is now (`state`, `exit_code`, `reason`: what the probe and `status` say)."""
     by_number = {a["attempt"]: a for a in recorded}
     last = max(by_number, default=1)
@@ -130,6 +131,7 @@ def attempts_view(recorded: list[dict[str, Any]], state: str, exit_code: int | N
         current = n == last
         view.append({
             "attempt": n, "started": _iso(one.get("started")),
+            "launched": _iso(one.get("launched")),
             "ended": _iso(one.get("ended")),
             "exit": exit_code if current else one.get("exit"),
             "state": state if current else one.get("state"),

@@ -105,12 +105,15 @@ def test_attempts_are_merged_by_number_and_the_last_is_the_run_now() -> None:
     recorded = resume.parse_attempts(
         '{"attempt": 1, "state": "failed (exit 1)", "exit": 1, "ended": 1700000000, '
         '"started": "2026-11-30T10:00:00+00:00", "reason": "NCCL timeout"}\n'
-        'not json\n{"attempt": 2, "started": 1700000100, "checkpoint": "outputs/checkpoint-2"}\n')
+        'not json\n{"attempt": 2, "started": 1700000100, "checkpoint": "outputs/checkpoint-2"}\n'
+        '{"attempt": 2, "launched": 1700000160}\n')  # a queued attempt got its GPUs
     view = resume.attempts_view(recorded, "running", None, "")
     assert view == [
-        {"attempt": 1, "started": "2026-11-30T10:00:00+00:00", "ended": "2023-11-14T22:13:20+00:00",
+        {"attempt": 1, "started": "2026-11-30T10:00:00+00:00", "launched": None,
+         "ended": "2023-11-14T22:13:20+00:00",
          "exit": 1, "state": "failed (exit 1)", "reason": "NCCL timeout", "checkpoint": None},
-        {"attempt": 2, "started": "2023-11-14T22:15:00+00:00", "ended": None, "exit": None,
+        {"attempt": 2, "started": "2023-11-14T22:15:00+00:00",
+         "launched": "2023-11-14T22:16:00+00:00", "ended": None, "exit": None,
          "state": "running", "reason": "", "checkpoint": "outputs/checkpoint-2"}]
     assert resume.attempts_view([], "completed", 0, "")[0]["attempt"] == 1
 

@@ -69,7 +69,7 @@ class DirectBackend(GpuChoice):
                 resume_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset,
                                                    spec.gpus, resume=scripts.RESUME_SLOT))
         return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1, retry=retry,
-                               queue=spec.queue)
+                               queue=spec.queue, attempt=spec.attempt)
 
     def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
         # The retry loop's decision runs on the host with the client's own rules.

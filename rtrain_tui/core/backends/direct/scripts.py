@@ -55,7 +55,7 @@ def preflight(python: str, workdir: str) -> str:
 
 def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
             retry: Retry | None = None,
-            queue: tuple[int, Sequence[int]] | None = None) -> str:
+            queue: tuple[int, Sequence[int]] | None = None, attempt: int = 1) -> str:
     """The `run.sh` that runs detached in the run dir.
 
     It records its own pid and identity, runs the trainer with stdin from /dev/null and
@@ -63,7 +63,9 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
     to `status`. The trap keeps the wrapper alive on SIGTERM just long enough to record
     the trainer's code (a handler, unlike an ignore, is not inherited by the trainer).
     With `queue` (COUNT, IDS: `start --queue`) it first waits on the host for COUNT free
-    GPUs, or for the GPUs IDS, in the host's queue (queue.sh). With `append` (a resumed
+    GPUs, or for the GPUs IDS, in the host's queue (queue.sh), and records in attempts.jsonl
+    when attempt `attempt` got them: its cost counts from then (core/runs/cost.py), not
+    from its start. With `append` (a resumed
     run's later attempt) the log goes on after the attempts before it, instead of
     starting anew. With `retry`, a failed attempt is tried again on the host (retry.sh)
     before the code is written.
@@ -73,7 +75,9 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
     if queue is not None:
         count, ids = int(queue[0]), ",".join(str(int(i)) for i in queue[1])
         wait = (_QUEUE + f"if ! wait_for_gpus {count} {shlex.quote(ids)}; then\n"
-                "  echo 143 > status.tmp && mv status.tmp status; exit 143\nfi\n")
+                "  echo 143 > status.tmp && mv status.tmp status; exit 143\nfi\n"
+                f"printf '{{\"attempt\": {int(attempt)}, \"launched\": %s}}\\n' \"$(date +%s)\""
+                " >> attempts.jsonl\n")
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
                        unbuffered=remote_sh.UNBUFFERED, exports=exports, queue=wait,
                        trainer=_logged(trainer_cmd, ">>" if append else ">"),
