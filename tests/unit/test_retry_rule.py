@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,7 @@ def test_the_shipped_zip_runs_under_an_isolated_python_and_agrees_with_the_clien
     write_checkpoint(tmp_path, "outputs/checkpoint-2", 2, save_order())
     (tmp_path / "train.log").write_text(steps(1, 2, 3) + NCCL + "\n")
     (tmp_path / direct.RETRY_PROGRAM).write_bytes(host.bundle(*direct._RETRY_MODULES))
+    before = int(time.time())
     out = subprocess.run([sys.executable, "-I", direct.RETRY_PROGRAM, "134", "1", "3", "0.5", "MK"],
                          input=listing(tmp_path), capture_output=True, text=True, cwd=tmp_path,
                          check=True).stdout
@@ -101,8 +103,11 @@ def test_the_shipped_zip_runs_under_an_isolated_python_and_agrees_with_the_clien
     v = retry_rule.decide(134, (tmp_path / "train.log").read_text(), found, 1, 3, 0.5, None)
     assert said[0] == f"1|1|outputs/checkpoint-2|{v.why}"
     assert said[1] == "=== attempt 2: resuming from outputs/checkpoint-2 ==="
-    assert json.loads(said[2]) == {"attempt": 1, "exit": 134, "state": "failed (exit 134)",
-                                   "reason": v.reason, "step": 3, "retried": True}
+    record = json.loads(said[2])
+    # When it ended, so the wait before the next attempt costs nothing (core/runs/cost.py).
+    assert before <= record.pop("ended") <= time.time()
+    assert record == {"attempt": 1, "exit": 134, "state": "failed (exit 134)",
+                      "reason": v.reason, "step": 3, "retried": True}
 
 
 def test_retries_are_refused_on_slurm_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import time
 from dataclasses import dataclass
 
 from rtrain_tui.core.logs.reasons import repeat_cannot_fix, why_it_ended
@@ -132,8 +133,11 @@ def main(argv: list[str]) -> int:
     tail = _read_tail("train.log", TAIL_BYTES)
     jsonl = _read_tail("attempts.jsonl", 256 * 1024)
     verdict = decide(code, tail, listing, attempt, last, base, _previous(jsonl, attempt))
+    # `ended`: the host's clock, as a resume records it; the wait before the next attempt
+    # then costs nothing (core/runs/cost.py).
     record = json.dumps({"attempt": attempt, "exit": code, "state": f"failed (exit {code})",
-                         "reason": verdict.reason, "step": verdict.step, "retried": verdict.go})
+                         "reason": verdict.reason, "step": verdict.step, "retried": verdict.go,
+                         "ended": int(time.time())})
     said = {"rt_go": "1" if verdict.go else "0", "rt_wait": f"{verdict.wait_s:g}",
             "rt_ck": verdict.checkpoint, "rt_why": _one_line(verdict.why),
             "rt_sep": separator(attempt + 1, verdict.checkpoint), "rt_rec": record}
