@@ -204,6 +204,22 @@ def test_the_listing_tells_which_ended_runs_went_on_after_their_recorded_end(tmp
     assert quiet == f"wd\t0\t{tmp_path}\n"
 
 
+def test_a_run_resumed_within_the_second_it_ended_is_told_by_its_count_of_attempts(
+        tmp_path: Path) -> None:
+    """End times are whole seconds: a resume (from another laptop) in the second the run
+    ended leaves its end mark (the log, once `status` moved away) at the same second. The
+    count of attempts, told beside the recorded end, still says it went on."""
+    run_dir = seed_run(tmp_path, "quick")
+    (run_dir / "attempts" / "1").mkdir(parents=True)
+    os.rename(run_dir / "status", run_dir / "attempts" / "1" / "status")
+    end = STARTED + 42
+    os.utime(run_dir / "train.log", (end, end))
+    out = sh(remote_sh.find_runs([str(tmp_path)], [{"quick"}], limit=4, ended=[{"quick": (end, 1)}]))
+    assert [(w.run_id, w.attempts) for w in probes.parse_went_on(out, 1)] == [("quick", 2)], out
+    told = sh(remote_sh.find_runs([str(tmp_path)], [{"quick"}], limit=4, ended=[{"quick": (end, 2)}]))
+    assert told == f"wd\t0\t{tmp_path}\n"
+
+
 def _settled(index: RunIndex, run_id: str) -> RunRecord | None:
     rec = next(r for r in index.load() if r.run_id == run_id)
     return rec if rec.ended_at and probes.is_final(rec.state) else None

@@ -592,7 +592,7 @@ class Engine:
         self, host: str, runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
         gpus: bool = False, kinds: Sequence[str] | None = None, find: bool = False,
         known: Sequence[tuple[str, str]] | None = None,
-        ended: Mapping[tuple[str, str], int] | None = None, add_found: bool = True,
+        ended: Mapping[tuple[str, str], tuple[int, int]] | None = None, add_found: bool = True,
     ) -> HostProbe:
         """The runs' probes and, with `gpus`, a GPU sample: one script per backend.
 
@@ -657,14 +657,15 @@ class Engine:
         return self._workdirs.get((host, workdir), workdir)
 
     def _find_script(self, host: str, runs: Sequence[tuple[str, str]], limit: int | None,
-                     ended: Mapping[tuple[str, str], int] | None = None) -> tuple[list[str], str]:
+                     ended: Mapping[tuple[str, str], tuple[int, int]] | None = None
+                     ) -> tuple[list[str], str]:
         """The workdirs to list on `host` (the default one and those of `runs`) and the
         `find_runs` script that lists them, told the names `runs` has in each (and the
         end `ended` records for them). A workdir is matched by where it resolved last
         time, so `~/x` and `/home/me/x` share them."""
         workdirs = list(dict.fromkeys([validate.DEFAULT_WORKDIR, *(w for w, _ in runs)]))
         names: dict[str, set[str]] = {}
-        ends: dict[str, dict[str, int]] = {}
+        ends: dict[str, dict[str, int | tuple[int, int]]] = {}
         for workdir, run_id in runs:
             names.setdefault(self._place(host, workdir), set()).add(run_id)
             if ended and (workdir, run_id) in ended:
@@ -826,7 +827,8 @@ class Engine:
                 need_end = [i for i, r in enumerate(recs) if not r.ended_at]
                 added: list[RunRecord] = []
                 if sample_gpus or listing:
-                    ends = {(r.workdir, r.run_id): e for r in rest.get(host, ())
+                    # With its attempts: a resume in the second it ended is told by them.
+                    ends = {(r.workdir, r.run_id): (e, r.attempt) for r in rest.get(host, ())
                             if listing and (e := _iso_epoch(r.ended_at)) is not None}
                     found, sample, added, moved = await self.probe_host(
                         host, runs, need_end, gpus=sample_gpus, find=listing,

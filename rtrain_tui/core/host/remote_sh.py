@@ -174,7 +174,8 @@ FIND_LIMIT = 200
 
 
 def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
-              limit: int | None = None, ended: Sequence[Mapping[str, int]] = ()) -> str:
+              limit: int | None = None,
+              ended: Sequence[Mapping[str, int | tuple[int, int]]] = ()) -> str:
     """List the run directories under each workdir that the caller does not know.
 
     Prints `wd<TAB>i<TAB>ABSOLUTE WORKDIR` for each workdir, then
@@ -192,7 +193,10 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
     (`status`, else `train.log`: what the probes read an end from) was written at
     another time since, it prints `end<TAB>i<TAB>NAME<TAB>END<TAB>ATTEMPTS<TAB>EPOCH`:
     the run went on after the end recorded (a resume, perhaps from another laptop, or
-    the host's own retry); ATTEMPTS is how many it has had. So a refresh that carries
+    the host's own retry); ATTEMPTS is how many it has had. An end given as (END,
+    ATTEMPTS recorded) prints also when the run has had more attempts than recorded
+    (END then reads `went`): a resume in the very second of the end leaves an end mark
+    of the same whole second. So a refresh that carries
     this listing prints only the `wd` lines when nothing new is there. Variables are
     prefixed `fr_` so the listing can precede another probe script in one round trip.
     """
@@ -201,10 +205,16 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
     for i, workdir in enumerate(workdirs):
         validate.check_workdir("host", workdir)
         ends = ended[i] if i < len(ended) else {}
-        names = [f"{validate.check_run_id(n)}:{int(ends[n])}" if n in ends else validate.check_run_id(n)
-                 for n in (sorted(known[i]) if i < len(known) else ())]
+        names = [f"{validate.check_run_id(n)}:{_end_word(ends[n])}" if n in ends
+                 else validate.check_run_id(n) for n in (sorted(known[i]) if i < len(known) else ())]
         lines.append(f"fr_list {i} {workdir} {shlex.quote(' ' + ' '.join(names) + ' ')} {cap}\n")
     return "".join(lines)
+
+
+def _end_word(end: int | tuple[int, int]) -> str:
+    """`END:ATTEMPTS` for find_runs.sh (ATTEMPTS 0: not known, not compared)."""
+    epoch, attempts = end if isinstance(end, tuple) else (end, 0)
+    return f"{int(epoch)}:{int(attempts)}"
 
 
 def checkpoints(workdir: str, run_id: str, marker: str) -> str:
