@@ -41,8 +41,12 @@ fr_list() {
     case $fr_n in *:*)
       fr_e=${fr_n#*:}
       fr_n=${fr_n%%:*}
+      fr_r=${fr_e#*:} fr_e=${fr_e%%:*}
       fr_d=$fr_wd/$fr_n fr_a=1
       for fr_f in "$fr_d"/attempts/[0-9]*; do [ -d "$fr_f" ] && fr_a=$((fr_a + 1)); done
+      # More attempts than recorded: it went on, even when its end mark was written in
+      # the very second of the recorded end (times are whole seconds).
+      [ "$fr_r" = 0 ] || [ "$fr_r" = "$fr_a" ] || fr_e=went
       fr_f=$fr_d/status; [ -e "$fr_f" ] || fr_f=$fr_d/train.log
       mt_add "end$tab$fr_i$tab$fr_n$tab$fr_e$tab$fr_a$tab" "$fr_f"
       continue;;
@@ -57,7 +61,7 @@ fr_list() {
   done
   mt_flush; } | awk -F "$tab" '$1 != "end" || $4 != $6'
 }
-fr_list 0 ~/.praisonai-train ' r0:1700000042 r1 ' 200
+fr_list 0 ~/.praisonai-train ' r0:1700000042:0 r1 ' 200
 fr_list 1 /data/runs '  ' 200
 proc=${RT_PROC:-/proc}
 nl='
