@@ -11,7 +11,7 @@ import json
 import shutil
 import time
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -97,6 +97,10 @@ def test_queued_for_resources_then_running_then_completed(scli: SlurmCli, tmp_pa
     done = wait_for(scli, "small", workdir, lambda s: s["state"] != "running")
     assert done["state"] == "completed" and done["slurm_state"] == "COMPLETED"
     run_dir = Path(workdir) / "small"
+    # The job recorded when it left the queue: its cost counts from then (issue 19).
+    launched = datetime.fromisoformat(done["attempts"][0]["launched"])
+    started = datetime.fromisoformat(RunIndex(scli.index).get(LOGIN, "small").started_at)
+    assert launched - started > timedelta(seconds=1)
     job = (run_dir / "slurm_job_id").read_text().strip()
     assert done["slurm_job_id"] == job
     assert "#SBATCH --gpus-per-node=1" in (run_dir / "run.sbatch").read_text()

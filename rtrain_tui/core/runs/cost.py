@@ -7,9 +7,10 @@ when the host was asked), the host's price (config.toml) and "now" for a live ru
   attempts of a resumed or retried run (the gaps between them cost nothing).
 - A run waiting (`queued`, `starting`) costs nothing while it waits: its current attempt
   counts from its launch. The launch time is an attempt's `launched` when the host
-  recorded one (the direct wrapper does, once a `--queue` run got its GPUs); else its
-  `started` (a resume or retry writes it as it launches). For the first attempt of a run
-  that waited and recorded no launch (a Slurm job; any run read from the index alone),
+  recorded one (the direct wrapper once a `--queue` run got its GPUs, a Slurm job as it
+  starts); else its `started` (a resume or retry writes it as it launches). For the
+  first attempt of a run that waited and recorded no launch (any run read from the index
+  alone),
   the start time is taken: the wait is then counted (an over-estimate, never an
   under-estimate, of what was held).
 - An attempt with no end time recorded (a retry's ended record before it carried one)

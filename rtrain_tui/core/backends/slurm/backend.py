@@ -73,7 +73,8 @@ class SlurmBackend(Backend):
         command = trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn,
                                           trainer_values(options.nodes), resume=spec.resume_from)
         # On a login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
-        return scripts.batch_script(spec.run_id, spec.token, command, spec.env, options, spec.gpus)
+        return scripts.batch_script(spec.run_id, spec.token, command, spec.env, options, spec.gpus,
+                                    attempt=spec.attempt)
 
     def launch_script(self, run_dir: str, token: str) -> str:
         return scripts.submit(run_dir, token)

@@ -10,6 +10,8 @@
 #@ token
 export RTRAIN_RUN
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
+## When the job left Slurm's queue: the run's cost counts from here (core/runs/cost.py).
+printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$(date +%s)" >> attempts.jsonl
 #@ unbuffered
 #@ exports
 trap 'kill -TERM $child 2>/dev/null' TERM INT HUP

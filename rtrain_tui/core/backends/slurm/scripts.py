@@ -22,13 +22,15 @@ def _file(name: str) -> str:
 
 
 def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, str],
-                 options: SlurmOptions, gpus: int) -> str:
+                 options: SlurmOptions, gpus: int, attempt: int = 1) -> str:
     """The `run.sbatch` submitted for one run (run.sbatch.sh).
 
     The batch shell runs the trainer in the background and forwards TERM/INT/HUP to it
     (a trap, not `exec`, so the shell survives to write the trainer's exit code into
     `status`, as the direct wrapper does). Several nodes: `srun` starts one launcher per
-    node; the first host of the allocation is the rendezvous point.
+    node; the first host of the allocation is the rendezvous point. When the job starts
+    it records in attempts.jsonl that attempt `attempt` launched (its queue wait costs
+    nothing).
     """
     tok = remote_sh.check_token(token)
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
@@ -40,7 +42,7 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
     return host.render(
         "run.sbatch.sh", __package__,
         sbatch="".join(f"{line}\n" for line in options.sbatch_lines(run_id, gpus)),
-        token=host.assign(RTRAIN_RUN=tok), unbuffered=remote_sh.UNBUFFERED, exports=exports,
+        token=host.assign(RTRAIN_RUN=tok, rt_attempt=int(attempt)), unbuffered=remote_sh.UNBUFFERED, exports=exports,
         launch=launch)
 
 
