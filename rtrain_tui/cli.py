@@ -169,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", action="store_true",
                    help="fewer GPUs free than asked: wait for them on the host, in its queue "
                    "(state `queued`), rather than refuse; the host gives them in queue order")
+    p.add_argument("--stall-after", default=None, metavar="DURATION",
+                   help="a running run whose log has not grown this long is stalled, e.g. 20m "
+                   "(default: config.toml's `stall_after`, else 15m; 0: never)")
+    p.add_argument("--on-stall", default="warn", choices=("warn", "stop", "restart"),
+                   help="what the host does with a stalled run: say so (default), stop it, or "
+                   "stop and resume it from its newest complete checkpoint (counts as a retry)")
     p.add_argument("--run-id", default=None, help="default: run-<epoch>")
     _add_remote(p)
     p.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
@@ -553,7 +559,9 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         run_id=args.run_id, python=args.python, workdir=args.workdir,
         env=validate.parse_env(args.env), trainer=args.trainer,
         gpu_ids=gpu_ids, allow_busy=args.allow_busy, queue=args.queue,
-        backend=args.backend, retries=args.retries,
+        backend=args.backend, retries=args.retries, on_stall=args.on_stall,
+        stall_after_s=validate.parse_duration(args.stall_after, "--stall-after")
+        if args.stall_after is not None else None,
         options=_slurm_options(engine.hosts, args)
         if (args.backend or engine.backend_of_host(args.host)) == "slurm" else None,
     ).validated()
@@ -698,6 +706,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "reason": line.reason, "queue_position": line.queue_place,
             "slurm_job_id": probe.job_id or None, "slurm_state": probe.scheduler_state or None,
             "attempt": attempts[-1]["attempt"], "attempts": attempts,
+            "stalled_for": probe.stalled_for,
             **await _status_cost(engine, args, probe, line.state, attempts),
         }, indent=2))
         return 0

@@ -150,3 +150,56 @@ def test_a_run_lost_to_a_reboot_is_resumed_by_the_next_refresh_with_retries_left
     finally:
         for pid in marked((run / "train.token").read_text().strip()):
             os.kill(pid, signal.SIGKILL)
+
+
+def stall_start(cli: Cli, tmp_path: Path, workdir: str, run_id: str, *extra: str,
+                **cfg: object) -> None:
+    """Start a run that stalls after 3 s of silence (the log's age is read in whole
+    seconds: 1 s could be 0.05 s), looked at every 0.2 s."""
+    config = write_config(tmp_path / f"{run_id}.yaml", step_seconds=0.05, **cfg)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id,
+            "--no-follow", "--gpus", "0", "--stall-after", "3s", *extra,
+            env={retry_rule.STALL_CHECK_ENV: "0.2", retry_rule.BASE_ENV: "0"})
+    assert r.rc == 0, r.err
+
+
+def test_a_silent_run_reads_running_with_a_stall_reason(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    stall_start(cli, tmp_path, workdir, "s1", steps=100, hang_at=3)
+    wait_for("the stall", lambda: json.loads(
+        cli("status", "gpu", "s1", "--workdir", workdir, "--json").out)["stalled_for"] is not None)
+    got = json.loads(cli("status", "gpu", "s1", "--workdir", workdir, "--json").out)
+    assert got["state"] == "running" and got["stalled_for"] >= 3
+    assert got["reason"] == f"stalled: no output for {got['stalled_for']}s"
+    r = cli("status", "gpu", "s1", "--workdir", workdir)
+    assert r.out == "running\n" and r.err.startswith("rtrain-tui: s1 on gpu: stalled: no output for ")
+    assert cli("stop", "gpu", "s1", "--workdir", workdir).rc == 0
+
+
+def test_on_stall_restart_resumes_a_hung_run_from_its_checkpoint(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "s2"
+    stall_start(cli, tmp_path, workdir, "s2", "--on-stall", "restart", "--retries", "1",
+                steps=6, save_steps=2, hang_at=3, hang_once=True)
+    wait_state(cli, "s2", workdir, "completed", timeout=60)
+    log = (run / "train.log").read_text()
+    before, sep, after = log.partition("=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
+    assert sep and "; restarting it (--on-stall restart)" in before
+    assert "Continuing training from global step 2" in after and "training done, exit 0" in after
+    first = json.loads((run / "attempts.jsonl").read_text().splitlines()[0])
+    assert first["reason"].startswith("stalled: no output for ") and first["exit"] == 143
+
+
+def test_on_stall_stop_stops_a_hung_run(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "s3"
+    stall_start(cli, tmp_path, workdir, "s3", "--on-stall", "stop", steps=100, hang_at=3)
+    wait_state(cli, "s3", workdir, "stopped", timeout=60)
+    assert "; stopping the run (--on-stall stop)" in (run / "train.log").read_text()
+    assert marked((run / "train.token").read_text().strip()) == []
+
+
+def test_on_stall_restart_needs_retries(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "s4.yaml")
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "s4",
+            "--no-follow", "--gpus", "0", "--on-stall", "restart")
+    assert (r.rc, r.err) == (1, "rtrain-tui: --on-stall restart needs --retries N (each restart "
+                                "counts as one retry), e.g. --retries 2.\n")

@@ -105,6 +105,10 @@ class StartRequest:
     # `--retries N`: a failed run is tried again by the host; None: the host's
     # config.toml `retries` (0 when unset).
     retries: int | None = None
+    # Notice a stall: no log output for this many seconds (None: the host's config.toml
+    # `stall_after`, else 15 min; 0: never), and what the host does then.
+    stall_after_s: int | None = None
+    on_stall: str = "warn"
 
     def validated(self) -> StartRequest:
         """Check every field the way the seed does; raises ValidationError."""
@@ -120,6 +124,7 @@ class StartRequest:
         validate.check_gpus(self.gpus)
         if self.retries is not None:
             validate.check_retries(self.retries)
+        validate.check_on_stall(self.on_stall, self.retries)
         if self.gpu_ids:
             validate.parse_gpu_ids(",".join(str(i) for i in self.gpu_ids))
             if len(self.gpu_ids) != self.gpus:
@@ -343,8 +348,11 @@ class Engine:
         kind = backends.get(req.backend or settings.backend)
         options = kind.options(settings, req.options)
         req = replace(req, trainer=kind.adapt_request(req.trainer, req.gpu_ids, req.allow_busy, options),
-                      retries=settings.retries if req.retries is None else req.retries)
-        kind.check_retries(req.retries or 0)
+                      retries=settings.retries if req.retries is None else req.retries,
+                      stall_after_s=settings.stall_after_s if req.stall_after_s is None
+                      else req.stall_after_s)
+        validate.check_on_stall(req.on_stall, req.retries or 0)
+        kind.check_retries(req.retries or 0, req.on_stall)
         # A broken index is found before anything touches the host. Index calls run in a
         # thread: another process holding its lock must never freeze the app.
         await asyncio.to_thread(self.index.check)
@@ -396,7 +404,10 @@ class Engine:
                         await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
                     spec = LaunchSpec(run_id, token, req.trainer, req.python, dataset_name,
                                       req.gpus, env, options, retries=req.retries or 0, queue=queue,
-                                      retry_base_s=retry_rule.base_seconds())
+                                      retry_base_s=retry_rule.base_seconds(),
+                                      stall_after_s=req.stall_after_s or 0,
+                                      stall_check_s=retry_rule.stall_check_seconds(),
+                                      on_stall=req.on_stall)
                     await _write_remote_files(sftp, run_dir, kind.launch_files(spec))
                     await _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec))
                     # What was launched, for a later resume (core/resume.py): the user's env,
@@ -404,7 +415,8 @@ class Engine:
                     await _write_remote_text(sftp, f"{run_dir}/{resume_mod.LAUNCH_JSON}", resume_mod.launch_json(
                         req.trainer, req.python, dataset_name, req.gpus, dict(req.env),
                         req.gpu_ids, req.allow_busy, options, retries=req.retries or 0,
-                        retry_base_s=spec.retry_base_s))
+                        retry_base_s=spec.retry_base_s, stall=(spec.stall_after_s,
+                                                               spec.stall_check_s, spec.on_stall)))
                     step(kind.launch_step)
                     launching, trace.stage = True, LAUNCHING
                     out = dict(probes.parse_key_values(await conn.run(kind.launch_script(run_dir, token))))

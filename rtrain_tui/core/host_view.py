@@ -83,6 +83,11 @@ def waiting_text(why: str) -> str:
     return f"waiting: {why}" if why else QUEUE_WAIT
 
 
+def stall_cell(reason: str, progress: str | None) -> str:
+    """`⚠ stalled: no output for 17m · step 40/100 …`: a stalled run's row."""
+    return f"⚠ {reason}" + (f" · {progress}" if progress else "")
+
+
 def reason_cell(reason: str, width: int = REASON_WIDTH) -> str:
     """`✗ CUDA out of memory …`: a failure reason, cut to fit beside the state."""
     short = reason if len(reason) <= width else reason[:width - 1] + "…"
@@ -159,7 +164,13 @@ async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[R
                 continue
             if stalled is not None:
                 stalled.pop(r.key, None)
-            if cell is not None:
+            # A stall the host's watchdog saw (`stalled: no output for 17m`) goes first:
+            # the run keeps its word, the reason says why to look.
+            why = engine.reasons.get(r.key, "")
+            if why.startswith("stalled"):
+                lines[r.key] = RunLine(r.key, probes.RUNNING, stall_cell(why, cell), reason=why,
+                                       eta_s=etas.get(r.key))
+            elif cell is not None:
                 lines[r.key] = RunLine(r.key, probes.RUNNING, cell, eta_s=etas.get(r.key))
     # An ended run shows its final values (and why it failed) once, not what the last
     # poll before its end happened to catch.

@@ -72,13 +72,15 @@ class ResumedRun:
 
 def launch_json(trainer: str, python: str, dataset: str | None, gpus: int,
                 env: dict[str, str], gpu_ids: tuple[int, ...], allow_busy: bool,
-                options: object | None, retries: int = 0, retry_base_s: float = 30.0) -> str:
+                options: object | None, retries: int = 0, retry_base_s: float = 30.0,
+                stall: tuple[int, float, str] = (0, 60.0, "warn")) -> str:
     """What a start records in the run dir for a later resume (one line of JSON); a
     resume's attempt keeps the start's `--retries`."""
     return json.dumps({
         "trainer": trainer, "python": python, "dataset": dataset, "gpus": gpus,
         "env": env, "gpu_ids": list(gpu_ids), "allow_busy": allow_busy, "retries": retries,
-        "retry_base_s": retry_base_s,
+        "retry_base_s": retry_base_s, "stall_after_s": stall[0], "stall_check_s": stall[1],
+        "on_stall": stall[2],
         "options": asdict(options) if options is not None else None,  # type: ignore[call-overload]
     }, sort_keys=True)
 
@@ -206,8 +208,14 @@ def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
         base = float(spec.get("retry_base_s", 30.0))
     except (TypeError, ValueError, validate.ValidationError):
         retries, base = 0, 30.0  # host text: a garbled count retries nothing
+    try:
+        stall = (max(0, int(spec.get("stall_after_s") or 0)),
+                 float(spec.get("stall_check_s") or 60.0),
+                 validate.check_on_stall(str(spec.get("on_stall") or "warn"), retries))
+    except (TypeError, ValueError, validate.ValidationError):
+        stall = (0, 60.0, "warn")  # host text: a garbled setting watches nothing
     return {**spec, "env": env, "gpu_ids": ids, "gpus": int(spec["gpus"]), "retries": retries,
-            "retry_base_s": base if 0 <= base <= 3600 else 30.0}
+            "retry_base_s": base if 0 <= base <= 3600 else 30.0, "stall": stall}
 
 
 def _previous_token(token: str, host: str, run_id: str) -> str:
@@ -347,7 +355,9 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                                req.gpus, env, options, attempt=attempt, resume_from=checkpoint,
                                retries=spec["retries"] if kind.retries_on_host else 0,
                                retry_base_s=spec["retry_base_s"],
-                               queue=(req.gpus, req.gpu_ids) if waits else None)
+                               queue=(req.gpus, req.gpu_ids) if waits else None,
+                               stall_after_s=spec["stall"][0], stall_check_s=spec["stall"][1],
+                               on_stall=spec["stall"][2] if kind.retries_on_host else "warn")
             sent = False
             try:
                 sftp = await conn.sftp()

@@ -54,7 +54,8 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "wrapper": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV)),
     "wrapper_no_env": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, {})),
     "wrapper_retries": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV, retry=direct_sh.Retry(
-        2, 30.0, 1, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT))),
+        2, 30.0, 1, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT),
+        watch=direct_sh.Watch(900, 60.0, "restart"))),
     "wrapper_queue": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV, queue=(2, (0, 3)))),
     "claim_gpus": (direct_sh.claim_gpus, lambda: direct_sh.claim_gpus(WORKDIR, "r1", [0, 3])),
     "run_states_then_gpu_sample_held": (direct_sh.held_gpus, lambda: direct_sh.run_states(

@@ -131,3 +131,33 @@ def test_config_toml_retries_per_host(tmp_path: Path) -> None:
     path.write_text("[hosts.gpu]\nretries = 99\n")
     with pytest.raises(ValidationError, match=r"\[hosts.gpu\]: --retries must be 0 to 20, not 99"):
         hostconfig.load(path)
+
+
+def test_a_stall_is_worded_once_for_the_row_the_probe_and_status() -> None:
+    from rtrain_tui.core.host_view import stall_cell
+    from rtrain_tui.core.runs import probes
+
+    out = "0\texists=1\tpid=5\talive=1\tcode=\tstop=0\tstopped=0\tlaunched=1\tstalled=1020\n"
+    p = probes.parse_run_states(out, 1)[0]
+    assert (p.state, p.stalled_for, p.reason) == ("running", 1020, "stalled: no output for 17m")
+    assert probes.stall_reason(45) == "stalled: no output for 45s"
+    assert stall_cell(p.reason, "step 40/100") == "⚠ stalled: no output for 17m · step 40/100"
+    dead = out.replace("alive=1", "alive=0")
+    assert probes.parse_run_states(dead, 1)[0].stalled_for is None
+
+
+def test_stall_settings(tmp_path: Path) -> None:
+    from rtrain_tui.core.runs import hostconfig
+    from rtrain_tui.core.safety import validate
+
+    assert validate.parse_duration("20m", "--stall-after") == 1200
+    assert validate.parse_duration("0", "--stall-after") == 0
+    with pytest.raises(ValidationError, match="is not a duration"):
+        validate.parse_duration("20 minutes", "--stall-after")
+    path = tmp_path / "config.toml"
+    path.write_text('[hosts.gpu]\nstall_after = "20m"\n')
+    assert hostconfig.load(path).for_host("gpu").stall_after_s == 1200
+    assert hostconfig.load(path).for_host("other").stall_after_s == 900
+    with pytest.raises(ValidationError, match="restart needs --retries"):
+        validate.check_on_stall("restart", 0)
+    assert retry_rule.decide(143, "", [], 1, 2, 0.0, None, stalled="stalled: no output for 17m").go

@@ -87,6 +87,11 @@ class LaunchSpec:
     # (a backend that cannot refuses it in `check_retries`).
     retries: int = 0
     retry_base_s: float = 30.0  # the wait before retry attempt K is K × this
+    # Notice a stall: no log output for this long (0: never), checked this often, and
+    # what to do then (warn, stop, restart). A backend without a watchdog ignores them.
+    stall_after_s: int = 0
+    stall_check_s: float = 60.0
+    on_stall: str = "warn"
     # `start --queue` on a box: the wrapper waits on the host for this many free GPUs, or
     # for the GPUs `queue_ids` (the host chooses them; env then holds none). None: no wait.
     queue: tuple[int, tuple[int, ...]] | None = None
@@ -149,9 +154,10 @@ class Backend(ABC):
         """Files the run dir gets beside the launch file (name -> bytes); none by default."""
         return {}
 
-    def check_retries(self, retries: int) -> None:
-        """Raise ValidationError when `retries` > 0 and the host cannot retry by itself."""
-        if retries and not self.retries_on_host:
+    def check_retries(self, retries: int, on_stall: str = "warn") -> None:
+        """Raise ValidationError when `retries` > 0 (or `--on-stall` stop or restart) and
+        the host cannot retry (or watch a run) by itself."""
+        if (retries or on_stall != "warn") and not self.retries_on_host:
             from rtrain_tui.core.safety.validate import ValidationError
 
             # A scheduler's job is resubmitted by hand (`resume`), never by a wrapper
@@ -159,7 +165,8 @@ class Backend(ABC):
             raise ValidationError(
                 f"--retries works on boxes only: a {self.name} host's failed job is not "
                 "resubmitted by itself; leave out --retries (and config.toml's `retries`) "
-                "and use `rtrain-tui resume HOST RUN` after a failure.")
+                "and use `rtrain-tui resume HOST RUN` after a failure; --on-stall stop and "
+                "restart are for boxes too.")
 
     @abstractmethod
     def launch_script(self, run_dir: str, token: str) -> str:

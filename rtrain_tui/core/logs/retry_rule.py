@@ -37,6 +37,21 @@ DEFAULT_BASE_S = 30.0  # the wait before attempt K is K × this
 BASE_ENV = "RTRAIN_RETRY_BASE_S"
 
 
+STALL_CHECK_ENV = "RTRAIN_STALL_CHECK_S"  # as BASE_ENV, for the stall watchdog's 60 s
+
+
+def stall_check_seconds(environ: dict[str, str] | None = None) -> float:
+    """How often a run's stall watchdog looks: STALL_CHECK_ENV (0.1..3600), else 60 s."""
+    import os
+
+    said = (os.environ if environ is None else environ).get(STALL_CHECK_ENV, "")
+    try:
+        value = float(said)
+    except ValueError:
+        return 60.0
+    return value if 0.1 <= value <= 3600 else 60.0
+
+
 def base_seconds(environ: dict[str, str] | None = None) -> float:
     """The retry wait's base for a start: BASE_ENV when it is a number 0..3600, else 30 s."""
     import os
@@ -75,18 +90,21 @@ def this_attempt(log_tail: str) -> str:
 
 def decide(exit_code: int, log_tail: str, listing: list[checkpoints.Listing], attempt: int,
            last: int, base_s: float, previous: dict[str, object] | None,
-           host: str = "") -> Verdict:
+           host: str = "", stalled: str = "") -> Verdict:
     """Attempt `attempt` ended with `exit_code` (not by our stop); try `attempt + 1` if it is
     at most `last` and repeating can fix what happened. `previous`: the attempts.jsonl
-    record of the attempt before (its reason and step), for "CUDA OOM at the same step"."""
+    record of the attempt before (its reason and step), for "CUDA OOM at the same step".
+    `stalled`: the watchdog ended the attempt (`--on-stall restart`) and said why: that
+    is the reason, and a hang is worth a retry."""
     text = this_attempt(log_tail)
-    reason = why_it_ended("failed", exit_code, False, text.splitlines(), host) \
+    reason = stalled or why_it_ended("failed", exit_code, False, text.splitlines(), host) \
         or f"exit {exit_code}"
     step = parse_text(text).summary().step
     prev = previous or {}
     prev_step = prev.get("step")
-    cannot = repeat_cannot_fix(reason, exit_code, str(prev.get("reason") or ""),
-                               step, prev_step if isinstance(prev_step, int) else None)
+    cannot = "" if stalled else repeat_cannot_fix(
+        reason, exit_code, str(prev.get("reason") or ""), step,
+        prev_step if isinstance(prev_step, int) else None)
     if cannot:
         return Verdict(False, 0, "", f"{reason} (not retried: {cannot})", reason, step)
     nxt = attempt + 1
@@ -132,7 +150,9 @@ def main(argv: list[str]) -> int:
     listing = checkpoints.parse_listing(sys.stdin.read(), argv[4])
     tail = _read_tail("train.log", TAIL_BYTES)
     jsonl = _read_tail("attempts.jsonl", 256 * 1024)
-    verdict = decide(code, tail, listing, attempt, last, base, _previous(jsonl, attempt))
+    stalled = _one_line(_read_tail("stall_kill", 400))  # watch.sh's, when it ended the attempt
+    verdict = decide(code, tail, listing, attempt, last, base, _previous(jsonl, attempt),
+                     stalled=stalled)
     # `ended`: the host's clock, as a resume records it; the wait before the next attempt
     # then costs nothing (core/runs/cost.py).
     record = json.dumps({"attempt": attempt, "exit": code, "state": f"failed (exit {code})",

@@ -35,6 +35,8 @@ async def reason_for(engine: Any, host: str, workdir: str, run_id: str,
         probe = await engine.probe(host, workdir, run_id)
     if probe.state == probes.QUEUED:
         return probe.reason
+    if probe.state == probes.RUNNING:  # running on: only a stall has a reason
+        return probe.reason if probe.stalled_for is not None else ""
     if not needs_reason(probe.state):
         return ""
     if probe.reason:

@@ -8,6 +8,7 @@
     time = "4:00:00"
     gpus_per_node = 4
     retries = 2                # a failed run is tried again by the host (start --retries)
+    stall_after = "20m"        # no log output this long: stalled (start --stall-after)
     price_per_hour = 2.49      # what the box costs an hour (or price_per_gpu_hour: per
                                # GPU a run holds, for a shared box or a cluster)
     currency = "€"             # default "$"; a top-level `currency` sets every host's
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from rtrain_tui.core.backends import DEFAULT, check_backend
 from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.errors import ValidationError
-from rtrain_tui.core.safety.validate import check_retries
+from rtrain_tui.core.safety.validate import DEFAULT_STALL_AFTER, check_retries, parse_duration
 
 if TYPE_CHECKING:
     from rtrain_tui.core.runs.index import RunRecord
@@ -49,6 +50,7 @@ class HostSettings:
     backend: str = "direct"
     slurm: SlurmOptions = field(default_factory=SlurmOptions)
     retries: int = 0  # `start --retries N`'s default on this host
+    stall_after_s: int = DEFAULT_STALL_AFTER  # `start --stall-after`'s default on this host
     price: Price | None = None  # what the host costs (runs/cost.py); None: not priced
 
 
@@ -148,22 +150,24 @@ def _settings(path: Path, alias: str, table: Any, currency: str = DEFAULT_CURREN
     where = f"{path}: [hosts.{alias}]"
     if not isinstance(table, dict):
         raise ValidationError(f"{where} must be a table.")
-    unknown = set(table) - set(_SLURM_KEYS) - {"backend", "retries", "currency", *_PRICE_KEYS}
+    unknown = set(table) - set(_SLURM_KEYS) - {"backend", "retries", "stall_after", "currency",
+                                                 *_PRICE_KEYS}
     if unknown:
         raise ValidationError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
-                              f"known: backend, retries, {', '.join(_SLURM_KEYS)}, "
+                              f"known: backend, retries, stall_after, {', '.join(_SLURM_KEYS)}, "
                               f"{', '.join(_PRICE_KEYS)}, currency.")
     price = _price(where, table, _currency(where, table.get("currency", currency)))
-    for key, kind in {**_SLURM_KEYS, "backend": str, "retries": int}.items():
+    for key, kind in {**_SLURM_KEYS, "backend": str, "retries": int, "stall_after": str}.items():
         if key in table and (not isinstance(table[key], kind) or isinstance(table[key], bool)):
             raise ValidationError(f"{where} {key} must be {'text' if kind is str else 'a whole number'}.")
     try:
         backend = check_backend(table.get("backend", "direct"))
         options = SlurmOptions(**{k: v for k, v in table.items() if k in _SLURM_KEYS}).validated()
         retries = check_retries(table.get("retries", 0))
+        stall = parse_duration(table.get("stall_after", "15m"), "stall_after")
     except ValidationError as exc:
         raise ValidationError(f"{where}: {exc}") from None
-    return HostSettings(backend, options, retries, price)
+    return HostSettings(backend, options, retries, stall, price)
 
 
 def mark_slurm(alias: str, path: Path | None = None) -> Path:

@@ -300,6 +300,9 @@ class RunProbe:
     # The box booted since the run's wrapper started (its boot id then ≠ now): a `lost`
     # run that a refresh may retry (`start --retries`, core/resume.py).
     rebooted: bool = False
+    # A running run whose log has not grown for this many seconds, by the host's clock
+    # (the wrapper's stall watchdog); None when it is not stalled.
+    stalled_for: int | None = None
 
     @property
     def state(self) -> str:
@@ -330,6 +333,14 @@ class RunProbe:
         if not self.launched:
             return UNKNOWN  # created but never launched: nothing can be told
         return LOST
+
+
+def stall_reason(seconds: int | None) -> str:
+    """`stalled: no output for 17m` ('' when not stalled): the reason beside `running`."""
+    if seconds is None or seconds < 0:
+        return ""
+    return f"stalled: no output for {seconds}s" if seconds < 60 else \
+        f"stalled: no output for {seconds // 60}m"
 
 
 _STOP_SIGNAL_CODES = (128 + 15, 128 + 9, -15, -9)  # what a shell / Python report for TERM, KILL
@@ -388,9 +399,11 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[Ru
             # Why a live run waits: for free GPUs in the host's queue (`start --queue`), or
             # to try again (retry by itself); or why a failed one was not tried again.
             queued=facts.get("queued") == "1" or (bool(facts.get("retry")) and facts.get("alive") == "1"),
-            reason=safe_line(facts.get("reason") or facts.get("retry", ""))[:300],
+            reason=safe_line(facts.get("reason") or facts.get("retry", "")
+                             or stall_reason(_int_or_none(facts.get("stalled", ""))))[:300],
             queue_place=_int_or_none(facts.get("place", "")),
             rebooted=facts.get("rebooted") == "1",
+            stalled_for=_int_or_none(facts.get("stalled", "")) if facts.get("alive") == "1" else None,
         )
     check_answered(len(found), count, output, host)
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

@@ -257,3 +257,29 @@ def check_retries(retries: int) -> int:
     if not 0 <= retries <= MAX_RETRIES:
         raise ValidationError(f"--retries must be 0 to {MAX_RETRIES}, not {retries}.")
     return retries
+
+
+_DURATION_RE = re.compile(r"([0-9]{1,6})([smh]?)")
+DEFAULT_STALL_AFTER = 15 * 60
+
+
+def parse_duration(text: str, what: str) -> int:
+    """`20m`, `90s`, `2h` (a bare number is seconds; `0` turns it off) as seconds."""
+    match = _DURATION_RE.fullmatch(text.strip())
+    if not match:
+        raise ValidationError(f"{what} {text!r} is not a duration: a number and s, m or h, "
+                              "e.g. 20m (0: never).")
+    return int(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+ON_STALL = ("warn", "stop", "restart")
+
+
+def check_on_stall(on_stall: str, retries: int | None) -> str:
+    """`--on-stall`: one of ON_STALL; `restart` counts against --retries, so needs some."""
+    if on_stall not in ON_STALL:
+        raise ValidationError(f"--on-stall must be one of {', '.join(ON_STALL)}, not {on_stall!r}.")
+    if on_stall == "restart" and retries == 0:
+        raise ValidationError("--on-stall restart needs --retries N (each restart counts as "
+                              "one retry), e.g. --retries 2.")
+    return on_stall

@@ -68,8 +68,9 @@ class DirectBackend(GpuChoice):
                                                   spec.gpus),
                 resume_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset,
                                                    spec.gpus, resume=scripts.RESUME_SLOT))
+        watch = scripts.Watch(spec.stall_after_s, spec.stall_check_s, spec.on_stall)
         return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1, retry=retry,
-                               queue=spec.queue, attempt=spec.attempt)
+                               queue=spec.queue, attempt=spec.attempt, watch=watch)
 
     def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
         # The retry loop's decision runs on the host with the client's own rules.

@@ -37,6 +37,7 @@ while [ "$rc" != 0 ] && [ -z "$rt_signalled" ] && [ ! -e stop_requested ]; do
   printf '%s\n' "$rt_sep" >> train.log
   printf '{"attempt": %s, "started": %s, "checkpoint": "%s", "retry": true}\n' \
     "$rt_a" "$(date +%s)" "$rt_ck" >> attempts.jsonl
+#@ rewatch
   if [ -n "$rt_ck" ]; then
     RTRAIN_RESUME_FROM=$rt_ck; export RTRAIN_RESUME_FROM
 #@ resumed
@@ -46,4 +47,5 @@ while [ "$rc" != 0 ] && [ -z "$rt_signalled" ] && [ ! -e stop_requested ]; do
   fi
   rc=$?
   cd "$rt_dir" || exit "$rc"
+#@ watched
 done

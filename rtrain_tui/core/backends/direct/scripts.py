@@ -55,7 +55,8 @@ def preflight(python: str, workdir: str) -> str:
 
 def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
             retry: Retry | None = None,
-            queue: tuple[int, Sequence[int]] | None = None, attempt: int = 1) -> str:
+            queue: tuple[int, Sequence[int]] | None = None, attempt: int = 1,
+            watch: Watch | None = None) -> str:
     """The `run.sh` that runs detached in the run dir.
 
     It records its own pid and identity, runs the trainer with stdin from /dev/null and
@@ -68,7 +69,8 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
     from its start. With `append` (a resumed
     run's later attempt) the log goes on after the attempts before it, instead of
     starting anew. With `retry`, a failed attempt is tried again on the host (retry.sh)
-    before the code is written.
+    before the code is written. With `watch`, a watchdog beside each attempt notices a
+    stall (watch.sh).
     """
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     wait = ""
@@ -80,8 +82,35 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
                 " >> attempts.jsonl\n")
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
                        unbuffered=remote_sh.UNBUFFERED, exports=exports, queue=wait,
+                       watch=_watch(watch), watched=_watched(watch),
                        trainer=_logged(trainer_cmd, ">>" if append else ">"),
-                       retry=_retry(retry) if retry is not None and retry.retries > 0 else "")
+                       retry=_retry(retry, watch) if retry is not None and retry.retries > 0 else "")
+
+
+ON_STALL = ("warn", "stop", "restart")
+
+
+@dataclass(frozen=True)
+class Watch:
+    """The stall watchdog's settings: a log older than `after_s` seconds is a stall,
+    checked every `every_s` seconds; `on_stall` is one of ON_STALL."""
+
+    after_s: int
+    every_s: float = 60.0
+    on_stall: str = "warn"
+
+
+def _watched(watch: Watch | None) -> str:
+    return "rt_noted\n" if watch is not None and watch.after_s > 0 else ""
+
+
+def _watch(watch: Watch | None) -> str:
+    if watch is None or watch.after_s <= 0:
+        return ""
+    if watch.on_stall not in ON_STALL:
+        raise ValueError(watch.on_stall)
+    return (host.assign(rt_sa=int(watch.after_s), rt_wi=f"{watch.every_s:g}", rt_on=watch.on_stall)
+            + _file("watch.sh") + "rt_watch\n")
 
 
 @dataclass(frozen=True)
@@ -110,13 +139,14 @@ def _logged(cmd: str, how: str) -> str:
     return f"{{ {cmd}\n}} {how} train.log 2>&1 < /dev/null\n"
 
 
-def _retry(retry: Retry) -> str:
+def _retry(retry: Retry, watch: Watch | None = None) -> str:
     # Counted per run: a resumed attempt (after a reboot, or by hand) has what is left.
     head = host.assign(rt_a=retry.first_attempt, rt_last=1 + retry.retries,
                        rt_cfg=int(retry.edit_config), rt_base=f"{retry.base_s:g}")
     return (head + f"rt_py={retry.python_word}\n"
             + host.render("retry.sh", __package__, checkpoints=host.text("checkpoints.sh"),
                           fresh=_logged(retry.fresh_cmd, ">>"),
+                          rewatch="rt_watch\n" if _watched(watch) else "", watched=_watched(watch),
                           resumed=_logged(retry.resume_cmd.replace(RESUME_SLOT, '"$rt_ck"'), ">>")))
 
 

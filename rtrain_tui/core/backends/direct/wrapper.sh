@@ -21,9 +21,11 @@ case ${CUDA_VISIBLE_DEVICES-x} in
 esac
 ## A template's `cd` (it runs in this shell, in braces) must not move where status lands.
 rt_dir=$PWD
+#@ watch
 #@ trainer
 rc=$?
 cd "$rt_dir" || exit "$rc"
+#@ watched
 #@ retry
 end_rest
 echo $rc > status.tmp && mv status.tmp status

@@ -12,7 +12,8 @@ with `output_dir`, `ranks` and `die_mid_save`: see checkpoint.py), `resume_from_
 (a checkpoint's path: go on from its `global_step`, logging it as transformers does),
 `crash_at` (at that step die as `crash` names, see hf_style.CRASHES; with `crash_once:
 true` only the first time: a file `crashed-at-N` in the run dir remembers it), `hang_at`
-(at that step print nothing more and sleep, as an NCCL deadlock does).
+(at that step print nothing more and sleep, as an NCCL deadlock does; with `hang_once:
+true` only the first time).
 It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
 """
 
@@ -129,8 +130,11 @@ def main():
 
                 hf_style.crash(cfg.get("crash", "nccl_timeout"))
         if cfg.get("hang_at") and step == int(cfg["hang_at"]):
-            while True:
-                time.sleep(3600)
+            mark = f"hung-at-{step}"
+            if not (cfg.get("hang_once") == "true" and os.path.exists(mark)):
+                open(mark, "w").close()
+                while True:
+                    time.sleep(3600)
         if cfg.get("progress_bar") == "true":
             sys.stdout.write(f"progress {step}/{steps}\r")
         print(f"{{'loss': {2.0 / step:.4f}, 'step': {step}, 'epoch': {step / steps:.2f}}}", flush=True)

@@ -1,0 +1,58 @@
+## Notice a stall: `rt_watch` starts a watchdog beside the attempt about to run. Every
+## $rt_wi seconds (60) it reads train.log's age by the host's clock; from $rt_sa seconds
+## on it writes the age to `stalled` (the probe reads it: no round trip of its own) and
+## removes the file once the log grows again. With $rt_on `stop` or `restart` it then
+## ends the attempt as the wrapper's own end does (end_rest: TERM, a grace, KILL; not the
+## wrapper, not itself): `stop` marks the run stopped as our stop does (`stop_requested`),
+## `restart` leaves `stall_kill` holding why, for the retry loop (retry.sh) to resume it
+## from its newest complete checkpoint, counted against --retries. A subshell gets the
+## default action for TERM, so a stop or the wrapper's end ends it. Needs liveness.sh,
+## end_rest.sh, $rt_sa, $rt_wi, $rt_on.
+## `rt_noted`, once the attempt is over: the watchdog's note goes to the log then, not
+## while the trainer's own descriptor (opened without O_APPEND) may still write over it.
+rt_noted() {
+  [ -s stall_note ] || return 0
+  if [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
+  cat stall_note >> train.log
+  rm -f stall_note
+}
+rt_watch() {
+  rm -f stalled stall_kill stall_note
+  (
+    read -r wd_self _ < /proc/self/stat || wd_self=none
+    own_pgrp=none sh_pgrp=none  # the run's group is the wrapper's: nothing to spare
+    while sleep "$rt_wi"; do
+      wd_now=$(date +%s) || continue
+      wd_mt=$(stat -c %Y train.log 2>/dev/null || stat -f %m train.log 2>/dev/null) || continue
+      wd_age=$((wd_now - wd_mt))
+      if [ "$wd_age" -lt "$rt_sa" ]; then rm -f stalled; continue; fi
+      echo "$wd_age" > stalled.tmp && mv -f stalled.tmp stalled
+      [ "$rt_on" = warn ] && continue
+      wd_why="stalled: no output for $((wd_age / 60))m"  # as probes.stall_reason words it
+      [ "$wd_age" -ge 60 ] || wd_why="stalled: no output for ${wd_age}s"
+      if [ "$rt_on" = stop ]; then
+        [ -s stop_requested ] || echo stall > stop_requested
+        printf 'rtrain-tui: %s; stopping the run (--on-stall stop)\n' "$wd_why" > stall_note
+      else
+        echo "$wd_why" > stall_kill
+        printf 'rtrain-tui: %s; restarting it (--on-stall restart)\n' "$wd_why" > stall_note
+      fi
+      # What end_rest ends, but for this watchdog and its own sleep (the wrapper, $$,
+      # is spared by live_of): the trainer and all its processes.
+      wd_end() {
+        live_of "$(marked_pids "$RTRAIN_RUN")"; wd_left=
+        for wd_p in $live; do [ "$wd_p" = "$wd_self" ] || wd_left="$wd_left $wd_p"; done
+      }
+      wd_end
+      # shellcheck disable=SC2086  # a list of pids
+      [ -n "$wd_left" ] && kill -TERM $wd_left 2>/dev/null
+      wd_i=0
+      while [ -n "$wd_left" ] && [ $wd_i -lt $((${RT_GRACE:-10} * 5)) ]; do
+        sleep 0.2; wd_i=$((wd_i + 1)); wd_end
+      done
+      # shellcheck disable=SC2086  # a list of pids
+      [ -n "$wd_left" ] && kill -KILL $wd_left 2>/dev/null
+      break
+    done
+  ) &
+}
