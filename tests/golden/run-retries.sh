@@ -148,10 +148,61 @@ case ${CUDA_VISIBLE_DEVICES-x} in
   *) [ -e gpus ] || { echo "$CUDA_VISIBLE_DEVICES" > gpus.tmp && mv gpus.tmp gpus; };;
 esac
 rt_dir=$PWD
+rt_sa=900
+rt_wi=60
+rt_on=restart
+rt_noted() {
+  [ -s stall_note ] || return 0
+  if [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
+  cat stall_note >> train.log
+  rm -f stall_note
+}
+rt_watch() {
+  rm -f stalled stall_kill stall_note
+  (
+    read -r wd_self _ < /proc/self/stat || wd_self=none
+    own_pgrp=none sh_pgrp=none  # the run's group is the wrapper's: nothing to spare
+    while sleep "$rt_wi"; do
+      wd_now=$(date +%s) || continue
+      wd_mt=$(stat -c %Y train.log 2>/dev/null || stat -f %m train.log 2>/dev/null) || continue
+      wd_age=$((wd_now - wd_mt))
+      if [ "$wd_age" -lt "$rt_sa" ]; then rm -f stalled; continue; fi
+      echo "$wd_age" > stalled.tmp && mv -f stalled.tmp stalled
+      [ "$rt_on" = warn ] && continue
+      wd_why="stalled: no output for $((wd_age / 60))m"  # as probes.stall_reason words it
+      [ "$wd_age" -ge 60 ] || wd_why="stalled: no output for ${wd_age}s"
+      if [ "$rt_on" = stop ]; then
+        [ -s stop_requested ] || echo stall > stop_requested
+        printf 'rtrain-tui: %s; stopping the run (--on-stall stop)\n' "$wd_why" > stall_note
+      else
+        echo "$wd_why" > stall_kill
+        printf 'rtrain-tui: %s; restarting it (--on-stall restart)\n' "$wd_why" > stall_note
+      fi
+      # What end_rest ends, but for this watchdog and its own sleep (the wrapper, $$,
+      # is spared by live_of): the trainer and all its processes.
+      wd_end() {
+        live_of "$(marked_pids "$RTRAIN_RUN")"; wd_left=
+        for wd_p in $live; do [ "$wd_p" = "$wd_self" ] || wd_left="$wd_left $wd_p"; done
+      }
+      wd_end
+      # shellcheck disable=SC2086  # a list of pids
+      [ -n "$wd_left" ] && kill -TERM $wd_left 2>/dev/null
+      wd_i=0
+      while [ -n "$wd_left" ] && [ $wd_i -lt $((${RT_GRACE:-10} * 5)) ]; do
+        sleep 0.2; wd_i=$((wd_i + 1)); wd_end
+      done
+      # shellcheck disable=SC2086  # a list of pids
+      [ -n "$wd_left" ] && kill -KILL $wd_left 2>/dev/null
+      break
+    done
+  ) &
+}
+rt_watch
 { ~/venv/bin/python train.py --config config.yaml
 } > train.log 2>&1 < /dev/null
 rc=$?
 cd "$rt_dir" || exit "$rc"
+rt_noted
 rt_a=1
 rt_last=3
 rt_cfg=0
@@ -214,6 +265,7 @@ done
   printf '%s\n' "$rt_sep" >> train.log
   printf '{"attempt": %s, "started": %s, "checkpoint": "%s", "retry": true}\n' \
     "$rt_a" "$(date +%s)" "$rt_ck" >> attempts.jsonl
+rt_watch
   if [ -n "$rt_ck" ]; then
     RTRAIN_RESUME_FROM=$rt_ck; export RTRAIN_RESUME_FROM
 { ~/venv/bin/python train.py --config config.yaml --resume_from_checkpoint "$rt_ck"
@@ -225,6 +277,7 @@ done
   fi
   rc=$?
   cd "$rt_dir" || exit "$rc"
+rt_noted
 done
 end_rest
 echo $rc > status.tmp && mv status.tmp status
