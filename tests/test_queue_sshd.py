@@ -235,3 +235,20 @@ def test_two_laptops_starting_at_once_never_get_the_same_gpu(
     winner = next(name for (rc, _, _), name in zip(results, ("a", "b")) if rc == 0)
     assert read(Path(workdir, winner, "gpus")) == "1"
     assert sorted(p.name for p in Path(workdir).iterdir() if not p.name.startswith(".")) == [winner]
+
+
+def test_allow_busy_shares_a_gpu_our_live_run_was_given(
+        cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    """--allow-busy asks to share: the host's claim records the GPU, never refuses it for
+    being our own run's (20 concurrent --allow-busy starts all chose GPU 0 and 19 were
+    told it 'was just given to our run')."""
+    gpus(ONE_FREE)
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "first", "--no-follow")
+    assert r.rc == 0, r.err
+    assert read(Path(workdir, "first", "gpus")) == "1"
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "sharer",
+            "--allow-busy", "--no-follow")
+    assert r.rc == 0, r.err
+    assert read(Path(workdir, "sharer", "gpus")) == "1"  # the least busy, ours or not
+    assert status(cli, workdir, "sharer")["state"] == "running"

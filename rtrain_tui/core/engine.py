@@ -480,9 +480,11 @@ class Engine:
                           run_id: str, gpu_ids: str) -> None:
         """Record the chosen GPUs in the run dir under the host's GPU lock (queue.sh's),
         so a queued run's wrapper, or another laptop, never gets them too; refused when
-        one of them was given to a live run of ours since the sample."""
+        one of them was given to a live run of ours since the sample, unless the start
+        allows busy GPUs (then it may have chosen one of ours on purpose)."""
         ids = [int(i) for i in gpu_ids.split(",")]
-        facts = dict(probes.parse_key_values(await conn.run(kind.claim_script(req.workdir, run_id, ids))))
+        facts = dict(probes.parse_key_values(await conn.run(
+            kind.claim_script(req.workdir, run_id, ids, share=req.allow_busy))))
         if facts.get("claimed") != "1":
             held = facts.get("held", "").partition(",")
             raise GpusBusyError(

@@ -224,6 +224,7 @@ class GpuChoice(Backend):
         and, with `workdir`, the GPUs the host records as given to our live runs there."""
 
     @abstractmethod
-    def claim_script(self, workdir: str, run_id: str, ids: Sequence[int]) -> str:
+    def claim_script(self, workdir: str, run_id: str, ids: Sequence[int], share: bool = False) -> str:
         """Record on the host, under its GPU lock, that the run has the GPUs `ids`; prints
-        `claimed=1`, or `held=I,RUN` when a live run of ours got one meanwhile."""
+        `claimed=1`, or `held=I,RUN` when a live run of ours got one meanwhile (never
+        with `share`: the start allowed busy GPUs)."""

@@ -98,8 +98,8 @@ class DirectBackend(GpuChoice):
         held = scripts.held_gpus(workdir) if workdir is not None else ""
         return scripts.run_states(runs) + scripts.gpu_sample() + held
 
-    def claim_script(self, workdir: str, run_id: str, ids: Sequence[int]) -> str:
-        return scripts.claim_gpus(workdir, run_id, ids)
+    def claim_script(self, workdir: str, run_id: str, ids: Sequence[int], share: bool = False) -> str:
+        return scripts.claim_gpus(workdir, run_id, ids, share)
 
     def parse_probe(self, output: str, count: int, host: str) -> list[probes.RunProbe]:
         return probes.parse_run_states(output, count, host)

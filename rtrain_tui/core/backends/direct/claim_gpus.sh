@@ -1,8 +1,11 @@
 ## Give the run in $rd the GPUs $want (I,J), under the host's GPU lock, unless a live run
-## of ours under $wd holds one by now. Needs liveness.sh, gpu_rule.sh, $wd, $rd, $want.
+## of ours under $wd holds one by now; with $share=1 (--allow-busy: sharing them is what
+## the user asked for) whoever holds them. Needs liveness.sh, gpu_rule.sh, $wd, $rd,
+## $want, $share.
 own_pgrp=none sh_pgrp=none
 q_lock "$wd/.queue"
-cg_held=$(held_gpus "$wd")
+cg_held=
+[ "$share" = 1 ] || cg_held=$(held_gpus "$wd")
 cg_hit=
 for cg_h in $cg_held; do
   cg_i=${cg_h#gpu_held=}; cg_i=${cg_i%%,*}

@@ -195,16 +195,19 @@ def held_gpus(workdir: str) -> str:
             + 'own_pgrp=${own_pgrp:-none} sh_pgrp=${sh_pgrp:-none}\nheld_gpus "$wd"\n')
 
 
-def claim_gpus(workdir: str, run_id: str, ids: Sequence[int]) -> str:
+def claim_gpus(workdir: str, run_id: str, ids: Sequence[int], share: bool = False) -> str:
     """Record `ids` as the run's GPUs (its `gpus` file), under the host's GPU lock,
     unless a live run of ours holds one of them by now: `claimed=1`, else `held=I,RUN`.
 
     The client chose them from a sample taken just before; the lock and this check make
     the choice and a queued run's (queue.sh) one after the other, never both one GPU.
+    With `share` (--allow-busy) the GPUs are recorded whoever holds them: the client may
+    have chosen a GPU our other run has, on purpose.
     """
     want = ",".join(str(int(i)) for i in ids)
     return (_LIVENESS + _GPU_RULE + remote_sh.workdir_assign(workdir) + "\n"
-            + remote_sh.run_dir_assign(workdir, run_id) + host.assign(want=want)
+            + remote_sh.run_dir_assign(workdir, run_id)
+            + host.assign(want=want, share=int(share))
             + _file("claim_gpus.sh"))
 
 
