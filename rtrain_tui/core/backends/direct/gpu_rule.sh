@@ -116,12 +116,16 @@ held_gpus() {
 ## `q_lock QUEUEDIR` / `q_unlock QUEUEDIR`: the moment GPUs are given, one taker at a
 ## time, on every host (a `mkdir`: no flock needed). Its `owner` holds the host's uptime
 ## and the taker's pid: a lock whose taker is gone, or older than 30 s (a take lasts one
-## bounded nvidia-smi sample), is broken.
+## bounded nvidia-smi sample), is broken. QUEUEDIR is made for the lock and removed with
+## it when empty: a workdir gains `.queue/` only once a run queues there (its entries,
+## `seq`, `sampled` keep it), never from a plain start's claim.
 q_uptime() { qu=''; read -r qu _ 2>/dev/null < /proc/uptime; qu=${qu%.*}; [ -n "$qu" ] || qu=$(date +%s); }
 q_lock() {
   ql_n=0
   [ -d "$1" ] || mkdir -p "$1" 2>/dev/null
   until mkdir "$1/lock" 2>/dev/null; do
+    # Gone since: the last taker removed it empty; make it again and retry at once.
+    if [ ! -d "$1" ]; then mkdir -p "$1" 2>/dev/null && continue; fi
     ql_t='' ql_p=''; read -r ql_t ql_p 2>/dev/null < "$1/lock/owner"
     q_uptime; ql_n=$((ql_n + 1))
     case $ql_t$ql_p in
@@ -134,4 +138,4 @@ q_lock() {
   done
   q_uptime; echo "$qu $$" > "$1/lock/owner"
 }
-q_unlock() { rm -rf "$1/lock"; }
+q_unlock() { rm -rf "$1/lock"; rmdir "$1" 2>/dev/null || :; }
