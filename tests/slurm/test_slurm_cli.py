@@ -174,7 +174,9 @@ def _has_marker(environ: Path, marker: bytes) -> bool:
 @pytest.mark.serial
 def test_stop_of_a_queued_run_cancels_it_at_once(scli: SlurmCli, tmp_path: Path, workdir: str,
                                                  slurm: SlurmCluster) -> None:
-    start(scli, tmp_path, workdir, "hog", "--gpus", "2", steps=200, step_seconds=0.1)
+    # `hog` holds both GPUs for the whole test (the autouse fixture cancels it): a hog
+    # of 20 s ended under a loaded CI's slow starts and let `waiter` run.
+    start(scli, tmp_path, workdir, "hog", "--gpus", "2", steps=100000, step_seconds=0.2)
     start(scli, tmp_path, workdir, "waiter", "--gpus", "2", steps=1)
     wait_for(scli, "waiter", workdir, lambda s: s["state"] == "queued")
     began = time.monotonic()
@@ -192,7 +194,8 @@ def test_a_job_an_older_version_found_stays_a_slurm_job(scli: SlurmCli, tmp_path
     """Older versions recorded a found run with no backend, meaning the host's: read as a
     box run, a queued job was not `queued` and `stop` never reached Slurm. The refresh
     writes the backend it resolved, so the record never changes meaning again."""
-    start(scli, tmp_path, workdir, "hog", "--gpus", "2", steps=200, step_seconds=0.1)
+    # `hog` holds both GPUs for the whole test (see above): `waiter` stays queued.
+    start(scli, tmp_path, workdir, "hog", "--gpus", "2", steps=100000, step_seconds=0.2)
     start(scli, tmp_path, workdir, "waiter", "--gpus", "2", steps=1)
     wait_for(scli, "waiter", workdir, lambda s: s["state"] == "queued")
     index = RunIndex(scli.index)
