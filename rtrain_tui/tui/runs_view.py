@@ -9,6 +9,7 @@ badge and GPU panel (through `hosts_panel.py`) and, for a run that ended, its to
 from __future__ import annotations
 
 import gc
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from textual.css.query import NoMatches
@@ -27,6 +28,7 @@ class RunsView:
     def __init__(self, app: RTrainApp) -> None:
         self.app = app
         self.index_reader = IndexReader(app.engine.index, app.notify, self._mark_skipped)
+        self.stalls_said: set[RunKey] = set()  # stalled runs whose toast was shown
 
     async def read_index(self) -> IndexReport | None:
         return await self.index_reader.read()
@@ -87,6 +89,10 @@ class RunsView:
                 if line.reason:
                     reasons[line.key] = line.reason
             app.run_actions.reasons.update(reasons)
+            self._say_stalls(reasons, [line.key for line in view.lines if not line.reason])
+            for notice in app.engine.notices:  # what a refresh did by itself (a reboot's retry)
+                app.notify(notice, title="Runs", severity="warning", timeout=10, markup=False)
+            app.engine.notices.clear()
             # (An index that could not be read this time keeps the rows it had.)
             app.main_screen.show_runs(event.records, progress, reasons, etas)
             if event.records is not None and event.final:
@@ -99,6 +105,15 @@ class RunsView:
         finally:
             if event.final:
                 app.refresher.finished(host)
+
+    def _say_stalls(self, reasons: Mapping[RunKey, str], calm: list[RunKey]) -> None:
+        """A toast when a running run starts to read stalled (once per stall)."""
+        for key, reason in reasons.items():
+            if reason.startswith("stalled") and key not in self.stalls_said:
+                self.stalls_said.add(key)
+                self.app.notify(f"{key[2]} on {key[0]}: {reason}", title="Run stalled",
+                                severity="warning", timeout=10, markup=False)
+        self.stalls_said.difference_update(calm)
 
     def refresh_now(self) -> None:
         """Probe every host with runs now, every run of theirs (the settled ones too: a

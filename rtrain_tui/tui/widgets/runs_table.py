@@ -84,6 +84,15 @@ def _literal(text: str) -> Cell:
     return Text(text) if "[" in text or ":" in text else text
 
 
+STALL_MARK = "⚠ "  # host_view.stall_cell's: a stalled run's progress, in the warning colour
+
+
+def _progress_cell(text: str) -> Cell:
+    if text.startswith(STALL_MARK):
+        return Text(text, style="bold yellow")
+    return _literal(text)
+
+
 @lru_cache(maxsize=256)
 def _badge(state: str, stale: bool) -> Text:
     """One badge per state, shared by every row that shows it (never changed in place)."""
@@ -272,8 +281,8 @@ class RunsTable(KeyedTable):
         traceback line as a failure reason) shown literally (a `[` in it is text, never
         markup); the times, which are ours, as plain strings."""
         host, run, state, stale, progress, took, started, *spent = cells
-        return (_literal(host), _literal(run), _badge(state, stale), _literal(progress), took,
-                started, *map(_literal, spent))
+        return (_literal(host), _literal(run), _badge(state, stale), _progress_cell(progress),
+                took, started, *map(_literal, spent))
 
     def _sync(self, changed: Iterable[RunKey], removed: Iterable[RunKey]) -> None:
         """Bring the rows in line with `views` for these runs; rows move only when the
