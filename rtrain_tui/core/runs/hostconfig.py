@@ -12,6 +12,11 @@
     price_per_hour = 2.49      # what the box costs an hour (or price_per_gpu_hour: per
                                # GPU a run holds, for a shared box or a cluster)
     currency = "€"             # default "$"; a top-level `currency` sets every host's
+    notify = ["ntfy://lab-runs"]   # apprise URLs for this host's runs, besides [notify]'s
+
+    [notify]
+    urls = ["slack://TokenA/TokenB/TokenC/#training"]   # apprise URLs, every host's runs
+    on = ["failed", "lost", "stalled", "completed"]     # the default: every end, and stalls
 
 A missing file means every host is `direct`. A file that cannot be used is one clear
 error naming the file and the key, raised before anything touches a host.
@@ -20,6 +25,7 @@ error naming the file and the key, raised before anything touches a host.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -29,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from rtrain_tui.core.backends import DEFAULT, check_backend
 from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.safety.mask import mask_url
 from rtrain_tui.core.safety.validate import DEFAULT_STALL_AFTER, check_retries, parse_duration
 
 if TYPE_CHECKING:
@@ -38,6 +45,11 @@ _SLURM_KEYS = {"partition": str, "account": str, "qos": str, "time": str,
                "gpus_per_node": int, "nodes": int}
 _PRICE_KEYS = ("price_per_hour", "price_per_gpu_hour")
 DEFAULT_CURRENCY = "$"
+# What a notification can be sent for: a run's end (its state word's first word) or a stall.
+NOTIFY_EVENTS = ("failed", "lost", "stalled", "completed", "stopped")
+DEFAULT_NOTIFY_ON = ("failed", "lost", "stalled", "completed")
+_MAX_URLS = 32
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[!-~]{1,2000}")  # printable ASCII, no space
 
 
 def default_config_path() -> Path:
@@ -52,6 +64,15 @@ class HostSettings:
     retries: int = 0  # `start --retries N`'s default on this host
     stall_after_s: int = DEFAULT_STALL_AFTER  # `start --stall-after`'s default on this host
     price: Price | None = None  # what the host costs (runs/cost.py); None: not priced
+    notify: tuple[str, ...] = ()  # apprise URLs for this host's runs, besides [notify]'s
+
+
+@dataclass(frozen=True)
+class NotifySettings:
+    """`[notify]`: where messages go (apprise URLs: secrets, never shown whole) and for what."""
+
+    urls: tuple[str, ...] = ()
+    on: tuple[str, ...] = DEFAULT_NOTIFY_ON
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,12 @@ class HostConfig:
     hosts: dict[str, HostSettings] = field(default_factory=dict)
     path: Path | None = None
     currency: str = DEFAULT_CURRENCY  # the top-level default
+    notify: NotifySettings = field(default_factory=NotifySettings)
+
+    def notify_urls(self, alias: str) -> tuple[str, ...]:
+        """Where a message about a run on `alias` goes: [notify]'s URLs, then the host's own
+        (each once, in that order)."""
+        return tuple(dict.fromkeys((*self.notify.urls, *self.for_host(alias).notify)))
 
     def for_host(self, alias: str) -> HostSettings:
         return self.hosts.get(alias, HostSettings())
@@ -118,7 +145,36 @@ def _parse(path: Path, text: str) -> HostConfig:
         raise ValidationError(f"{path}: `hosts` must be tables like [hosts.ALIAS].")
     currency = _currency(f"{path}:", data.get("currency", DEFAULT_CURRENCY))
     return HostConfig({alias: _settings(path, alias, table, currency)
-                       for alias, table in hosts.items()}, path, currency)
+                       for alias, table in hosts.items()}, path, currency,
+                      _notify(path, data.get("notify", {})))
+
+
+def _notify(path: Path, table: Any) -> NotifySettings:
+    where = f"{path}: [notify]"
+    if not isinstance(table, dict):
+        raise ValidationError(f"{where} must be a table with urls = [...] and on = [...].")
+    unknown = set(table) - {"urls", "on"}
+    if unknown:
+        raise ValidationError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; known: urls, on.")
+    on = table.get("on", list(DEFAULT_NOTIFY_ON))
+    if not isinstance(on, list) or not all(isinstance(v, str) and v in NOTIFY_EVENTS for v in on):
+        raise ValidationError(f"{where} on must be a list of {', '.join(map(repr, NOTIFY_EVENTS))}, "
+                              f"not {on!r}.")
+    return NotifySettings(_urls(f"{where} urls", table.get("urls", [])), tuple(dict.fromkeys(on)))
+
+
+def _urls(where: str, value: Any) -> tuple[str, ...]:
+    """apprise URLs as given; checked only for shape (apprise knows the services), and never
+    echoed whole in an error: they carry tokens."""
+    if not isinstance(value, list) or len(value) > _MAX_URLS:
+        raise ValidationError(f"{where} must be a list of up to {_MAX_URLS} apprise URLs "
+                              'such as ["ntfy://my-topic"].')
+    for url in value:
+        if not isinstance(url, str) or not _URL.fullmatch(url):
+            shown = mask_url(url) if isinstance(url, str) else type(url).__name__
+            raise ValidationError(f"{where}: {shown!r} is not an apprise URL (SERVICE://…, one "
+                                  "line, no spaces).")
+    return tuple(dict.fromkeys(value))
 
 
 def _currency(where: str, value: Any) -> str:
@@ -151,11 +207,11 @@ def _settings(path: Path, alias: str, table: Any, currency: str = DEFAULT_CURREN
     if not isinstance(table, dict):
         raise ValidationError(f"{where} must be a table.")
     unknown = set(table) - set(_SLURM_KEYS) - {"backend", "retries", "stall_after", "currency",
-                                                 *_PRICE_KEYS}
+                                                 "notify", *_PRICE_KEYS}
     if unknown:
         raise ValidationError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
                               f"known: backend, retries, stall_after, {', '.join(_SLURM_KEYS)}, "
-                              f"{', '.join(_PRICE_KEYS)}, currency.")
+                              f"{', '.join(_PRICE_KEYS)}, currency, notify.")
     price = _price(where, table, _currency(where, table.get("currency", currency)))
     for key, kind in {**_SLURM_KEYS, "backend": str, "retries": int, "stall_after": str}.items():
         if key in table and (not isinstance(table[key], kind) or isinstance(table[key], bool)):
@@ -167,7 +223,8 @@ def _settings(path: Path, alias: str, table: Any, currency: str = DEFAULT_CURREN
         stall = parse_duration(table.get("stall_after", "15m"), "stall_after")
     except ValidationError as exc:
         raise ValidationError(f"{where}: {exc}") from None
-    return HostSettings(backend, options, retries, stall, price)
+    urls = _urls(f"{where} notify", table.get("notify", []))
+    return HostSettings(backend, options, retries, stall, price, urls)
 
 
 def mark_slurm(alias: str, path: Path | None = None) -> Path:
