@@ -706,7 +706,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "reason": line.reason, "queue_position": line.queue_place,
             "slurm_job_id": probe.job_id or None, "slurm_state": probe.scheduler_state or None,
             "attempt": attempts[-1]["attempt"], "attempts": attempts,
-            "stalled_for": probe.stalled_for,
+            "stalled_for": probe.stalled_for, "gpus_idle_for": probe.gpus_idle_for,
             **await _status_cost(engine, args, probe, line.state, attempts),
         }, indent=2))
         return 0

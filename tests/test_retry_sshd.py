@@ -203,3 +203,20 @@ def test_on_stall_restart_needs_retries(cli: Cli, tmp_path: Path, workdir: str) 
             "--no-follow", "--gpus", "0", "--on-stall", "restart")
     assert (r.rc, r.err) == (1, "rtrain-tui: --on-stall restart needs --retries N (each restart "
                                 "counts as one retry), e.g. --retries 2.\n")
+
+
+def test_a_run_whose_gpus_stay_idle_reads_running_with_that_reason(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """The stand-in nvidia-smi says GPU 0 is 0% busy: the run on it logs on, but its GPU
+    idles (here for 1 s: RTRAIN_GPUS_IDLE_S; 10 minutes by default)."""
+    config = write_config(tmp_path / "g1.yaml", steps=10000, step_seconds=0.05)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "g1",
+            "--no-follow", "--gpu-ids", "0", "--stall-after", "1h",
+            env={retry_rule.STALL_CHECK_ENV: "0.2", retry_rule.GPUS_IDLE_ENV: "1"})
+    assert r.rc == 0, r.err
+    wait_for("the idle GPUs", lambda: json.loads(
+        cli("status", "gpu", "g1", "--workdir", workdir, "--json").out)["gpus_idle_for"] is not None)
+    got = json.loads(cli("status", "gpu", "g1", "--workdir", workdir, "--json").out)
+    assert got["state"] == "running" and got["stalled_for"] is None
+    assert got["reason"] == f"GPUs idle for {got['gpus_idle_for']}s"
+    assert cli("stop", "gpu", "g1", "--workdir", workdir).rc == 0

@@ -407,6 +407,7 @@ class Engine:
                                       retry_base_s=retry_rule.base_seconds(),
                                       stall_after_s=req.stall_after_s or 0,
                                       stall_check_s=retry_rule.stall_check_seconds(),
+                                      gpus_idle_s=retry_rule.gpus_idle_seconds(),
                                       on_stall=req.on_stall)
                     await _write_remote_files(sftp, run_dir, kind.launch_files(spec))
                     await _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec))

@@ -167,7 +167,7 @@ async def lines_for(engine: Any, records: Sequence[RunRecord], states: Mapping[R
             # A stall the host's watchdog saw (`stalled: no output for 17m`) goes first:
             # the run keeps its word, the reason says why to look.
             why = engine.reasons.get(r.key, "")
-            if why.startswith("stalled"):
+            if why.startswith(probes.STALL_WORDS):
                 lines[r.key] = RunLine(r.key, probes.RUNNING, stall_cell(why, cell), reason=why,
                                        eta_s=etas.get(r.key))
             elif cell is not None:

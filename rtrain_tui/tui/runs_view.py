@@ -16,6 +16,7 @@ from textual.css.query import NoMatches
 from textual.worker import Worker
 
 from rtrain_tui.core.runs.index import IndexReport
+from rtrain_tui.core.runs.probes import STALL_WORDS
 from rtrain_tui.tui.index_reader import IndexReader
 from rtrain_tui.tui.messages import HostRefreshed
 from rtrain_tui.tui.widgets.runs_table import RunKey
@@ -109,7 +110,7 @@ class RunsView:
     def _say_stalls(self, reasons: Mapping[RunKey, str], calm: list[RunKey]) -> None:
         """A toast when a running run starts to read stalled (once per stall)."""
         for key, reason in reasons.items():
-            if reason.startswith("stalled") and key not in self.stalls_said:
+            if reason.startswith(STALL_WORDS) and key not in self.stalls_said:
                 self.stalls_said.add(key)
                 self.app.notify(f"{key[2]} on {key[0]}: {reason}", title="Run stalled",
                                 severity="warning", timeout=10, markup=False)

@@ -141,6 +141,10 @@ def test_a_stall_is_worded_once_for_the_row_the_probe_and_status() -> None:
     p = probes.parse_run_states(out, 1)[0]
     assert (p.state, p.stalled_for, p.reason) == ("running", 1020, "stalled: no output for 17m")
     assert probes.stall_reason(45) == "stalled: no output for 45s"
+    assert probes.stall_reason(None, 720) == "GPUs idle for 12m"
+    assert probes.stall_reason(61, 720) == "stalled: no output for 1m"  # the log's first
+    idle = out.replace("stalled=1020", "gpus_idle=720")
+    assert probes.parse_run_states(idle, 1)[0].reason == "GPUs idle for 12m"
     assert stall_cell(p.reason, "step 40/100") == "⚠ stalled: no output for 17m · step 40/100"
     dead = out.replace("alive=1", "alive=0")
     assert probes.parse_run_states(dead, 1)[0].stalled_for is None

@@ -92,6 +92,7 @@ class LaunchSpec:
     stall_after_s: int = 0
     stall_check_s: float = 60.0
     on_stall: str = "warn"
+    gpus_idle_s: float = 600.0  # the run's GPUs under 5% busy this long: said, as a stall
     # `start --queue` on a box: the wrapper waits on the host for this many free GPUs, or
     # for the GPUs `queue_ids` (the host chooses them; env then holds none). None: no wait.
     queue: tuple[int, tuple[int, ...]] | None = None

@@ -52,6 +52,21 @@ def stall_check_seconds(environ: dict[str, str] | None = None) -> float:
     return value if 0.1 <= value <= 3600 else 60.0
 
 
+GPUS_IDLE_ENV = "RTRAIN_GPUS_IDLE_S"  # as BASE_ENV, for "GPUs idle for 10 minutes"
+
+
+def gpus_idle_seconds(environ: dict[str, str] | None = None) -> float:
+    """How long a run's GPUs may idle before it is said: GPUS_IDLE_ENV (0..86400), else 600 s."""
+    import os
+
+    said = (os.environ if environ is None else environ).get(GPUS_IDLE_ENV, "")
+    try:
+        value = float(said)
+    except ValueError:
+        return 600.0
+    return value if 0 <= value <= 86400 else 600.0
+
+
 def base_seconds(environ: dict[str, str] | None = None) -> float:
     """The retry wait's base for a start: BASE_ENV when it is a number 0..3600, else 30 s."""
     import os

@@ -36,7 +36,7 @@ async def reason_for(engine: Any, host: str, workdir: str, run_id: str,
     if probe.state == probes.QUEUED:
         return probe.reason
     if probe.state == probes.RUNNING:  # running on: only a stall has a reason
-        return probe.reason if probe.stalled_for is not None else ""
+        return probe.reason if (probe.stalled_for, probe.gpus_idle_for) != (None, None) else ""
     if not needs_reason(probe.state):
         return ""
     if probe.reason:

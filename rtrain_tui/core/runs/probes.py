@@ -303,6 +303,7 @@ class RunProbe:
     # A running run whose log has not grown for this many seconds, by the host's clock
     # (the wrapper's stall watchdog); None when it is not stalled.
     stalled_for: int | None = None
+    gpus_idle_for: int | None = None  # its GPUs stayed under 5% busy this long (seconds)
 
     @property
     def state(self) -> str:
@@ -335,12 +336,21 @@ class RunProbe:
         return LOST
 
 
-def stall_reason(seconds: int | None) -> str:
-    """`stalled: no output for 17m` ('' when not stalled): the reason beside `running`."""
-    if seconds is None or seconds < 0:
-        return ""
-    return f"stalled: no output for {seconds}s" if seconds < 60 else \
-        f"stalled: no output for {seconds // 60}m"
+STALL_WORDS = ("stalled", "GPUs idle")  # how a stall's reason starts
+
+
+def stall_reason(seconds: int | None, gpus_idle: int | None = None) -> str:
+    """`stalled: no output for 17m`, else `GPUs idle for 12m` ('' when neither): the
+    reason beside `running`."""
+    if seconds is not None and seconds >= 0:
+        return f"stalled: no output for {_minutes(seconds)}"
+    if gpus_idle is not None and gpus_idle >= 0:
+        return f"GPUs idle for {_minutes(gpus_idle)}"
+    return ""
+
+
+def _minutes(seconds: int) -> str:
+    return f"{seconds}s" if seconds < 60 else f"{seconds // 60}m"
 
 
 _STOP_SIGNAL_CODES = (128 + 15, 128 + 9, -15, -9)  # what a shell / Python report for TERM, KILL
@@ -400,10 +410,12 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[Ru
             # to try again (retry by itself); or why a failed one was not tried again.
             queued=facts.get("queued") == "1" or (bool(facts.get("retry")) and facts.get("alive") == "1"),
             reason=safe_line(facts.get("reason") or facts.get("retry", "")
-                             or stall_reason(_int_or_none(facts.get("stalled", ""))))[:300],
+                             or stall_reason(_int_or_none(facts.get("stalled", "")),
+                                             _int_or_none(facts.get("gpus_idle", ""))))[:300],
             queue_place=_int_or_none(facts.get("place", "")),
             rebooted=facts.get("rebooted") == "1",
             stalled_for=_int_or_none(facts.get("stalled", "")) if facts.get("alive") == "1" else None,
+            gpus_idle_for=_int_or_none(facts.get("gpus_idle", "")) if facts.get("alive") == "1" else None,
         )
     check_answered(len(found), count, output, host)
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

@@ -68,7 +68,8 @@ class DirectBackend(GpuChoice):
                                                   spec.gpus),
                 resume_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset,
                                                    spec.gpus, resume=scripts.RESUME_SLOT))
-        watch = scripts.Watch(spec.stall_after_s, spec.stall_check_s, spec.on_stall)
+        watch = scripts.Watch(spec.stall_after_s, spec.stall_check_s, spec.on_stall,
+                              spec.gpus_idle_s)
         return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1, retry=retry,
                                queue=spec.queue, attempt=spec.attempt, watch=watch)
 

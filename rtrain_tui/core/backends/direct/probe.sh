@@ -31,7 +31,8 @@ probe() {
   ## Retry by itself (retry.sh): a live wrapper waiting to try again says why; a
   ## failed one that gave up says why it did not retry.
   ## A live run's stall watchdog (watch.sh) keeps the log's age in `stalled`.
-  rw=; st=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf; read_file "$rd/stalled"; st=$rf
+  rw=; st=; gi=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf; read_file "$rd/stalled"; st=$rf
+    read_file "$rd/gpus_idle"; gi=$rf
   elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
   ## Gone with no exit code, and the host booted since the wrapper started (train.ident
   ## holds its boot id then): a reboot, which a refresh may retry (core/resume.py).
@@ -43,8 +44,8 @@ probe() {
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\trebooted=%s\tstalled=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw" "$rebooted" "$st"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\trebooted=%s\tstalled=%s\tgpus_idle=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw" "$rebooted" "$st" "$gi"
   # A queued run (`start --queue`): its wrapper waits on the host and keeps `queued`
   # (its place and why) up to date; a line of its own, read into the same run's facts.
   if [ $alive = 1 ] && [ -r "$rd/queued" ]; then

@@ -93,11 +93,13 @@ ON_STALL = ("warn", "stop", "restart")
 @dataclass(frozen=True)
 class Watch:
     """The stall watchdog's settings: a log older than `after_s` seconds is a stall,
-    checked every `every_s` seconds; `on_stall` is one of ON_STALL."""
+    checked every `every_s` seconds; `on_stall` is one of ON_STALL; GPUs idle for
+    `gpus_idle_s` seconds are said."""
 
     after_s: int
     every_s: float = 60.0
     on_stall: str = "warn"
+    gpus_idle_s: float = 600.0  # GPUs under 5% busy this long: a warning
 
 
 def _watched(watch: Watch | None) -> str:
@@ -109,7 +111,8 @@ def _watch(watch: Watch | None) -> str:
         return ""
     if watch.on_stall not in ON_STALL:
         raise ValueError(watch.on_stall)
-    return (host.assign(rt_sa=int(watch.after_s), rt_wi=f"{watch.every_s:g}", rt_on=watch.on_stall)
+    return (host.assign(rt_sa=int(watch.after_s), rt_wi=f"{watch.every_s:g}", rt_on=watch.on_stall,
+                        rt_gi=int(watch.gpus_idle_s))
             + _file("watch.sh") + "rt_watch\n")
 
 
