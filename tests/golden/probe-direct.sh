@@ -223,7 +223,8 @@ probe() {
       unwritten=1; free=$(df -Pk "$rd" 2>/dev/null | awk 'NR == 2 { print $4 }')
     fi
   fi
-  rw=; st=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf; read_file "$rd/stalled"; st=$rf
+  rw=; st=; gi=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf; read_file "$rd/stalled"; st=$rf
+    read_file "$rd/gpus_idle"; gi=$rf
   elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
   rebooted=0
   if [ $alive = 0 ] && [ -z "$code" ] && [ $stopped = 0 ] && [ -n "$ident" ]; then
@@ -233,8 +234,8 @@ probe() {
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
-  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\trebooted=%s\tstalled=%s\n' \
-    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw" "$rebooted" "$st"
+  printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\trebooted=%s\tstalled=%s\tgpus_idle=%s\n' \
+    "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw" "$rebooted" "$st" "$gi"
   # A queued run (`start --queue`): its wrapper waits on the host and keeps `queued`
   # (its place and why) up to date; a line of its own, read into the same run's facts.
   if [ $alive = 1 ] && [ -r "$rd/queued" ]; then

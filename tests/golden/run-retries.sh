@@ -151,6 +151,7 @@ rt_dir=$PWD
 rt_sa=900
 rt_wi=60
 rt_on=restart
+rt_gi=600
 rt_noted() {
   [ -s stall_note ] || return 0
   if [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
@@ -158,12 +159,30 @@ rt_noted() {
   rm -f stall_note
 }
 rt_watch() {
-  rm -f stalled stall_kill stall_note
+  rm -f stalled stall_kill stall_note gpus_idle
   (
     read -r wd_self _ < /proc/self/stat || wd_self=none
     own_pgrp=none sh_pgrp=none  # the run's group is the wrapper's: nothing to spare
+    wd_gpus=${CUDA_VISIBLE_DEVICES-} wd_idle0=''
+    case $wd_gpus in *[!0-9,]*) wd_gpus='';; esac
+    if command -v timeout >/dev/null 2>&1; then wd_t="timeout 10"; else wd_t=''; fi
     while sleep "$rt_wi"; do
       wd_now=$(date +%s) || continue
+      if [ -n "$wd_gpus" ]; then
+        # 0: every GPU of the run under 5% busy; 1: one is busy; ?: no answer (no verdict).
+        wd_busy=$($wd_t nvidia-smi --query-gpu=index,uuid,utilization.gpu,memory.used,memory.total \
+            --format=csv,noheader,nounits 2>/dev/null | awk -F', *' -v ids=",$wd_gpus," '
+          index(ids, "," $1 ",") { n++; if ($3 + 0 >= 5) b = 1 }
+          END { print (n ? b + 0 : "?") }')
+        if [ "$wd_busy" = 0 ]; then
+          [ -n "$wd_idle0" ] || wd_idle0=$wd_now
+          if [ $((wd_now - wd_idle0)) -ge "$rt_gi" ]; then
+            echo $((wd_now - wd_idle0)) > gpus_idle.tmp && mv -f gpus_idle.tmp gpus_idle
+          fi
+        else
+          wd_idle0=''; rm -f gpus_idle
+        fi
+      fi
       wd_mt=$(stat -c %Y train.log 2>/dev/null || stat -f %m train.log 2>/dev/null) || continue
       wd_age=$((wd_now - wd_mt))
       if [ "$wd_age" -lt "$rt_sa" ]; then rm -f stalled; continue; fi
