@@ -49,3 +49,20 @@ def test_the_scale_benchmark_prints_every_goal_of_issue_17_with_a_measurement_an
                         anchors["`runs --refresh` (new process)"]), r.stdout
     assert re.search(r"\d/3 hosts refreshed in the window; every host's first refresh", r.stdout), r.stdout
     assert re.search(r"found \d+", r.stdout) and "said failed though launched" in r.stdout, r.stdout
+
+
+def test_the_tui_benchmark_floods_a_pane_and_prints_every_row() -> None:
+    # The scale benchmark imports this module's helpers but never starts its flood trainer,
+    # so only running it catches a trainer that the template check refuses.
+    r = subprocess.run([sys.executable, "-m", "tests.benchmarks.tui", "--rate", "2000",
+                        "--seconds", "1", "--max-lines", "500", "--repeat", "1"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "| lines written by the trainer | 2,000 |" in r.stdout, r.stdout
+    # Lines written before the pane opened beyond its backlog (the cap) count as not
+    # received, so at this small size the count depends on the machine's speed.
+    assert re.search(r"\| lines received by the pane \| [\d,]+ \((none lost|LOST LINES)\) \|", r.stdout), r.stdout
+    assert "| pane window (cap 500) | 500 newest lines, exact and in order |" in r.stdout, r.stdout
+    assert re.search(r"\| key → screen, median / p95 \| \d+ ms / \d+ ms \(\d+ presses", r.stdout), r.stdout
+    assert re.search(r"\| `rtrain-tui` start → first frame \| \d+ ms \(a bare Textual app: \d+ ms",
+                     r.stdout), r.stdout
