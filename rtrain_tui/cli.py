@@ -661,7 +661,9 @@ async def _follow(engine: Engine, host: str, workdir: str, run_id: str, raw: boo
                 final = event.run_state
     finally:
         log.close()  # an error or Ctrl-C too: what follows starts on a line of its own
-    engine.remember_state(host, workdir, run_id, final)
+    await engine.observed(host, workdir, run_id, final)  # a notification, once, if its end is one
+    for notice in engine.notices:
+        _err(notice)
     print(f"{run_id} on {host}: {final}")
     return 0 if final == probes.COMPLETED else 1
 
@@ -689,7 +691,9 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     from rtrain_tui.core import host_view
 
     probe = await engine.require_run(args.host, args.workdir, args.run_id)
-    engine.remember_state(args.host, args.workdir, args.run_id, probe.state)
+    await engine.observed(args.host, args.workdir, args.run_id, probe.state, probe)
+    for notice in engine.notices:  # a notification that could not be sent
+        _err(notice)
     # Worded as the runs table words it (core.host_view): the same state word, and the
     # same reason the row and the end-of-run toast show (one function).
     line = await host_view.run_line(engine, args.host, args.workdir, args.run_id, probe)

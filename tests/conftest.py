@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.notify_receiver import receiver  # noqa: F401 (a fixture: the notification services' stand-in)
 from tests.sshd import SshHosts, find_sshd, start_hosts
 
 # The fault suite's report (tests/faults/report.py) is a plugin, not a conftest of its

@@ -41,6 +41,7 @@ from rtrain_tui.core.errors import (
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.logs import retry_rule
 from rtrain_tui.core.metrics import gpus as gpu_choice
+from rtrain_tui.core.notify import notifier
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs import hostconfig, probes
 from rtrain_tui.core.runs.index import RunIndex, RunRecord
@@ -826,6 +827,7 @@ class Engine:
         forget: dict[tuple[str, str, str], str] = {}  # unlaunched starts the host removed
         went: dict[tuple[str, str, str], int] = {}  # settled runs that went on: attempts
         resolved: dict[tuple[str, str, str], str] = {}  # backends to record (older entries)
+        seen: list[notifier.Seen] = []  # what notifications look at (core/notify)
 
         async def one_host(host: str, recs: list[RunRecord]) -> dict[tuple[str, str, str], str]:
             # Which `starting` entries had no start in progress before the probe was sent:
@@ -873,6 +875,8 @@ class Engine:
                 if p.rebooted and p.state == probes.LOST:
                     rebooted.append(r.key)
                 if r.state != probes.STARTING:
+                    seen.append(notifier.Seen(r, p.state, p.stalled_for, p.reason, ended.get(r.key, "")))
+                if r.state != probes.STARTING:
                     states[r.key] = p.state
                 elif r.key not in over:
                     states[r.key] = probes.STARTING  # this probe may predate the launch
@@ -893,10 +897,15 @@ class Engine:
              if s != probes.STARTING and k not in forget},
             observed_at=observed_at, ended=ended, forget=forget, backends=resolved, went_on=went,
         )
+        # Before a reboot's retry: the loss is a transition of its attempt all the same.
+        self.notices += await notifier.notify(seen, self.hosts, self._run_on, datetime.now(UTC))
         for key in rebooted:
             if results.get(key) == probes.LOST:
                 await self._retry_after_reboot(key, results)
         return results
+
+    async def _run_on(self, host: str, script: str) -> str:
+        return await self.host(host).run(script)
 
     async def _retry_after_reboot(self, key: tuple[str, str, str],
                                   results: dict[tuple[str, str, str], str]) -> None:
@@ -1102,6 +1111,19 @@ class Engine:
         await conn.run(remote_sh.mark_stopped(workdir, run_id, code))
         await asyncio.to_thread(self.remember_state, host, workdir, run_id, probes.STOPPED)
         return f"stopped {run_id} on {host}"
+
+    async def observed(self, host: str, workdir: str, run_id: str, state: str,
+                       probe: RunProbe | None = None) -> None:
+        """Record `state`, seen outside a refresh (`status`, the end of `tail`), and tell
+        it as a refresh would (core/notify): told before it is recorded, or the change
+        would be gone from the index. Failures to send go to `notices`."""
+        record = await asyncio.to_thread(self.index.get, host, run_id)
+        if record is not None and record.workdir == workdir and record.state != probes.STARTING:
+            seen = notifier.Seen(record, state, probe.stalled_for if probe else None,
+                                 probe.reason if probe else self.reasons.get(record.key, ""),
+                                 _epoch_iso(probe.ended_at) if probe else "")
+            self.notices += await notifier.notify([seen], self.hosts, self._run_on, datetime.now(UTC))
+        await asyncio.to_thread(self.remember_state, host, workdir, run_id, state)
 
     def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
         # A run the index does not know changes nothing, and set_states then writes nothing.

@@ -31,6 +31,7 @@ from rtrain_tui.core.backends import slurm
 from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.engine import trainer_command
 from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.notify import claims
 from rtrain_tui.core.safety.template import render as render_trainer
 from rtrain_tui.core.transport import connection
 
@@ -46,6 +47,8 @@ SLURM = slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
 # name -> the builder it renders, and the rendering.
 SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "resolve_workdir": (remote_sh.resolve_workdir, lambda: remote_sh.resolve_workdir(WORKDIR)),
+    "claim_notify": (claims.claim_script, lambda: claims.claim_script(
+        [(WORKDIR, "r1", "a1-failed"), ("/data/runs", "r-2.b", "a3-stalled")])),
     "python_facts": (remote_sh.python_facts, lambda: remote_sh.python_facts("~/venv/bin/python")),
     "preflight": (direct_sh.preflight, lambda: direct_sh.preflight("python3", WORKDIR)),
     "make_run_dir": (remote_sh.make_run_dir, lambda: remote_sh.make_run_dir(WORKDIR, "r1", TOKEN)),

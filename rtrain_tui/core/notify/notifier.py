@@ -1,0 +1,104 @@
+"""What a refresh saw, turned into messages sent once: the client side of notifications.
+
+The engine hands over each run a refresh probed (its record before, its state now); a
+run whose state became an event the user wants (`[notify] on`), for a host with URLs,
+is claimed on its host (claims.py: one round trip per host) and, if this client won the
+claim, sent (send.py, in a thread: apprise blocks). What failed comes back as one line
+each, masked, for the face to say once (the CLI on stderr, the app as a toast).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.logs.reasons import why_it_ended
+from rtrain_tui.core.logs.run_reason import needs_reason
+from rtrain_tui.core.metrics.metrics import parse_text
+from rtrain_tui.core.notify import claims, message, send
+from rtrain_tui.core.runs import cost, hostconfig
+from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.safety.mask import mask_text
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One run as a refresh saw it: its record from before, and what the host said now."""
+
+    record: RunRecord
+    state: str
+    stalled_for: int | None = None
+    reason: str = ""
+    ended_at: str = ""  # ISO, the host's end time when it told one
+
+
+def wanted(seen: Seen, config: hostconfig.HostConfig) -> str | None:
+    """The event to tell for `seen` (None: nothing): a change into an event the user asked
+    for, on a host with somewhere to send it. A stall is told while it lasts: its marker
+    keeps that to one message."""
+    event = message.event_of(seen.state, seen.stalled_for)
+    if event is None or event not in config.notify.on or not config.notify_urls(seen.record.host):
+        return None
+    if event != message.STALLED and message.event_of(seen.record.state) == event:
+        return None  # the index already had it: not a transition (an old run, `--all`)
+    return event
+
+
+def compose(seen: Seen, config: hostconfig.HostConfig, now: datetime, log_tail: str = "") -> message.Message | None:
+    """The message for `seen`, its step and loss from the tail of its log."""
+    record = replace(seen.record, state=seen.state, ended_at=seen.ended_at or seen.record.ended_at)
+    start = cost.when(record.started_at)
+    end = cost.when(record.ended_at) if seen.state != "running" else None
+    elapsed = ((end or now) - start).total_seconds() if start is not None else None
+    spent = cost.run_cost(record, config.price_of(record.host), now, state=seen.state)
+    summary = parse_text(log_tail).summary() if log_tail else None
+    reason = seen.reason
+    if not reason and needs_reason(seen.state):  # as the app's toast and `status` word it
+        code = re.search(r"exit (-?[0-9]+)", seen.state)
+        reason = why_it_ended(seen.state, int(code.group(1)) if code else None, False,
+                              log_tail.splitlines(), record.host)
+    return message.build(record.host, record.run_id, seen.state, reason=reason,
+                         stalled_for=seen.stalled_for, summary=summary, elapsed_s=elapsed, cost=spent)
+
+
+Runner = Callable[[str, str], Awaitable[str]]  # (host, script) -> its output
+
+
+async def notify(seen: Sequence[Seen], config: hostconfig.HostConfig, run: Runner,
+                 now: datetime) -> list[str]:
+    """Claim and send what `seen` calls for; returns one line per failure (masked)."""
+    todo: dict[str, list[tuple[Seen, str]]] = {}
+    for s in seen:
+        event = wanted(s, config)
+        if event is not None:
+            todo.setdefault(s.record.host, []).append((s, claims.marker(max(1, s.record.attempt), event)))
+    if not todo:
+        return []
+    parts = await asyncio.gather(*(_host(h, items, config, run, now) for h, items in todo.items()))
+    return [line for part in parts for line in part]
+
+
+async def _host(host: str, items: list[tuple[Seen, str]], config: hostconfig.HostConfig,
+                run: Runner, now: datetime) -> list[str]:
+    script = claims.claim_script([(s.record.workdir, s.record.run_id, m) for s, m in items])
+    try:
+        got = claims.parse_claims(await run(host, script), len(items))
+    except RemoteError:
+        return []  # unreachable now: the next refresh that reaches it claims
+    urls = config.notify_urls(host)
+    lines = []
+    for i, (s, _) in enumerate(items):
+        claim = got.get(i)
+        if claim is None or not claim.claimed:
+            continue
+        composed = compose(s, config, now, claim.log_tail)
+        if composed is None:
+            continue
+        results = await asyncio.to_thread(send.send_all, urls, composed.title, composed.body)
+        lines += [mask_text(f"notification for {s.record.run_id} on {host} not sent: {why}", urls)
+                  for why in results.values() if why]
+    return lines

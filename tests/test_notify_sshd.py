@@ -1,0 +1,81 @@
+"""Notifications against the real sshd and a real HTTP receiver (issue 19): a run's end is
+sent once, whoever sees it first, with its reason, loss and cost; a URL that refuses
+harms nothing and is said once; no token is shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import Cli, write_config
+from tests.notify_receiver import Receiver
+from tests.test_resume_sshd import wait_for
+
+
+def configure(cli: Cli, text: str) -> None:
+    config = cli.hosts.home / ".config" / "rtrain-tui" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text, encoding="utf-8")
+
+
+def start_failing(cli: Cli, tmp_path: Path, workdir: str, run_id: str) -> None:
+    config = write_config(tmp_path / f"{run_id}.yaml", steps=6, save_steps=2, die_mid_save=4,
+                          step_seconds=0.1)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id,
+            "--no-follow", "--gpus", "0")
+    assert r.rc == 0, r.err
+
+
+def ended(workdir: str, run_id: str) -> bool:
+    return (Path(workdir) / run_id / "status").exists()
+
+
+def test_a_failed_run_is_told_once_with_its_reason_loss_and_cost(cli: Cli, tmp_path: Path, workdir: str,
+                                                                 receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\n[hosts.gpu]\nprice_per_hour = 3600\n')
+    start_failing(cli, tmp_path, workdir, "r1")
+    wait_for("the run to fail", lambda: ended(workdir, "r1"))
+    first = cli("runs", "--refresh")
+    assert first.rc == 0 and "failed (exit 137)" in first.out, first.err
+    got = receiver.messages()
+    assert len(got) == 1, got
+    title, body = str(got[0]["title"]), str(got[0]["message"])
+    assert title == "rtrain-tui: r1 on gpu failed (exit 137)"
+    assert "reason: " in body and "loss " in body and "step " in body
+    assert "cost $" in body and "elapsed " in body
+    assert "look: rtrain-tui tail gpu r1" in body and "resume: rtrain-tui resume gpu r1" in body
+    # Everyone else who looks finds it told: `status`, `tail`, another refresh, `--all`.
+    assert cli("status", "gpu", "r1", "--workdir", workdir).out.strip() == "failed (exit 137)"
+    assert cli("runs", "--refresh", "--all").rc == 0
+    assert cli("tail", "gpu", "r1", "--workdir", workdir).out.strip().endswith("failed (exit 137)")
+    assert len(receiver.messages()) == 1
+    assert (Path(workdir) / "r1" / "notified" / "a1-failed").is_dir()
+
+
+def test_status_that_sees_the_end_first_tells_it_and_the_refresh_after_does_not(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\n')
+    start_failing(cli, tmp_path, workdir, "r2")
+    wait_for("the run to fail", lambda: ended(workdir, "r2"))
+    assert cli("status", "gpu", "r2", "--workdir", workdir).out.strip() == "failed (exit 137)"
+    assert len(receiver.messages()) == 1
+    assert cli("runs", "--refresh").rc == 0
+    assert len(receiver.messages()) == 1
+
+
+def test_a_url_that_refuses_harms_nothing_and_is_said_once_masked(cli: Cli, tmp_path: Path, workdir: str,
+                                                                  receiver: Receiver) -> None:
+    receiver.status = 500
+    secret = "SECRETtoken123"
+    configure(cli, f'[notify]\nurls = ["{receiver.url(secret)}", "json://127.0.0.1:9/{secret}"]\n')
+    start_failing(cli, tmp_path, workdir, "r3")
+    wait_for("the run to fail", lambda: ended(workdir, "r3"))
+    first = cli("runs", "--refresh")
+    assert first.rc == 0 and "failed (exit 137)" in first.out
+    lines = [line for line in first.err.splitlines() if "not sent" in line]
+    assert len(lines) == 2, first.err  # one line per URL, after its retries
+    assert len(receiver.messages()) == 3  # the refusing one was tried three times
+    again = cli("runs", "--refresh", "--all")
+    assert "not sent" not in again.err  # said once: the marker was claimed
+    for text in (first.out, first.err, again.err, (Path(workdir) / "r3" / "train.log").read_text(),
+                 cli("status", "gpu", "r3", "--workdir", workdir, "--json").out):
+        assert secret not in text

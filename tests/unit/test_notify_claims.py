@@ -1,0 +1,40 @@
+"""The host's claim of a notification (core/notify/claims.py), run under /bin/sh here:
+one `mkdir` decides, so a second claim of the same marker is `taken`."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core.notify.claims import Claim, claim_script, marker, parse_claims
+
+
+def run(script: str) -> str:
+    return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_first_claim_wins_with_the_logs_tail_and_every_later_one_is_taken(tmp_path: Path) -> None:
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "train.log").write_text("{'loss': 2.5, 'step': 3}\nboom\n")
+    items = [(str(tmp_path), "r1", marker(1, "failed")), (str(tmp_path), "gone", marker(1, "lost"))]
+    first = parse_claims(run(claim_script(items)), 2)
+    assert first[0] == Claim(True, "{'loss': 2.5, 'step': 3}\nboom\n")
+    assert first[1] == Claim(False)  # no run dir: nothing to claim, nothing sent
+    assert parse_claims(run(claim_script(items)), 2)[0] == Claim(False)
+    # A resumed run's next attempt is a new transition.
+    assert parse_claims(run(claim_script([(str(tmp_path), "r1", marker(2, "failed"))])), 1)[0].claimed
+
+
+def test_answers_out_of_range_or_malformed_claim_nothing() -> None:
+    good = base64.b64encode(b"x").decode()
+    out = f"claim\t5\tclaimed\t{good}\nclaim\tx\tclaimed\nnoise\nclaim\t0\tclaimed\t!!notbase64\n"
+    assert parse_claims(out, 2) == {0: Claim(True, "")}
+
+
+@pytest.mark.parametrize(("attempt", "event"), [(0, "failed"), (1, "fa iled"), (1, "x;rm"), (1, "")])
+def test_a_marker_is_only_ever_a_plain_word(attempt: int, event: str) -> None:
+    with pytest.raises(ValueError):
+        marker(attempt, event)
