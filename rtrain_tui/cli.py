@@ -262,6 +262,17 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{','.join(PRUNABLE)})")
     p.add_argument("--dry-run", action="store_true", help="with --prune: say what it would remove")
 
+    p = sub.add_parser("watch", help="headless: refresh every host in the index every N "
+                       "seconds and send the notifications it sees; Ctrl-C ends it", parents=common)
+    p.add_argument("--every", type=float, default=30.0, metavar="SECONDS",
+                   help="seconds between refreshes (default: %(default)s)")
+
+    p = sub.add_parser("notify", help="notifications: `notify test [HOST]` sends a test "
+                       "message to every URL in config.toml and says which arrived", parents=common)
+    p.add_argument("action", choices=("test",))
+    p.add_argument("host", nargs="?", default=None, metavar="HOST",
+                   help="only the URLs for HOST's runs ([notify] urls and its own notify)")
+
     p = sub.add_parser("costs", help="what the runs in the index cost (config.toml's "
                        "price_per_hour / price_per_gpu_hour); asks no host", parents=common)
     p.add_argument("--since", default=None, metavar="AGE",
@@ -352,6 +363,8 @@ def _main(argv: list[str] | None) -> int:
         return list_runs(index, hosts, args)
     if args.command == "costs":
         return list_costs(index, hosts, args)
+    if args.command == "notify":
+        return notify_test(hosts, args)
     handler: Callable[[Engine, argparse.Namespace], Awaitable[int]] = COMMANDS[args.command]
 
     import asyncio
@@ -1125,8 +1138,49 @@ def list_costs(index: RunIndex, hosts: hostconfig.HostConfig, args: argparse.Nam
     return 0
 
 
+def notify_test(hosts: hostconfig.HostConfig, args: argparse.Namespace) -> int:
+    """`notify test [HOST]`: a test message to each URL, from this machine; 0 if all arrived."""
+    from rtrain_tui.core.notify import send
+    from rtrain_tui.core.safety.mask import mask_url
+
+    if args.host is not None:
+        urls = hosts.notify_urls(args.host)
+    else:
+        urls = tuple(dict.fromkeys((*hosts.notify.urls, *(u for h in hosts.hosts.values() for u in h.notify))))
+    if not urls:
+        _err(f"no notification URLs{f' for {args.host}' if args.host else ''}: add [notify] urls = "
+             f'["ntfy://my-topic"] to {hosts.path or hostconfig.default_config_path()}.')
+        return 1
+    results = send.send_all(urls, "rtrain-tui: test", "A test message from rtrain-tui notify test.")
+    for url, why in results.items():
+        print(f"{mask_url(url)}: {'arrived' if not why else f'not sent: {why}'}")
+    return 0 if not any(results.values()) else 1
+
+
+async def cmd_watch(engine: Engine, args: argparse.Namespace) -> int:
+    """`watch`: refresh every run in the index every --every seconds, so that what ends is
+    told (core/notify) with no app open; Ctrl-C ends it, stopping nothing."""
+    import asyncio
+
+    from rtrain_tui.core import host_view
+
+    if not 1 <= args.every <= 86_400:
+        raise validate.ValidationError("--every must be 1 to 86400 seconds.")
+    print(f"watching the runs in {engine.index.path} every {args.every:g}s; Ctrl-C ends it", flush=True)
+    try:
+        while True:
+            records = await asyncio.to_thread(engine.index.load)
+            await host_view.refresh(engine, records, words=False, went_on=True)
+            for line in engine.notices:
+                _err(line)
+            engine.notices.clear()
+            await asyncio.sleep(args.every)
+    except asyncio.CancelledError:
+        raise _Cancelled(f"watch ended; {NOTHING_STOPPED}") from None
+
+
 COMMANDS: dict[str, Callable[[Engine, argparse.Namespace], Awaitable[int]]] = {
     "preflight": cmd_preflight, "start": cmd_start, "tail": cmd_tail, "status": cmd_status,
     "fetch": cmd_fetch, "stop": cmd_stop, "runs": cmd_runs, "metrics": cmd_metrics,
-    "resume": cmd_resume,
+    "resume": cmd_resume, "watch": cmd_watch,
 }

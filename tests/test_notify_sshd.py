@@ -4,6 +4,7 @@ harms nothing and is said once; no token is shown."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 from tests.conftest import Cli, write_config
@@ -79,3 +80,40 @@ def test_a_url_that_refuses_harms_nothing_and_is_said_once_masked(cli: Cli, tmp_
     for text in (first.out, first.err, again.err, (Path(workdir) / "r3" / "train.log").read_text(),
                  cli("status", "gpu", "r3", "--workdir", workdir, "--json").out):
         assert secret not in text
+
+
+def test_watch_and_refreshes_all_running_send_one_message_and_ctrl_c_ends_watch(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\n')
+    start_failing(cli, tmp_path, workdir, "r4")
+    watch = cli.popen("watch", "--every", "1")
+    try:
+        assert watch.stdout is not None
+        assert watch.stdout.readline().startswith("watching the runs in ")
+        # Whoever sees the end first: watch, or one of these refreshes racing it.
+        wait_for("the message", lambda: cli("runs", "--refresh").rc == 0 and bool(receiver.messages()))
+        for _ in range(3):
+            assert cli("runs", "--refresh", "--all").rc == 0
+            assert cli("status", "gpu", "r4", "--workdir", workdir).out.strip() == "failed (exit 137)"
+        got = receiver.messages()
+        assert len(got) == 1 and got[0]["title"] == "rtrain-tui: r4 on gpu failed (exit 137)"
+    finally:
+        watch.send_signal(signal.SIGINT)
+        out, err = watch.communicate(timeout=30)
+    assert watch.returncode == 130
+    assert err.strip().splitlines() == [
+        "rtrain-tui: interrupted (Ctrl-C): watch ended; nothing on the host was stopped; a run keeps going."]
+    assert len(receiver.messages()) == 1
+
+
+def test_notify_test_says_which_url_arrived_and_shows_no_token(cli: Cli, receiver: Receiver) -> None:
+    secret = "SECRETtoken123"
+    configure(cli, f'[notify]\nurls = ["{receiver.url(secret)}"]\n'
+                   f'[hosts.gpu]\nnotify = ["json://127.0.0.1:9/{secret}"]\n')
+    r = cli("notify", "test")
+    assert r.rc == 1 and secret not in r.out + r.err
+    lines = r.out.splitlines()
+    assert len(lines) == 2 and lines[0].endswith(": arrived") and ": not sent: " in lines[1]
+    got = receiver.messages()
+    assert len(got) == 1 and got[0]["title"] == "rtrain-tui: test" and got[0]["path"] == f"/{secret}"
+    assert cli("notify", "test", "other-host").out.splitlines() == [lines[0]]
