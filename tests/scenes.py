@@ -290,6 +290,37 @@ async def slurm_cluster(pilot: Pilot) -> None:
     await _settle(pilot)
 
 
+# Runs that look after themselves (issue 18): one waiting on the host for a free GPU,
+# one on its second attempt after a crash, one waiting to retry, one stalled.
+UNATTENDED_RUNS = [
+    RunRecord("h100-lab", "llama3-sft-r64", "~/.praisonai-train", state="queued",
+              started_at="2026-11-29T14:26:00+00:00", updated_at="2026-11-29T14:26:00+00:00",
+              gpu_ids=""),
+    RunRecord("h100-lab", "mistral-sft-long", "~/.praisonai-train", state="running", attempt=2,
+              started_at="2026-11-29T06:05:00+00:00", updated_at="2026-11-29T09:47:12+00:00"),
+    RunRecord("a100-rented", "qwen-dpo-night", "/scratch/me/runs", state="queued",
+              started_at="2026-11-29T03:10:00+00:00", updated_at="2026-11-29T14:29:00+00:00"),
+    RunRecord("h100-lab", "gemma-sweep-3", "~/.praisonai-train", state="running",
+              started_at="2026-11-29T12:50:00+00:00", updated_at="2026-11-29T12:50:40+00:00"),
+]
+UNATTENDED_PROGRESS = {  # as core.host_view words them (waiting reason, attempt_cell, stall_cell)
+    UNATTENDED_RUNS[0].key: "waiting for 1 free GPU: GPU 1 98% busy, held by alice, pid 31337",
+    UNATTENDED_RUNS[1].key: "attempt 2 · 2210/3000 ▕████▌ ▏ loss 0.702 · 31m05s",
+    UNATTENDED_RUNS[2].key: "retrying in 60 s after NCCL timeout (attempt 2 of 3)",
+    UNATTENDED_RUNS[3].key: "⚠ stalled: no output for 17m · 640/2000 ▕█▉    ▏ loss 1.102",
+}
+
+
+async def unattended(pilot: Pilot) -> None:
+    """Queued on the host for a GPU, resumed (attempt 2), waiting to retry, and stalled."""
+    app: RTrainApp = pilot.app  # type: ignore[assignment]
+    for r in UNATTENDED_RUNS:
+        app.engine.index.add(r)
+    await main_screen(pilot)
+    app.load_runs({**PROGRESS, **UNATTENDED_PROGRESS})
+    await _settle(pilot)
+
+
 SCENES: dict[str, Callable[[Pilot], Awaitable[None]]] = {
     "gpus": gpu_panel,
     "main": main_screen,
@@ -302,4 +333,5 @@ SCENES: dict[str, Callable[[Pilot], Awaitable[None]]] = {
     "stop_confirm": stop_confirm,
     "help": help_screen,
     "slurm_cluster": slurm_cluster,
+    "unattended": unattended,
 }

@@ -114,6 +114,17 @@ class TestSlurm:
         assert _compare(snap_compare, "slurm_cluster", tmp_path)
 
 
+class TestUnattended:
+    def test_queued_resumed_retrying_and_stalled_runs(self, snap_compare, tmp_path: Path) -> None:
+        """Issue 18's rows beside the others: `llama3-sft-r64` queued on the box with the
+        host's reason (`waiting for 1 free GPU: GPU 1 98% busy, held by alice, pid 31337`),
+        `mistral-sft-long` running as `attempt 2 · 2210/3000 …`, `qwen-dpo-night` queued
+        with `retrying in 60 s after NCCL timeout (attempt 2 of 3)`, and `gemma-sweep-3`
+        running with `⚠ stalled: no output for 17m …` in the warning colour; live runs on
+        top, newest first."""
+        assert _compare(snap_compare, "unattended", tmp_path)
+
+
 class TestCost:
     def test_cost_column_and_host_price(self, snap_compare, tmp_path: Path,  # type: ignore[no-untyped-def]
                                         monkeypatch) -> None:
