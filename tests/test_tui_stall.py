@@ -1,17 +1,22 @@
 """A stalled run in the app (issue 18, Notice a stall), against the real sshd: the row
-keeps `running` with the reason in the warning colour, and one toast says so."""
+keeps `running` with the reason in the warning colour, and one toast says so; and a run
+the app's refresh resumed after a reboot, said in a toast."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
 from rtrain_tui.core.logs import retry_rule
-from tests.conftest import write_config
+from tests.conftest import Cli, write_config
 from tests.sshd import SshHosts
+from tests.test_resume_sshd import marked, wait_for
 from tests.test_tui import SIZE, notifications, screen_text, tui, until
 
 
@@ -50,3 +55,39 @@ def test_a_stalled_run_keeps_running_with_a_warning_and_one_toast(
             await app.workers.wait_for_complete()
 
     asyncio.run(go())
+
+
+def test_the_app_says_when_its_refresh_resumed_a_run_lost_to_a_reboot(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    """As tests/test_retry_sshd.py's reboot stand-in, seen from the app: its own refresh
+    resumes the run, and a toast says so."""
+    boot = tmp_path / "boot_id"
+    config = tmp_path / "ssh_config"
+    config.write_text(hosts.ssh_config.read_text() + hosts.extra_host(
+        "rebooting", sftp="Subsystem sftp internal-sftp\n",
+        extra_env={"RTRAIN_TEST_BOOT_ID_FILE": str(boot)}))
+    moved = replace(hosts, ssh_config=config)
+    cli = Cli(moved, tmp_path / "runs.toml")
+    cfg = write_config(tmp_path / "t6.yaml", steps=10000, step_seconds=0.05)
+    r = cli("start", "rebooting", "-c", str(cfg), "--workdir", str(tmp_path / "work"),
+            "--run-id", "t6", "--no-follow", "--gpus", "0", "--retries", "1")
+    assert r.rc == 0, r.err
+    token = (tmp_path / "work" / "t6" / "train.token").read_text().strip()
+    for pid in marked(token):
+        os.kill(pid, signal.SIGKILL)
+    wait_for("the run's processes to go", lambda: marked(token) == [])
+    boot.write_text("00000000-0000-4000-8000-000000000000\n")
+
+    async def go() -> None:
+        app = tui(moved, tmp_path, poll_runs=True)
+        async with app.run_test(size=SIZE) as pilot:
+            want = "t6 on rebooting was lost to a reboot of the host; resumed it: attempt 2, from the start"
+            await until(pilot, lambda: want in notifications(app), "the toast")
+            await until(pilot, lambda: "attempt 2 ·" in screen_text(app), "the row's attempt")
+            await app.workers.wait_for_complete()
+
+    try:
+        asyncio.run(go())
+    finally:
+        for pid in marked((tmp_path / "work" / "t6" / "train.token").read_text().strip()):
+            os.kill(pid, signal.SIGKILL)
