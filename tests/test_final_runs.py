@@ -352,3 +352,39 @@ def test_the_apps_r_key_rechecks_every_run_the_settled_ones_too(hosts: SshHosts,
             await until(pilot, lambda: "unknown" in screen_text(app), "the row's new state")
 
     asyncio.run(go())
+
+
+def test_the_listing_is_told_only_the_newest_ends_and_an_older_run_that_went_on_is_still_seen(
+        hosts: SshHosts, tmp_path: Path, workdir: str) -> None:
+    """A year of ended runs in one workdir: the refresh's listing, which looks at the
+    newest FIND_LIMIT names only, is told that many recorded ends, not every one (the
+    script grew with the index). The oldest of them, resumed and ended again on the host
+    since (its run dir now among the newest), is still read again, with its new end."""
+    work = Path(workdir)
+    extra = 40
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add_new([RunRecord("gpu", "old", workdir, state="failed (exit 1)", ended_at=ENDED)] + [
+        RunRecord("gpu", f"r{i:04d}", workdir, state="completed",
+                  ended_at=datetime.fromtimestamp(STARTED + 3600 * (i + 1), UTC).isoformat())
+        for i in range(remote_sh.FIND_LIMIT + extra)])
+    seed_run(work, "old", code="0\n")  # ended again now, completed this time
+    status = work / "old" / "status"
+    key = ("gpu", workdir, "old")
+
+    async def go() -> list[str]:
+        engine = Engine(ConnectionPool(hosts.ssh_config), index, HostConfig())
+        try:
+            sent = _recording(engine, "gpu")
+            await host_view.refresh(engine, index.load(), words=False, went_on=True)
+            return sent
+        finally:
+            await engine.close()
+
+    sent = asyncio.run(go())
+    told = [m.group(1).split() for s in sent
+            for m in re.finditer(rf"^fr_list \d+ {re.escape(workdir)} '([^']*)'", s, re.M)]
+    assert len(told) == 1 and sum(":" in name for name in told[0]) == remote_sh.FIND_LIMIT, told
+    assert [Path(d).name for d in probed_runs(sent)] == ["old"]
+    rec = next(r for r in index.load() if r.key == key)
+    end = datetime.fromtimestamp(int(status.stat().st_mtime), UTC).isoformat()
+    assert (rec.state, rec.ended_at) == ("completed", end)

@@ -626,7 +626,8 @@ class Engine:
         `known` (default: `runs`) are the runs the listing is told the host has; `ended`
         gives the recorded end (epoch, the host's clock) of those that ended, and the
         listing tells which of them went on since (`went_on`: its end mark was written
-        again, or moved away by a resume or the host's retry). Without `add_found` the
+        again, or moved away by a resume or the host's retry; only the newest ends of a
+        workdir are told, see `_told`). Without `add_found` the
         runs found are left out of the index (`runs --refresh` looks only at its own).
         """
         if kinds is None:
@@ -634,8 +635,10 @@ class Engine:
         gpus = gpus and time.monotonic() >= self._gpu_quiet_until.get(host, 0.0)
         results: list[RunProbe | None] = [None] * len(runs)
         sample = None
-        workdirs, listing = (self._find_script(host, runs if known is None else known,
-                                               remote_sh.FIND_LIMIT, ended) if find else ([], ""))
+        told, untold = (self._told(host, runs if known is None else known, ended or {},
+                                   remote_sh.FIND_LIMIT) if find else ([], set()))
+        workdirs, listing = (self._find_script(host, told, remote_sh.FIND_LIMIT, ended)
+                             if find else ([], ""))
         listed = ""
         chooser = backends.gpu_chooser()
         wanted = set(need_end)
@@ -661,6 +664,12 @@ class Engine:
         if find:
             went = tuple((workdirs[w.workdir], w.run_id, w.attempts)
                          for w in probes.parse_went_on(listed, len(workdirs)))
+            if untold:
+                # An ended run it was not told of, yet among the newest names: its run dir
+                # changed after newer ends, so it may have gone on; probed again to know.
+                seen = probes.parse_found_runs(listed, len(workdirs))[1]
+                went += tuple((workdirs[f.workdir], f.run_id, None) for f in seen
+                              if (self._place(host, workdirs[f.workdir]), f.run_id) in untold)
             try:
                 added = await self._add_found(host, workdirs, listed, add=add_found)
             except RemoteError:
@@ -671,6 +680,33 @@ class Engine:
         """Where `workdir` resolved on `host` last time (itself until then), so that
         `~/x` and `/home/me/x` are one place."""
         return self._workdirs.get((host, workdir), workdir)
+
+    def _told(self, host: str, known: Sequence[tuple[str, str]],
+              ended: Mapping[tuple[str, str], int | tuple[int, int]], limit: int
+              ) -> tuple[list[tuple[str, str]], set[tuple[str, str]]]:
+        """The known runs a listing of the newest `limit` names of each workdir is told of,
+        and the places (resolved workdir, run id) of those it is not.
+
+        A run dir's time is about its run's end (its end mark is written there), so of
+        the ended runs of a workdir only the `limit` with the newest recorded ends can be
+        among the names looked at; a year of runs is not sent, and compared, each refresh.
+        The runs that did not end are always told. One not told that is listed anyway
+        (a resume or retry moved its dir's time) is probed again, as one that went on."""
+        by_place: dict[str, list[tuple[int, tuple[str, str]]]] = {}
+        for run in known:
+            if run in ended:
+                end = ended[run]
+                by_place.setdefault(self._place(host, run[0]), []).append(
+                    (end[0] if isinstance(end, tuple) else end, run))
+        left: set[tuple[str, str]] = set()
+        for ends in by_place.values():
+            if len(ends) > limit:
+                ends.sort(reverse=True)
+                left.update(run for _, run in ends[limit:])
+        if not left:
+            return list(known), set()
+        return ([r for r in known if r not in left],
+                {(self._place(host, w), r) for w, r in left})
 
     def _find_script(self, host: str, runs: Sequence[tuple[str, str]], limit: int | None,
                      ended: Mapping[tuple[str, str], tuple[int, int]] | None = None
