@@ -67,7 +67,8 @@ class TestModals:
     def test_start_form_with_validation_error(self, snap_compare, tmp_path: Path) -> None:
         """The start form: Config and Run id highlighted red, the engine's two messages
         below (missing config file; the seed's run id message), Start disabled. A `GPU ids`
-        field under GPUs and an unchecked `take busy GPUs too` box above the messages."""
+        field under GPUs; Retries `0`, Stall after `15m`, On stall `warn: …`; an unchecked
+        `take busy GPUs too` box above the messages."""
         assert _compare(snap_compare, "start_form_error", tmp_path)
 
     def test_fetch_browser(self, snap_compare, tmp_path: Path) -> None:

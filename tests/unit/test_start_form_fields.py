@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rtrain_tui.tui.screens.start_screen import FIELDS, field_error
+from rtrain_tui.tui.screens.start_screen import FIELDS, duration_text, field_error
 
 
 def values(**given: str) -> dict[str, str]:
@@ -29,3 +29,18 @@ def test_other_fields_name_themselves() -> None:
 def test_env_field_refuses_a_name_the_wrapper_relies_on() -> None:
     assert field_error("gpu", "env", values(env="RTRAIN_RUN=abc")).startswith(
         "Env: RTRAIN_RUN is not usable: the run's wrapper on the host relies on it")
+
+
+def test_retries_and_stall_fields_name_themselves() -> None:
+    assert field_error("gpu", "retries", values(retries="21")) == "Retries: must be 0 to 20, not 21."
+    assert field_error("gpu", "retries", values(retries="x")) == "Retries: must be a whole number, not 'x'."
+    assert field_error("gpu", "stall_after", values(stall_after="5 min")).startswith(
+        "Stall after: '5 min' is not a duration")
+    assert field_error("gpu", "stall_after", values(stall_after="15m")) == ""
+    assert field_error("gpu", "on_stall", values(on_stall="restart", retries="0")).startswith(
+        "On stall: restart needs Retries of 1 or more")
+    assert field_error("gpu", "on_stall", values(on_stall="restart", retries="1")) == ""
+
+
+def test_durations_show_as_typed() -> None:
+    assert [duration_text(s) for s in (0, 90, 900, 7200)] == ["0", "90s", "15m", "2h"]

@@ -39,7 +39,10 @@ class StartDefaults:
     gpus: int = 1
 
 
-FIELDS = ("config", "dataset", "gpus", "gpu_ids", "run_id", "python", "workdir", "trainer", "env")
+FIELDS = ("config", "dataset", "gpus", "gpu_ids", "run_id", "python", "workdir", "trainer", "env",
+          "retries", "stall_after")
+# What the host does with a stalled run: a choice (a Select), checked with the retries.
+ON_STALL = "on_stall"
 # Shown only for a Slurm login node (backend = "slurm" in config.toml), prefilled with the
 # host's defaults from there; GPU ids are the scheduler's business there, so they hide.
 SLURM_FIELDS = ("partition", "nodes", "time")
@@ -47,6 +50,7 @@ BOX_ONLY = ("gpu_ids",)
 LABELS = {"config": "Config", "dataset": "Dataset", "gpus": "GPUs", "gpu_ids": "GPU ids",
           "run_id": "Run id",
           "python": "Python", "workdir": "Workdir", "trainer": "Trainer", "env": "Env",
+          "retries": "Retries", "stall_after": "Stall after", ON_STALL: "On stall",
           "partition": "Partition", "nodes": "Nodes", "time": "Time limit"}
 
 
@@ -71,6 +75,8 @@ def build_request(host: str, values: dict[str, str], allow_busy: bool = False,
         env_pairs = shlex.split(values["env"])
     except ValueError as exc:
         raise ValidationError(f"env: {exc}; write KEY=VALUE pairs separated by spaces.") from None
+    retries = _retries(values["retries"]) if "retries" in values else None
+    stall_after = values.get("stall_after", "").strip()
     return StartRequest(
         host=host, config=Path(values["config"]).expanduser(),
         dataset=Path(values["dataset"]).expanduser() if values["dataset"].strip() else None,
@@ -78,10 +84,27 @@ def build_request(host: str, values: dict[str, str], allow_busy: bool = False,
         python=values["python"].strip(), workdir=values["workdir"].strip(),
         env=validate.parse_env(env_pairs), trainer=values["trainer"].strip(),
         gpu_ids=validate.parse_gpu_ids(ids) if (ids := values.get("gpu_ids", "").strip()) else (),
-        allow_busy=allow_busy, queue=queue,
+        allow_busy=allow_busy, queue=queue, retries=retries,
+        stall_after_s=validate.parse_duration(stall_after, "Stall after") if stall_after else None,
+        on_stall=values.get(ON_STALL, "warn"),
         backend="slurm" if slurm is not None else None,
         options=slurm_options(slurm, values) if slurm is not None else None,
     ).validated()
+
+
+def _retries(value: str) -> int:
+    try:
+        return validate.check_retries(int(value.strip() or "0"))
+    except ValueError:
+        raise ValidationError(f"Retries must be a whole number, not {value!r}.") from None
+
+
+def duration_text(seconds: int) -> str:
+    """Seconds as the form shows a duration: `15m`, `2h`, `90s`, `0` (never)."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s" if seconds else "0"
 
 
 def field_error(host: str, name: str, values: dict[str, str]) -> str:
@@ -118,6 +141,19 @@ def _field_error(host: str, name: str, value: str, values: dict[str, str]) -> st
             validate.check_trainer_template(value)
         elif name in SLURM_FIELDS:
             slurm_options(SlurmOptions(), {name: value})
+        elif name == "retries":
+            try:
+                validate.check_retries(int(value or "0"))
+            except ValueError:
+                return f"must be a whole number, not {value!r}."
+        elif name == "stall_after" and value:
+            validate.parse_duration(value, "")
+        elif name == ON_STALL:
+            try:
+                retries = int(values.get("retries", "").strip() or "0")
+            except ValueError:
+                retries = None  # Retries says what is wrong with it
+            validate.check_on_stall(value, retries)
         elif name == "env":
             try:
                 pairs = shlex.split(value)
@@ -126,7 +162,8 @@ def _field_error(host: str, name: str, value: str, values: dict[str, str]) -> st
             validate.parse_env(pairs)
     except ValidationError as exc:
         # the engine words it for the CLI: `--env 'X' is not usable…` reads as the field's
-        return str(exc).removeprefix("--env ")
+        text = str(exc).removeprefix(f"--{name.replace('_', '-')} ").strip()
+        return text.replace("--retries N", "Retries of 1 or more").replace(", e.g. --retries 2", "")
     return ""
 
 
@@ -153,6 +190,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
                    "run_id": "",
                    "python": validate.DEFAULT_PYTHON, "workdir": validate.DEFAULT_WORKDIR,
                    "trainer": validate.DEFAULT_TRAINER, "env": "",
+                   "retries": "0", "stall_after": duration_text(validate.DEFAULT_STALL_AFTER),
                    "partition": "", "nodes": "1", "time": ""}
         with Vertical(id="dialog"):
             yield Static("[b]New run[/b]  preflight runs before anything is uploaded", id="title")
@@ -168,6 +206,11 @@ class StartScreen(ModalScreen[StartedRun | None]):
                         yield Label(LABELS[name], classes=extra)
                         yield Input(initial[name], id=name, placeholder=_placeholder(name),
                                     compact=True, classes=extra)
+                    yield Label(LABELS[ON_STALL])
+                    yield Select([("warn: say so, keep it running", "warn"),
+                                  ("stop it", "stop"),
+                                  ("restart it (counts as a retry)", "restart")],
+                                 value="warn", allow_blank=False, id=ON_STALL, compact=True)
                     for name in SLURM_FIELDS:
                         yield Label(LABELS[name], classes="slurm")
                         yield Input(initial[name], id=name, placeholder=_placeholder(name),
@@ -203,7 +246,16 @@ class StartScreen(ModalScreen[StartedRun | None]):
         return settings.slurm if settings.backend == "slurm" else None
 
     def _show_backend(self) -> None:
-        """Slurm fields for a login node (prefilled from config.toml), GPU ids for a box."""
+        """Slurm fields for a login node (prefilled from config.toml), GPU ids for a box;
+        retries and the stall timeout from the host's config.toml."""
+        if self.engine is not None:
+            try:
+                settings = self.engine.hosts.for_host(self.host)
+            except ValidationError:
+                pass  # a broken config.toml: the start itself will say so
+            else:
+                self.query_one("#retries", Input).value = str(settings.retries)
+                self.query_one("#stall_after", Input).value = duration_text(settings.stall_after_s)
         defaults = self.slurm_defaults()
         for widget in self.query(".slurm"):
             widget.display = defaults is not None
@@ -233,7 +285,9 @@ class StartScreen(ModalScreen[StartedRun | None]):
 
     @property
     def values(self) -> dict[str, str]:
-        return {name: self.query_one(f"#{name}", Input).value for name in self.fields}
+        values = {name: self.query_one(f"#{name}", Input).value for name in self.fields}
+        values[ON_STALL] = str(self.query_one(f"#{ON_STALL}", Select).value)
+        return values
 
     @property
     def host(self) -> str:
@@ -242,9 +296,9 @@ class StartScreen(ModalScreen[StartedRun | None]):
     def revalidate(self) -> list[str]:
         errors = []
         values = self.values
-        for name in self.fields:
+        for name in (*self.fields, ON_STALL):
             err = field_error(self.host, name, values)
-            self.query_one(f"#{name}", Input).set_class(bool(err), "invalid")
+            self.query_one(f"#{name}").set_class(bool(err), "invalid")
             if err:
                 errors.append(err)
         self.query_one("#errors", Static).update(Text("\n".join(f"✗ {safe_line(str(e))}" for e in errors)))
@@ -260,7 +314,7 @@ class StartScreen(ModalScreen[StartedRun | None]):
     @on(Input.Changed)
     @on(Select.Changed)
     def _changed(self, event: Input.Changed | Select.Changed) -> None:
-        if isinstance(event, Select.Changed):
+        if isinstance(event, Select.Changed) and event.select.id == "host":
             self._show_backend()
         if isinstance(event, Input.Changed) and event.input.id == "gpu_ids":
             try:  # naming the GPUs says how many: GPUs follows
@@ -409,4 +463,6 @@ def _placeholder(name: str) -> str:
             "gpu_ids": "optional: 0,3 (default: the least busy)",
             "run_id": "optional: run-<epoch>", "env": "optional: KEY=VALUE KEY2=VALUE2",
             "partition": "optional: the cluster's default partition",
-            "time": "optional: 30, 4:00:00 or 1-12:00:00 (default: the partition's)"}.get(name, "")
+            "time": "optional: 30, 4:00:00 or 1-12:00:00 (default: the partition's)",
+            "retries": "0 to 20: a failed run is resumed this often",
+            "stall_after": "no log output this long is a stall: 20m, 90s, 2h (0: never)"}.get(name, "")
