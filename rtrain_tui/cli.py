@@ -1044,6 +1044,7 @@ async def cmd_runs(engine: Engine, args: argparse.Namespace) -> int:
         # when none did).
         await host_view.refresh(engine, records, words=False, all_runs=args.all_runs,
                                 went_on=not args.all_runs)
+        await engine.notified()  # what it sends, so that a failure is said here
         for line in engine.notices:  # e.g. a run lost to a reboot, resumed
             _err(line)
         report = engine.index.load_report()
@@ -1171,6 +1172,7 @@ async def cmd_watch(engine: Engine, args: argparse.Namespace) -> int:
         while True:
             records = await asyncio.to_thread(engine.index.load)
             await host_view.refresh(engine, records, words=False, went_on=True)
+            await engine.notified()
             for line in engine.notices:
                 _err(line)
             engine.notices.clear()

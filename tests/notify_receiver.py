@@ -16,6 +16,9 @@ class Receiver:
         self.got: list[dict[str, object]] = []
         self.status = 200  # what every POST is answered (500: a service that refuses)
         self.lock = threading.Lock()
+        # Set: each POST is held until it is set (a slow service), then answered.
+        self.hold: threading.Event | None = None
+        self.answered = 0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -27,8 +30,12 @@ class Receiver:
                     payload = {"raw": body.decode("utf-8", "replace")}
                 with receiver.lock:
                     receiver.got.append({"path": self.path, **payload})
+                if receiver.hold is not None:
+                    receiver.hold.wait(60)
                 self.send_response(receiver.status)
                 self.end_headers()
+                with receiver.lock:
+                    receiver.answered += 1
 
             def log_message(self, *args: object) -> None:
                 pass

@@ -4,11 +4,17 @@ harms nothing and is said once; no token is shown."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import threading
 from pathlib import Path
 
+import pytest
+
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
 from tests.conftest import Cli, write_config
 from tests.notify_receiver import Receiver
+from tests.sshd import SshHosts
 from tests.test_resume_sshd import wait_for
 
 
@@ -117,3 +123,30 @@ def test_notify_test_says_which_url_arrived_and_shows_no_token(cli: Cli, receive
     got = receiver.messages()
     assert len(got) == 1 and got[0]["title"] == "rtrain-tui: test" and got[0]["path"] == f"/{secret}"
     assert cli("notify", "test", "other-host").out.splitlines() == [lines[0]]
+
+
+def test_a_refresh_does_not_wait_for_a_slow_service_and_the_engine_waits_before_it_closes(
+        hosts: SshHosts, tmp_path: Path, workdir: str, receiver: Receiver,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    config_toml = tmp_path / "cfg" / "rtrain-tui" / "config.toml"
+    config_toml.parent.mkdir(parents=True)
+    config_toml.write_text(f'[notify]\nurls = ["{receiver.url()}?rto=60"]\n')  # apprise waits 60 s
+    receiver.hold = threading.Event()
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        config = write_config(tmp_path / "r.yaml", steps=6, save_steps=2, die_mid_save=4, step_seconds=0.1)
+        await engine.start(StartRequest("gpu", config, run_id="r5", workdir=workdir, gpus=0))
+        while not ended(workdir, "r5"):
+            await asyncio.sleep(0.1)
+        states = await engine.refresh()
+        assert set(states.values()) == {"failed (exit 137)"}
+        # The refresh is back while the service still holds the message (the app polls on).
+        await asyncio.to_thread(wait_for, "the POST", lambda: bool(receiver.messages()))
+        assert receiver.answered == 0
+        receiver.hold.set()
+        await engine.close()  # waits for what is under way
+        assert receiver.answered == 1 and engine.notices == []
+
+    asyncio.run(go())

@@ -49,6 +49,7 @@ from rtrain_tui.core.runs.index import utc_now as index_now
 from rtrain_tui.core.runs.probes import PreflightReport, RunProbe
 from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
+from rtrain_tui.core.safety.mask import mask_text
 from rtrain_tui.core.transfers.transfer import (
     Progress,
     RemoteEntry,
@@ -250,6 +251,7 @@ class Engine:
         # Per host: did its last refresh probe get an answer? (A host whose runs are all
         # settled has no run state to tell it by.)
         self.answered: dict[str, bool] = {}
+        self._sending: set[asyncio.Task[None]] = set()  # notifications under way (_tell)
 
     @property
     def hosts(self) -> hostconfig.HostConfig:
@@ -304,7 +306,28 @@ class Engine:
             return self.pool.get(validate.check_host(alias, known))
 
     async def close(self) -> None:
+        await self.notified()
         await self.pool.close()
+
+    def _tell(self, seen: Sequence[notifier.Seen]) -> None:
+        """Send what `seen` calls for in the background: a refresh (the app's next poll)
+        never waits on a slow or refusing service. What failed lands in `notices`."""
+        if not any(notifier.wanted(s, self.hosts) for s in seen):
+            return
+        task = asyncio.create_task(self._tell_now(seen))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _tell_now(self, seen: Sequence[notifier.Seen]) -> None:
+        try:
+            self.notices += await notifier.notify(seen, self.hosts, self._run_on, datetime.now(UTC))
+        except Exception as exc:  # noqa: BLE001 - a notification never breaks a refresh
+            self.notices.append(mask_text(f"notifications not sent: {' '.join(str(exc).split())}"))
+
+    async def notified(self) -> None:
+        """Wait for the notifications under way: a command before it says what failed, or exits."""
+        while self._sending:
+            await asyncio.gather(*self._sending, return_exceptions=True)
 
     # -- preflight -------------------------------------------------------------
     async def preflight(
@@ -934,7 +957,7 @@ class Engine:
             observed_at=observed_at, ended=ended, forget=forget, backends=resolved, went_on=went,
         )
         # Before a reboot's retry: the loss is a transition of its attempt all the same.
-        self.notices += await notifier.notify(seen, self.hosts, self._run_on, datetime.now(UTC))
+        self._tell(seen)
         for key in rebooted:
             if results.get(key) == probes.LOST:
                 await self._retry_after_reboot(key, results)
