@@ -222,6 +222,11 @@ def _build(args: argparse.Namespace, root: Path, hosts: SshHosts) -> Scene:
                    "train.token": r.token + "\n"})
         else:
             clone(done, scene.run_dir(r.host, r.run_id), ended_files(r, done_pid))
+            # Its end mark written at the end the index records, as a real run's is: one
+            # written now reads as a run that went on since (a resume elsewhere), and the
+            # first refresh probed every listed one again (10.7 s a host, 176 MB).
+            end = datetime.fromisoformat(r.ended_at).timestamp()
+            os.utime(scene.run_dir(r.host, r.run_id) / "status", (end, end))
     for i in range(args.discover_dirs):
         record = RunRecord("many", f"found-{i:05d}", "~/" + WORKDIR, state="completed", token=f"{i:032x}")
         clone(done, homes["many"] / WORKDIR / record.run_id, ended_files(record, done_pid))
