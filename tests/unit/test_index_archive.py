@@ -365,3 +365,37 @@ def test_the_backend_of_a_run_that_ended_recently_is_found_in_the_newer_archives
     ended = runs[5000]
     assert asyncio.run(engine._backends(ended.host, [(ended.workdir, ended.run_id)])) == ["slurm"]
     assert f"runs-{ended.started_at[:7]}.toml" in read and "runs-2026-01.toml" not in read
+
+
+def test_a_live_run_that_stays_live_rewrites_the_live_file_without_going_through_the_archives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refresh that finds a live run stale (its host did not answer), or back, changes
+    the live file alone: the year of archived runs is not gone through (`update` walks
+    every run of the index). A run that ends still takes that path, to its archive."""
+    path = tmp_path / "runs.toml"
+    index = RunIndex(path)
+    index.add_new(_runs(2000, live=3))
+    live = [r for r in index.load() if r.state == "running"]
+    archives = {p: p.read_bytes() for p in tmp_path.glob("runs-*.toml")}
+    walked: list[int] = []
+    real_update = index.update
+
+    def update(change):  # type: ignore[no-untyped-def]
+        walked.append(1)
+        return real_update(change)
+
+    monkeypatch.setattr(index, "update", update)
+    index.set_states({live[0].key: ("unreachable", True, utc_now())})
+    index.set_states({live[1].key: ("queued", False, utc_now())})
+    assert walked == []
+    by_key = {r.key: r for r in RunIndex(path).load()}
+    assert (by_key[live[0].key].state, by_key[live[0].key].stale) == ("running", True)
+    assert by_key[live[1].key].state == "queued" and len(by_key) == 2000
+    assert {p: p.read_bytes() for p in tmp_path.glob("runs-*.toml")} == archives
+    index.set_states({live[0].key: ("running", False, utc_now())})  # answered again
+    assert walked == [] and not RunIndex(path).find([live[0].key])[0].stale
+    index.set_states({live[2].key: ("completed", False, utc_now())})
+    assert walked == [1]
+    ended = {r.key: r for r in RunIndex(path).load()}[live[2].key]
+    assert ended.state == "completed"
+    assert live[2].key not in {RunRecord(**t).key for t in tomllib.loads(path.read_text())["runs"]}
