@@ -48,17 +48,19 @@ def cut_after(proxy: FaultProxy, fragment: str, monkeypatch: pytest.MonkeyPatch)
 
 
 def wrapper_pids(token: str) -> list[int]:
-    """Live `sh ./run.sh` processes carrying the run's marker."""
-    found = []
+    """Live launches: `sh ./run.sh` processes carrying the run's marker whose parent is
+    not one (the wrapper's stall watchdog is a forked subshell of it, not a launch)."""
+    shells: dict[int, int] = {}  # pid -> parent pid
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             env = (proc / "environ").read_bytes().split(b"\0")
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            parent = int((proc / "stat").read_text().rsplit(") ", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
         if f"RTRAIN_RUN={token}".encode() in env and cmd[:2] == [b"sh", b"./run.sh"]:
-            found.append(int(proc.name))
-    return found
+            shells[int(proc.name)] = parent
+    return [pid for pid, parent in shells.items() if parent not in shells]
 
 
 @pytest.mark.parametrize("what", list(SCRIPTS))

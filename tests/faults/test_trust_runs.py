@@ -96,8 +96,11 @@ def test_trainer_children_are_ended_before_the_exit_code_is_recorded(
     run_dir = start(cli, tmp_path, workdir, "kids", children=2)
     wait_for(lambda: "children=" in (run_dir / "train.log").read_text(), what="children started")
     kids = [int(p) for p in (run_dir / "train.log").read_text().split("children=")[1].split()[0].split(",")]
+    # The trainer: the group's Python process that is neither a child it made nor the
+    # wrapper (whose stall watchdog, a forked `sh ./run.sh` with a `sleep`, is there too).
     trainer = next(p for p in _group(read_pid(run_dir / "train.pid"))
-                   if p not in kids and p != read_pid(run_dir / "train.pid"))
+                   if p not in kids and p != read_pid(run_dir / "train.pid")
+                   and b"python" in _cmdline(p))
     os.kill(trainer, signal.SIGKILL)  # the kernel's OOM killer does the same
     wait_for(lambda: (run_dir / "status").exists(), what="status written")
     assert not any(alive(k) for k in kids), "dataloader-like children outlived the run"
@@ -233,6 +236,13 @@ def test_a_refresh_that_began_before_a_stop_does_not_overwrite_its_verdict(
 
     asyncio.run(go())
     assert [r.state for r in RunIndex(cli.index).load()] == ["stopped"]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _group(pgid: int) -> list[int]:
