@@ -5,16 +5,27 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
+import pytest
+
 from rtrain_tui.core.runs.index import RunIndex, parse_time
 from tests.conftest import Cli, write_config
+from tests.sshd import SshHosts
 from tests.test_cli_runs import wait_state
 from tests.test_queue_sshd import BUSY, IDLE, gpus, read, start_queued  # noqa: F401 (gpus: a fixture)
 from tests.test_resume_sshd import wait_for
+
+
+@pytest.fixture(autouse=True)
+def _config_toml_removed_after(hosts: SshHosts) -> Iterator[None]:
+    """config.toml is written in the test hosts' HOME, which every test of this worker
+    shares: left there, its URLs and prices would reach the tests that run after."""
+    yield
+    (hosts.home / ".config" / "rtrain-tui" / "config.toml").unlink(missing_ok=True)
 
 
 def priced(cli: Cli, line: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,14 @@ from tests.conftest import Cli, write_config
 from tests.notify_receiver import Receiver
 from tests.sshd import SshHosts
 from tests.test_resume_sshd import wait_for
+
+
+@pytest.fixture(autouse=True)
+def _config_toml_removed_after(hosts: SshHosts) -> Iterator[None]:
+    """config.toml is written in the test hosts' HOME, which every test of this worker
+    shares: left there, its URLs and prices would reach the tests that run after."""
+    yield
+    (hosts.home / ".config" / "rtrain-tui" / "config.toml").unlink(missing_ok=True)
 
 
 def configure(cli: Cli, text: str) -> None:
