@@ -269,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("notify", help="notifications: `notify test [HOST]` sends a test "
                        "message to every URL in config.toml and says which arrived", parents=common)
-    p.add_argument("action", choices=("test",))
+    p.add_argument("action", choices=("test",),
+                   help="`test`: send a test message to every URL and say which arrived")
     p.add_argument("host", nargs="?", default=None, metavar="HOST",
                    help="only the URLs for HOST's runs ([notify] urls and its own notify)")
 
