@@ -7,6 +7,7 @@ import html
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -320,9 +321,16 @@ def test_refresh_of_a_silent_host_does_not_hold_up_the_others(hosts: SshHosts, t
     index = RunIndex(tmp_path / "runs.toml")
     index.add(RunRecord("gpu", "ok", str(tmp_path / "work"), state="running"))
     index.add(RunRecord("silent", "far", "~/w", state="running"))
+    # The silent host waits out 8 s here, not the shared config's 2: on a loaded CI
+    # machine gpu's answer can take longer than 2 s, and the test would then see silent
+    # already given up on, which says nothing about whether it held gpu up.
+    patient = tmp_path / "ssh_config"
+    text = hosts.ssh_config.read_text()
+    assert "  ConnectTimeout 2\n" in text
+    patient.write_text(text.replace("  ConnectTimeout 2\n", "  ConnectTimeout 8\n"))
 
     async def go() -> None:
-        app = tui(hosts, tmp_path)
+        app = tui(replace(hosts, ssh_config=patient), tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             app.refresh_runs()
             states = lambda: {v.record.run_id: (v.record.state, v.record.stale)  # noqa: E731
