@@ -6,6 +6,8 @@ from datetime import datetime
 
 from rich.text import Text
 
+from rtrain_tui.core.metrics.metrics import format_eta
+
 RUN_STYLES = {
     "starting": "italic cyan",  # in the index, not yet launched (or not yet known to be)
     "queued": "bold cyan",  # waiting for a scheduler (Slurm)
@@ -42,12 +44,7 @@ def elapsed(started_at: str, now: datetime, ended_at: str = "") -> str:
         end = datetime.fromisoformat(ended_at) if ended_at else now
     except ValueError:
         return ""
-    seconds = max(0, int((end - start).total_seconds()))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
+    return format_eta(max(0.0, (end - start).total_seconds()))
 
 
 def started_text(started_at: str) -> str:

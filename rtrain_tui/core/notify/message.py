@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from rtrain_tui.core.metrics.metrics import Summary
+from rtrain_tui.core.metrics.metrics import Summary, format_eta
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.cost import Cost
 from rtrain_tui.core.safety.sanitize import safe_line
@@ -44,12 +44,7 @@ def event_of(state: str, stalled_for: int | None = None) -> str | None:
 
 def duration(seconds: float) -> str:
     """`1h02m`, `3m05s`, `42s`: as the runs table shows elapsed time."""
-    s = max(0, int(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
+    return format_eta(max(0.0, seconds))
 
 
 def _number(value: float) -> str:
