@@ -387,9 +387,10 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                 # the host did nothing. The entry is probed again by the next refresh.
                 await _put_back(engine, old, replace(record, state=probe.state), probed=True)
                 if error == "busy":
+                    taken = out.get("taken", "")
                     raise RemoteError(f"another resume of {run_id} on {host} took attempt "
-                                      f"{attempt} first; `rtrain-tui status {host} {run_id}` tells "
-                                      "how it is going.")
+                                      f"{taken if taken.isdigit() else attempt} first; "
+                                      f"`rtrain-tui status {host} {run_id}` tells how it is going.")
                 raise RemoteError(f"{host}: attempt {attempt} of {run_id} was not started "
                                   f"({error or 'no answer'}).")
             if error:

@@ -60,10 +60,26 @@ def test_a_second_claim_of_the_same_attempt_is_busy_and_changes_nothing(tmp_path
     run = ended_run(tmp_path)
     assert claim(tmp_path, NEW) == {"claimed": "2"}
     (run / f"run.sh.{OTHER}").write_text("# the other one\n")
-    assert claim(tmp_path, OTHER, "outputs/checkpoint-1") == {"error": "busy"}
+    assert claim(tmp_path, OTHER, "outputs/checkpoint-1") == {"error": "busy", "taken": "2"}
     assert (run / "train.token").read_text() == NEW + "\n"
     assert (run / "run.sh").read_text() == "# attempt 2\n"
     assert not (run / f"run.sh.{OTHER}").exists()
+
+
+def test_a_claim_that_read_the_run_mid_claim_is_told_the_attempt_the_other_took(
+        tmp_path: Path) -> None:
+    """A resume that read the run between the other's `mkdir attempts/1` and its token
+    write counts one attempt filed and would give its own the number 3: the host says
+    which attempt was taken (2), so its line does not name one that never was."""
+    run = ended_run(tmp_path)
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
+    script = remote_sh.resume(
+        str(tmp_path), "r1", token=OTHER, previous_token=OLD, attempt=3,
+        checkpoint="outputs/checkpoint-2", edit_config=True,
+        separator=resume.separator(3, "outputs/checkpoint-2"),
+        ended_record=json.dumps({"attempt": 2, "exit": 1}), launch_file="run.sh")
+    assert dict(probes.parse_key_values(sh(script))) == {"error": "busy", "taken": "2"}
+    assert not (run / "attempts" / "2").exists()
 
 
 def test_a_restart_takes_the_resume_line_out_of_the_config(tmp_path: Path) -> None:

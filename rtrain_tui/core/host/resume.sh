@@ -12,15 +12,23 @@
 ## changes nothing. Needs $rd, $tok, $prev (the token the resume read), $n, $p, $ck,
 ## $cfg, $sep, $rec, $lf.
 cd "$rd" 2>/dev/null || { echo "error=no run directory"; exit 0; }
+# Another resume took an attempt first: say which one it took (the attempts filed
+# before it, plus one), not the number this resume would have given its own.
+busy() {
+  bn=0
+  for bd in attempts/[0-9]*; do [ -d "$bd" ] && bn=$((bn + 1)); done
+  echo "error=busy"
+  echo "taken=$((bn + 1))"
+}
 rf=; [ -r train.token ] && read -r rf < train.token
 if [ "$rf" != "$tok" ]; then
   mkdir attempts 2>/dev/null
-  if [ "$rf" != "$prev" ]; then rm -f -- "$lf.$tok"; echo "error=busy"; exit 0; fi
+  if [ "$rf" != "$prev" ]; then rm -f -- "$lf.$tok"; busy; exit 0; fi
   if ! why=$(mkdir "attempts/$p" 2>&1); then
     rm -f -- "$lf.$tok"
     # Another resume made it first: busy. Else nothing can be made there (a full disk,
     # a read-only file system), and no other resume is to blame.
-    if [ -d "attempts/$p" ]; then echo "error=busy"
+    if [ -d "attempts/$p" ]; then busy
     else printf 'error=cannot make attempts/%s: %s\n' "$p" "${why##*: }"; fi
     exit 0
   fi
