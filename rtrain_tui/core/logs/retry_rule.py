@@ -37,19 +37,26 @@ DEFAULT_BASE_S = 30.0  # the wait before attempt K is K × this
 BASE_ENV = "RTRAIN_RETRY_BASE_S"
 
 
+def _seconds_from_env(environ: dict[str, str] | None, name: str, low: float, high: float,
+                      default: float) -> float:
+    """`name` in `environ` (default: this process's) when it is a number low..high, else
+    `default`: the test-only knobs below, read by `start` and kept in launch.json."""
+    import os
+
+    said = (os.environ if environ is None else environ).get(name, "")
+    try:
+        value = float(said)
+    except ValueError:
+        return default
+    return value if low <= value <= high else default
+
+
 STALL_CHECK_ENV = "RTRAIN_STALL_CHECK_S"  # as BASE_ENV, for the stall watchdog's 60 s
 
 
 def stall_check_seconds(environ: dict[str, str] | None = None) -> float:
     """How often a run's stall watchdog looks: STALL_CHECK_ENV (0.1..3600), else 60 s."""
-    import os
-
-    said = (os.environ if environ is None else environ).get(STALL_CHECK_ENV, "")
-    try:
-        value = float(said)
-    except ValueError:
-        return 60.0
-    return value if 0.1 <= value <= 3600 else 60.0
+    return _seconds_from_env(environ, STALL_CHECK_ENV, 0.1, 3600, 60.0)
 
 
 GPUS_IDLE_ENV = "RTRAIN_GPUS_IDLE_S"  # as BASE_ENV, for "GPUs idle for 10 minutes"
@@ -57,26 +64,12 @@ GPUS_IDLE_ENV = "RTRAIN_GPUS_IDLE_S"  # as BASE_ENV, for "GPUs idle for 10 minut
 
 def gpus_idle_seconds(environ: dict[str, str] | None = None) -> float:
     """How long a run's GPUs may idle before it is said: GPUS_IDLE_ENV (0..86400), else 600 s."""
-    import os
-
-    said = (os.environ if environ is None else environ).get(GPUS_IDLE_ENV, "")
-    try:
-        value = float(said)
-    except ValueError:
-        return 600.0
-    return value if 0 <= value <= 86400 else 600.0
+    return _seconds_from_env(environ, GPUS_IDLE_ENV, 0, 86400, 600.0)
 
 
 def base_seconds(environ: dict[str, str] | None = None) -> float:
     """The retry wait's base for a start: BASE_ENV when it is a number 0..3600, else 30 s."""
-    import os
-
-    said = (os.environ if environ is None else environ).get(BASE_ENV, "")
-    try:
-        value = float(said)
-    except ValueError:
-        return DEFAULT_BASE_S
-    return value if 0 <= value <= 3600 else DEFAULT_BASE_S
+    return _seconds_from_env(environ, BASE_ENV, 0, 3600, DEFAULT_BASE_S)
 
 
 def separator(attempt: int, checkpoint: str) -> str:
