@@ -115,7 +115,11 @@ class SshHosts:
         path = f"{self.root / 'py_bin'}:/usr/bin:/bin"
         if bin_dir is not None:
             path = f"{bin_dir}:{path}"
-        proc = _start_sshd(sshd, self.root, name, port, f"{REMOTE / 'bin'}:{path}" if gpus else path,
+        # Its key, config, pid and log files are named by port too: two tests of one worker
+        # may each add a host of the same name (`rebooting`), and ssh-keygen refuses to
+        # write over the first one's key.
+        proc = _start_sshd(sshd, self.root, f"{name}-{port}", port,
+                           f"{REMOTE / 'bin'}:{path}" if gpus else path,
                            home, gpus or self.gpu_file, sftp=sftp, extra_env=extra_env,
                            hostname=hostname)
         self.procs.append(proc)
