@@ -399,13 +399,14 @@ class Engine:
                      else None)
             conn = self.host(req.host)
             token = secrets.token_hex(16)
+            nodes, per_node = kind.placement(req.gpus, options)
             with self._starting(token):
                 def starting(run_id: str) -> RunRecord:
                     return RunRecord(
                         host=req.host, run_id=run_id, workdir=req.workdir, python=req.python,
                         state=probes.STARTING, started_at=index_now(), updated_at=index_now(),
-                        config=str(req.config), dataset=str(req.dataset or ""), gpus=req.gpus,
-                        token=token, gpu_ids=gpu_ids, backend=kind.name,
+                        config=str(req.config), dataset=str(req.dataset or ""), gpus=per_node,
+                        token=token, gpu_ids=gpu_ids, backend=kind.name, nodes=nodes,
                     )
 
                 run_id, run_dir = await self._make_run_dir(conn, req, token, starting, trace)

@@ -341,8 +341,9 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
         conn = engine.host(host)
         token = secrets.token_hex(16)
         with engine._starting(token):
-            base = old or RunRecord(host, run_id, workdir, python=req.python, gpus=req.gpus,
-                                    started_at=index_now(), backend=kind.name)
+            nodes, per_node = kind.placement(req.gpus, options)
+            base = old or RunRecord(host, run_id, workdir, python=req.python, gpus=per_node,
+                                    nodes=nodes, started_at=index_now(), backend=kind.name)
             record = replace(base, state=probes.STARTING, token=token, gpu_ids=gpu_ids,
                              ended_at="", job_id="", stale=False, updated_at=index_now(),
                              attempt=attempt,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rtrain_tui.core.runs.index import RunIndex
 from tests.conftest import write_config
 from tests.slurm.conftest import LOGIN, SlurmCli
 
@@ -26,3 +27,6 @@ def test_two_nodes_each_get_their_rank_and_meet_at_the_first_node(scli: SlurmCli
     assert "#SBATCH --nodes=2" in script and "#SBATCH --partition=multi" in script
     assert 'srun --nodes="$SLURM_NNODES" --ntasks-per-node=1' in script
     assert (run_dir / "train.log").read_text().count("'step': 2") == 2  # both nodes trained
+    # The index knows it held a GPU on each of two nodes: what a per-GPU-hour price counts.
+    record = RunIndex(scli.index).get(LOGIN, "pair")
+    assert record is not None and (record.nodes, record.gpus) == (2, 1)

@@ -45,6 +45,14 @@ def test_per_gpu_hour_counts_the_gpus_the_run_holds() -> None:
     assert run_cost(cpu, PER_GPU, T0).spent == Decimal("0.00")
 
 
+def test_per_gpu_hour_counts_every_nodes_gpus_on_a_multi_node_job() -> None:
+    # 2 nodes × 4 GPUs each, 1.5 h at 0.80 per GPU-hour: 8 GPUs held, not one node's 4.
+    run = RunRecord("slurm", "pair", "~/w", state="completed", gpus=4, nodes=2,
+                    started_at=iso(0), ended_at=iso(90))
+    assert run_cost(run, PER_GPU, T0).spent == Decimal("9.60")
+    assert run_cost(run, BOX, T0).spent == Decimal("3.74")  # a price per hour is per hour
+
+
 def test_a_running_run_costs_until_now_and_projects_its_end_from_the_eta() -> None:
     run = RunRecord("h100", "r", "~/w", state="running", started_at=iso(0))
     cost = run_cost(run, Price(Decimal("3")), T0 + timedelta(hours=4, minutes=8), eta_s=3600 * 1.8)

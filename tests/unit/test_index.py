@@ -402,3 +402,16 @@ def test_a_resumed_runs_attempt_is_kept_and_a_bad_one_reported(tmp_path: Path) -
     report = RunIndex(path).load_report()
     assert [r.run_id for r in report.records] == ["r1"]
     assert "attempt should be a whole number 1 or more, not a number (0)" in report.problems[0]
+
+
+def test_a_multi_node_runs_nodes_are_kept_and_a_single_node_run_writes_none(tmp_path: Path) -> None:
+    path = tmp_path / "runs.toml"
+    index = RunIndex(path)
+    index.add(RunRecord("slurm", "pair", "~/w", gpus=4, nodes=2))
+    index.add(RunRecord("slurm", "one", "~/w", gpus=4))
+    assert [(r.run_id, r.nodes) for r in RunIndex(path).load()] == [("pair", 2), ("one", 1)]
+    assert path.read_text().count("nodes") == 1  # other runs' tables stay as they were
+    path.write_text(path.read_text() + '[[runs]]\nhost = "gpu"\nrun_id = "r2"\nworkdir = "~/w"\n'
+                    'nodes = 0\n')
+    report = RunIndex(path).load_report()
+    assert "nodes should be a whole number 1 or more, not a number (0)" in report.problems[0]

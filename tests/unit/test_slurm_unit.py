@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rtrain_tui.core import backends
 from rtrain_tui.core.backends.slurm import (
     MULTI_NODE_TRAINER,
     SlurmOptions,
@@ -207,6 +208,13 @@ def test_two_node_script_gives_each_node_its_rank_and_the_first_node_as_rendezvo
     assert (tmp_path / "status").read_text() == "0\n"
     assert (tmp_path / "status_attempt").read_text() == "2\n"  # the third attempt wrote it
     assert (tmp_path / "slurm_job_id").read_text() == "42\n"
+
+
+def test_a_job_holds_its_gpus_per_node_on_each_of_its_nodes() -> None:
+    slurm = backends.get("slurm")
+    assert slurm.placement(2, SlurmOptions(nodes=3)) == (3, 2)  # --gpus per node by default
+    assert slurm.placement(1, SlurmOptions(nodes=2, gpus_per_node=4)) == (2, 4)
+    assert backends.get("direct").placement(2, None) == (1, 2)
 
 
 def test_default_multi_node_command_is_torchrun_with_rendezvous() -> None:

@@ -134,6 +134,11 @@ class Backend(ABC):
         """The trainer template this backend runs; refuses what does not apply to it."""
         return trainer
 
+    def placement(self, gpus: int, options: BackendOptions | None) -> tuple[int, int]:
+        """(nodes, GPUs on each) a run asking for `gpus` holds while it runs: what a
+        per-GPU-hour price counts (core/runs/cost.py). One node by default."""
+        return (1, gpus)
+
     # -- preflight ----------------------------------------------------------------------
     @abstractmethod
     def preflight_script(self, python: str, workdir: str) -> str:

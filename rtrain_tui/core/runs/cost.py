@@ -132,8 +132,14 @@ def _end_of_run(record: RunRecord, state: str, start: datetime | None,
 
 
 def rate_per_hour(price: Price, gpus: int) -> Decimal:
-    """What the run pays an hour: the box's price, or the GPU-hour price × GPUs held."""
+    """What the run pays an hour: the box's price, or the GPU-hour price × GPUs held
+    (every node's: `gpus_held`)."""
     return price.amount * max(0, gpus) if price.per_gpu else price.amount
+
+
+def gpus_held(record: RunRecord) -> int:
+    """The GPUs a run holds while it runs: each of its nodes holds `gpus`."""
+    return max(0, record.gpus) * max(1, record.nodes)
 
 
 def run_cost(record: RunRecord, price: Price | None, now: datetime,
@@ -146,7 +152,7 @@ def run_cost(record: RunRecord, price: Price | None, now: datetime,
     if price is None:
         return None
     state = state or record.state
-    rate = rate_per_hour(price, record.gpus)
+    rate = rate_per_hour(price, gpus_held(record))
     spent_s = seconds_billed(record, now, attempts, state, since, until)
     spent = _cents(rate * spent_s / 3600)
     at_end = None

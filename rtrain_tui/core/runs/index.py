@@ -103,7 +103,7 @@ class RunRecord:
     stale: bool = False  # the last refresh could not reach the host
     config: str = ""
     dataset: str = ""
-    gpus: int = 1
+    gpus: int = 1  # GPUs it holds on each node (a Slurm job's --gpus-per-node)
     token: str = ""  # the run's marker on the host (train.token), set by start
     gpu_ids: str = ""  # the CUDA_VISIBLE_DEVICES start chose (`0,3`); "" when it chose none
     backend: str = ""  # how it was launched: "direct" (a box) or "slurm"; "" (older
@@ -116,6 +116,7 @@ class RunRecord:
     # when set, so the other runs' tables stay as they were.
     attempt_started_at: str = ""
     earlier_s: float = 0.0
+    nodes: int = 1  # nodes it holds (a multi-node Slurm job): GPUs held = nodes × gpus
 
     @property
     def key(self) -> RunKey:
@@ -951,7 +952,7 @@ _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "u
 _REQUIRED = ("host", "run_id", "workdir")
 _KNOWN = frozenset(f.name for f in fields(RunRecord))
 _DEFAULTS = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
-_WHEN_SET = ("attempt_started_at", "earlier_s")  # written only when not the default
+_WHEN_SET = ("attempt_started_at", "earlier_s", "nodes")  # written only when not the default
 # Fields older versions wrote under another name: read into the new one (a table that
 # has both keeps both, and the new name wins).
 _OLD_NAMES = {"slurm_job_id": "job_id"}
@@ -977,6 +978,9 @@ def _record_problems(table: dict[str, Any]) -> list[str]:
     if "attempt" in table and (isinstance(table["attempt"], bool)
                                or not isinstance(table["attempt"], int) or table["attempt"] < 1):
         bad.append(f"attempt should be a whole number 1 or more, not {_describe(table['attempt'])}")
+    if "nodes" in table and (isinstance(table["nodes"], bool)
+                             or not isinstance(table["nodes"], int) or table["nodes"] < 1):
+        bad.append(f"nodes should be a whole number 1 or more, not {_describe(table['nodes'])}")
     if "earlier_s" in table and (isinstance(table["earlier_s"], bool) or not isinstance(
             table["earlier_s"], int | float) or not 0 <= table["earlier_s"] < 1e10):
         bad.append(f"earlier_s should be a number of seconds, not {_describe(table['earlier_s'])}")

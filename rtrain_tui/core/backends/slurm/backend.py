@@ -53,6 +53,11 @@ class SlurmBackend(Backend):
             return MULTI_NODE_TRAINER
         return trainer
 
+    def placement(self, gpus: int, options: BackendOptions | None) -> tuple[int, int]:
+        # Every node of the job holds its own --gpus-per-node (the run's --gpus by default).
+        assert isinstance(options, SlurmOptions)
+        return (options.nodes, gpus if options.gpus_per_node is None else options.gpus_per_node)
+
     # -- preflight ----------------------------------------------------------------------
     def preflight_script(self, python: str, workdir: str) -> str:
         return scripts.preflight(python, workdir)
