@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from hypothesis import settings
 
 from tests.notify_receiver import receiver  # noqa: F401 (a fixture: the notification services' stand-in)
 from tests.sshd import SshHosts, find_sshd, start_hosts
+from tests.throttle_proxy import ThrottleProxy, proxied_alias
 
 # The fault suite's report (tests/faults/report.py) is a plugin, not a conftest of its
 # folder: under pytest-xdist only the controller prints, and it loads no deeper conftest.
@@ -108,6 +109,40 @@ def workdir(tmp_path: Path) -> Iterator[str]:
                 os.kill(int(environ.parent.name), signal.SIGKILL)
         except (OSError, ValueError):
             pass
+
+
+@dataclass
+class Throttled:
+    """A test host reached through a throttling proxy (tests/throttle_proxy.py)."""
+
+    alias: str  # the ssh config's name for it
+    ssh_config: Path  # the test hosts' config plus every alias this test made
+    proxy: ThrottleProxy  # its byte counts: `proxy.up`, `proxy.down`
+
+
+@pytest.fixture
+def throttled(hosts: SshHosts, tmp_path: Path) -> Iterator[Callable[..., Throttled]]:
+    """Make `throttled("gpu", rate_mbit=20, delay_ms=10)`: a slow, distant link to a host.
+
+    The aliases go into a config of this test's own (asyncssh and the system `ssh` both
+    read it), so the session's config, which every TUI test lists, never shows them.
+    """
+    proxies: list[ThrottleProxy] = []
+    config = tmp_path / "ssh_config_throttled"
+    config.write_text(hosts.ssh_config.read_text())
+
+    def make(target: str = "gpu", rate_mbit: float | None = None,
+             delay_ms: float = 0.0) -> Throttled:
+        proxy = ThrottleProxy(hosts.ports[target], rate_mbit, delay_ms).start()
+        proxies.append(proxy)
+        alias = f"{target}-via-{proxy.port}"
+        with config.open("a") as f:
+            f.write(proxied_alias(alias, proxy, hosts.home))
+        return Throttled(alias, config, proxy)
+
+    yield make
+    for proxy in proxies:
+        proxy.stop()
 
 
 def write_config(path: Path, **settings: object) -> Path:
