@@ -17,6 +17,7 @@
     [notify]
     urls = ["slack://TokenA/TokenB/TokenC/#training"]   # apprise URLs, every host's runs
     on = ["failed", "lost", "stalled", "completed"]     # the default: every end, and stalls
+    on_host = true             # the default: the run's host sends what it can (webhooks)
 
 A missing file means every host is `direct`. A file that cannot be used is one clear
 error naming the file and the key, raised before anything touches a host.
@@ -73,6 +74,9 @@ class NotifySettings:
 
     urls: tuple[str, ...] = ()
     on: tuple[str, ...] = DEFAULT_NOTIFY_ON
+    # The run's own host sends its end and stalls to the URLs it can (webhooks, see
+    # core/notify/webhooks.py), so they arrive with every laptop closed.
+    on_host: bool = True
 
 
 @dataclass(frozen=True)
@@ -153,14 +157,19 @@ def _notify(path: Path, table: Any) -> NotifySettings:
     where = f"{path}: [notify]"
     if not isinstance(table, dict):
         raise ValidationError(f"{where} must be a table with urls = [...] and on = [...].")
-    unknown = set(table) - {"urls", "on"}
+    unknown = set(table) - {"urls", "on", "on_host"}
     if unknown:
-        raise ValidationError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; known: urls, on.")
+        raise ValidationError(f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
+                              "known: urls, on, on_host.")
+    on_host = table.get("on_host", True)
+    if not isinstance(on_host, bool):
+        raise ValidationError(f"{where} on_host must be true or false, not {on_host!r}.")
     on = table.get("on", list(DEFAULT_NOTIFY_ON))
     if not isinstance(on, list) or not all(isinstance(v, str) and v in NOTIFY_EVENTS for v in on):
         raise ValidationError(f"{where} on must be a list of {', '.join(map(repr, NOTIFY_EVENTS))}, "
                               f"not {on!r}.")
-    return NotifySettings(_urls(f"{where} urls", table.get("urls", [])), tuple(dict.fromkeys(on)))
+    return NotifySettings(_urls(f"{where} urls", table.get("urls", [])), tuple(dict.fromkeys(on)),
+                          on_host)
 
 
 def _urls(where: str, value: Any) -> tuple[str, ...]:
