@@ -141,6 +141,10 @@ NOT_SCRIPTS = {
     "rtrain_tui.core.host.remote_sh.workdir_assign",  # the first line of several scripts
     "rtrain_tui.core.host.remote_sh.run_dir_assign",  # likewise
     "rtrain_tui.core.backends.check_backend",  # a validated value
+    # The retry loop and the watchdog: fragments of each backend's wrapper ("wrapper_retries").
+    "rtrain_tui.core.host.unattended.retry_loop",
+    "rtrain_tui.core.host.unattended.watch_start",
+    "rtrain_tui.core.host.unattended.watched",
     "rtrain_tui.core.backends.slurm.options.check_sbatch_arg",  # a validated value
 }
 
@@ -205,7 +209,7 @@ def test_every_host_file_is_in_a_linted_script() -> None:
     core = Path(rtrain_tui.core.__file__).parent
     files = sorted(core.rglob("*.sh"))
     assert core / "host" / "make_run_dir.sh" in files
-    assert core / "backends" / "direct" / "liveness.sh" in files
+    assert core / "host" / "liveness.sh" in files
     assert core / "backends" / "slurm" / "submit.sh" in files
     unused = []
     for path in files:
@@ -219,8 +223,8 @@ def test_every_host_file_is_in_a_linted_script() -> None:
 
 def test_host_files_fill_every_slot_and_drop_reader_notes() -> None:
     direct = direct_sh.__package__
-    assert "\n## " in (resources.files(direct) / "liveness.sh").read_text()
-    assert "\n## " not in host.text("liveness.sh", direct)
+    assert "\n## " in (resources.files(host) / "liveness.sh").read_text()
+    assert "\n## " not in host.text("liveness.sh")
     assert "#@" not in direct_sh.wrapper("true", {})
     with pytest.raises(ValueError, match="slots"):
         host.render("wrapper.sh", direct, trainer="true\n")

@@ -1,8 +1,8 @@
 """Retry by itself (`start --retries N`): whether the wrapper on the host tries a failed
 attempt again, after how long, and from which checkpoint. Pure, plus `main` for the host.
 
-The decision is made on the host, so it holds with every laptop closed: the direct
-backend's wrapper (backends/direct/retry.sh) ends what is left of the failed attempt,
+The decision is made on the host, so it holds with every laptop closed: the run's
+wrapper (its retry loop, core/host/retry.sh) ends what is left of the failed attempt,
 then pipes `host/checkpoints.sh`'s listing of the run dir into this module, run by the
 trainer's own Python from `retry.pyz` (a zip of this module and the few it imports,
 built by `core/host.bundle`, written into the run dir at launch). So there is one rule

@@ -6,7 +6,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from rtrain_tui.core import host
 from rtrain_tui.core.backends.base import (
     BackendOptions,
     GpuChoice,
@@ -19,17 +18,15 @@ from rtrain_tui.core.backends.base import (
 )
 from rtrain_tui.core.backends.direct import scripts
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.host import unattended
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
 
-# The host-side retry decision (core/logs/retry_rule.py) and what it imports, shipped as
-# one zip the trainer's Python runs (see core/host.bundle).
-RETRY_PROGRAM = "retry.pyz"
-_RETRY_MODULES = ("rtrain_tui.core.logs.retry_rule", (
-    "rtrain_tui.core.logs.retry_rule", "rtrain_tui.core.logs.reasons",
-    "rtrain_tui.core.metrics.metrics", "rtrain_tui.core.metrics.metrics_jsonl",
-    "rtrain_tui.core.safety.sanitize", "rtrain_tui.core.runs.checkpoints"))
+# The host-side retry decision (core/logs/retry_rule.py), shipped as one zip the
+# trainer's Python runs (core/host/unattended.py).
+RETRY_PROGRAM = unattended.RETRY_PROGRAM
+_RETRY_MODULES = unattended.RETRY_MODULES
 # The commands that read the checkpoint from config.yaml's `resume_from_checkpoint`.
 _BUILT_IN = (validate.DEFAULT_TRAINER,)
 
@@ -75,7 +72,7 @@ class DirectBackend(GpuChoice):
 
     def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
         # The retry loop's decision runs on the host with the client's own rules.
-        return {RETRY_PROGRAM: host.bundle(*_RETRY_MODULES)} if spec.retries > 0 else {}
+        return {RETRY_PROGRAM: unattended.retry_program()} if spec.retries > 0 else {}
 
     def launch_script(self, run_dir: str, token: str) -> str:
         return scripts.launch(run_dir, token)

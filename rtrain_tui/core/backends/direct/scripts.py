@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
 from rtrain_tui.core import host
-from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.host import remote_sh, unattended
+from rtrain_tui.core.host.unattended import ON_STALL, RESUME_SLOT, Retry, Watch
+
+__all__ = ["ON_STALL", "RESUME_SLOT", "Retry", "Watch"]  # the wrapper's settings, re-exported
 
 
 def _file(name: str) -> str:
@@ -24,11 +26,10 @@ def _file(name: str) -> str:
 
 
 # Shell helpers shared by the scripts that need to tell whether a run's processes live
-# (how a run's processes are recognised: see the file).
-_LIVENESS = _file("liveness.sh")
-
-# The wrapper's own end: ends what is left of the run before its code is recorded.
-_END_REST = _file("end_rest.sh")
+# (how a run's processes are recognised: see the file), and the wrapper's own end: both
+# shared with Slurm's batch script, which runs the same retry loop and watchdog.
+_LIVENESS = unattended.LIVENESS
+_END_REST = unattended.END_REST
 
 # One GPU sample, appended to the per-host probe (`run_states(..., gpus=True)`): its
 # lines are described in the file.
@@ -82,58 +83,9 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
                 " >> attempts.jsonl\n")
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
                        unbuffered=remote_sh.UNBUFFERED, exports=exports, queue=wait,
-                       watch=_watch(watch), watched=_watched(watch),
+                       watch=unattended.watch_start(watch), watched=unattended.watched(watch),
                        trainer=_logged(trainer_cmd, ">>" if append else ">"),
-                       retry=_retry(retry, watch) if retry is not None and retry.retries > 0 else "")
-
-
-ON_STALL = ("warn", "stop", "restart")
-
-
-@dataclass(frozen=True)
-class Watch:
-    """The stall watchdog's settings: a log older than `after_s` seconds is a stall,
-    checked every `every_s` seconds; `on_stall` is one of ON_STALL; GPUs idle for
-    `gpus_idle_s` seconds are said."""
-
-    after_s: int
-    every_s: float = 60.0
-    on_stall: str = "warn"
-    gpus_idle_s: float = 600.0  # GPUs under 5% busy this long: a warning
-
-
-def _watched(watch: Watch | None) -> str:
-    return "rt_noted\n" if watch is not None and watch.after_s > 0 else ""
-
-
-def _watch(watch: Watch | None) -> str:
-    if watch is None or watch.after_s <= 0:
-        return ""
-    if watch.on_stall not in ON_STALL:
-        raise ValueError(watch.on_stall)
-    return (host.assign(rt_sa=int(watch.after_s), rt_wi=f"{watch.every_s:g}", rt_on=watch.on_stall,
-                        rt_gi=int(watch.gpus_idle_s))
-            + _file("watch.sh") + "rt_watch\n")
-
-
-@dataclass(frozen=True)
-class Retry:
-    """What the wrapper's retry loop needs: how many retries, the attempt the wrapper
-    starts with, the trainer's python (one shell word), whether config.yaml carries the
-    checkpoint (the built-in trainer's), and the command that resumes: its
-    `RESUME_SLOT` stands where the checkpoint's path goes."""
-
-    retries: int
-    base_s: float
-    first_attempt: int
-    python_word: str
-    edit_config: bool
-    fresh_cmd: str
-    resume_cmd: str
-
-
-# What a resumed command has where the checkpoint's path goes: the wrapper's variable.
-RESUME_SLOT = "RTRAIN_CHECKPOINT_SLOT"
+                       retry=_retry(retry, watch) if retry is not None else "")
 
 
 def _logged(cmd: str, how: str) -> str:
@@ -143,14 +95,7 @@ def _logged(cmd: str, how: str) -> str:
 
 
 def _retry(retry: Retry, watch: Watch | None = None) -> str:
-    # Counted per run: a resumed attempt (after a reboot, or by hand) has what is left.
-    head = host.assign(rt_a=retry.first_attempt, rt_last=1 + retry.retries,
-                       rt_cfg=int(retry.edit_config), rt_base=f"{retry.base_s:g}")
-    return (head + f"rt_py={retry.python_word}\n"
-            + host.render("retry.sh", __package__, checkpoints=host.text("checkpoints.sh"),
-                          fresh=_logged(retry.fresh_cmd, ">>"),
-                          rewatch="rt_watch\n" if _watched(watch) else "", watched=_watched(watch),
-                          resumed=_logged(retry.resume_cmd.replace(RESUME_SLOT, '"$rt_ck"'), ">>")))
+    return unattended.retry_loop(retry, watch, lambda cmd: _logged(cmd, ">>"))
 
 
 def launch(run_dir: str, token: str) -> str:
