@@ -709,6 +709,20 @@ async def ship_dataset(
     new data never collide; the first to verify publishes, the others find it there.
     """
     workdir = posixpath.dirname(run_dir)
+    digest = await store_dataset(conn, local, workdir, progress, python=python)
+    await place_dataset(conn, local.name, workdir, digest, run_dir)
+
+
+async def store_dataset(
+    conn: HostConnection, local: Path, workdir: str,
+    progress: Progress | None = None, python: str = validate.DEFAULT_PYTHON,
+) -> str:
+    """Have `local` in the host's store `<workdir>/.datasets/<sha256>` (an absolute
+    workdir), sent only when it is not there yet; its SHA-256.
+
+    Needs no run dir: a start sends the dataset while its preflight and run dir are
+    still under way (engine.py), and a store entry is only ever verified content.
+    """
     cache_dir = posixpath.join(workdir, ".datasets")
     size = local.stat().st_size
     facts = await conn.run(remote_sh.upload_prepare(cache_dir, size))
@@ -732,12 +746,18 @@ async def ship_dataset(
             raise _no_space(conn, workdir, f": {local.name} needs {_mib(size)}, "
                                            f"{_mib(free_kb * 1024)} free")
         digest = await _stream_upload(conn, local, cache_dir, size, progress, python, workdir)
-    cached = posixpath.join(cache_dir, digest)
-    out = await conn.run(remote_sh.link_or_copy(cached, posixpath.join(run_dir, local.name)))
+    return digest
+
+
+async def place_dataset(conn: HostConnection, name: str, workdir: str, digest: str,
+                        run_dir: str) -> None:
+    """Link the stored dataset `digest` into `run_dir` as `name` (copied where links fail)."""
+    cached = posixpath.join(workdir, ".datasets", digest)
+    out = await conn.run(remote_sh.link_or_copy(cached, posixpath.join(run_dir, name)))
     if out.strip() != "linked=1":
         if "No space" in out:
             raise _no_space(conn, workdir)
-        raise RemoteError(f"{conn.alias}: could not place {local.name} in {run_dir}: {out.strip()[:200]}")
+        raise RemoteError(f"{conn.alias}: could not place {name} in {run_dir}: {out.strip()[:200]}")
 
 
 def _mib(n: int) -> str:
