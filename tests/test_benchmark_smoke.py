@@ -29,6 +29,28 @@ def test_the_transfer_benchmark_measures_every_row_against_its_plain_tool() -> N
     assert r.stdout.count(" ms;") == 6, r.stdout  # a stall for each of the 7 parts
 
 
+def test_the_wan_benchmark_measures_every_row_of_issue_20_against_its_tool_through_the_proxy() -> None:
+    r = subprocess.run([sys.executable, "-m", "tests.benchmarks.wan", "--smoke", "--repeat", "1"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert re.search(r"JSONL: 2 MiB, zstd -3 ratio \d\.\d\d×", r.stdout), r.stdout
+    rows = [line.split(" | ") for line in r.stdout.splitlines() if re.fullmatch(
+        r"\| .+ \| .+ \| \d+\.\d\d s \| \d+\.\d\d s \| .+ \| \d+\.\d\d× \| ≤ .+ "
+        r"\| (met|\*\*not met\*\*) \| .+ / .+ \| \d+\.\d\d s / \d+\.\d\d s \| \d+ / \d+ MiB \|", line)]
+    assert [(row[1], row[4]) for row in rows] == [
+        ("100 Mbit/s, 20 ms RTT", "`scp`"), ("100 Mbit/s, 20 ms RTT", "`rsync -z`"),
+        ("20 Mbit/s, 20 ms RTT", "`scp`"), ("100 Mbit/s, 20 ms RTT", "`rsync -z`"),
+        ("loopback, unthrottled", "`scp`"), ("100 Mbit/s, 20 ms RTT", "`rsync -z -r`"),
+        ("loopback, unthrottled", "`scp`"), ("loopback, unthrottled", "`ssh tar c \\| tar x`")], r.stdout
+    # Through the proxy, every tool's bytes on the wire are counted (compressed or not).
+    for row in rows:
+        if row[1] != "loopback, unthrottled" and row[0] != "| 2 MiB JSONL, 1% edited, uploaded again":
+            ours, other = (float(x.removesuffix(" MB")) for x in row[8].split(" / "))
+            assert ours > 0.1 and other > 0.1, row
+    assert "≤ 3% on the wire (" in r.stdout, r.stdout
+    assert re.search(r"\d of 8 goals met\. Whole benchmark: \d+ s", r.stdout), r.stdout
+
+
 def test_the_scale_benchmark_prints_every_goal_of_issue_17_with_a_measurement_and_a_verdict() -> None:
     r = subprocess.run([sys.executable, "-m", "tests.benchmarks.scale", "--quick"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
