@@ -103,7 +103,7 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
                     lambda: remote_sh.checkpoints(WORKDIR, "r1", "ck_0123456789abcdef_end")),
     "free_kb": (remote_sh.free_kb, lambda: remote_sh.free_kb(f"{RUN_DIR}/it's")),
     "upload_prepare": (remote_sh.upload_prepare, lambda: remote_sh.upload_prepare(
-        "/home/u/.praisonai-train/.datasets", 1234)),
+        "/home/u/.praisonai-train/.datasets", 1234, "/home/u/.praisonai-train/.dataset-chunks")),
     "slurm.batch_script": (slurm.batch_script, lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV, SLURM, 2)),
     "slurm.batch_script_nodes": (slurm.batch_script, lambda: slurm.batch_script(

@@ -140,7 +140,7 @@ def transfer_command(python: str, mode: str, *args: bytes | int) -> str:
     """
     import base64
 
-    if mode not in ("list", "send", "recv"):
+    if mode not in ("list", "send", "recv", "delta", "manifest"):
         raise ValueError(mode)
     code = base64.b64encode(TRANSFER_PY.encode()).decode()
     words = [a.hex() or "-" if isinstance(a, bytes) else str(int(a)) for a in args]
@@ -153,7 +153,7 @@ def free_kb(directory: str) -> str:
     return host.assign(d=directory) + host.text("free_kb.sh")
 
 
-def upload_prepare(cache_dir: str, size: int) -> str:
+def upload_prepare(cache_dir: str, size: int, chunks_dir: str = "") -> str:
     """Before shipping a dataset: make the store, drop stale parts, report space and twins.
 
     Prints `free_kb=N` and one `same=<name>` per stored dataset of exactly `size` bytes
@@ -162,8 +162,11 @@ def upload_prepare(cache_dir: str, size: int) -> str:
     and they must not fill the disk. Only our own are removed, by their exact names: the
     store's `.up-*.part` (TRANSFER_PY's recv) and a run dir's `config.yaml.part` and
     `run.sh.part` (SFTP uploads); a trainer's or user's `*.part` in a run dir is theirs.
+    `chunks_dir`: where the stored datasets' chunk manifests are (transfers/delta.py); the
+    manifests of datasets no longer stored are removed and the rest counted, `manifests=N`.
     """
-    return host.assign(d=cache_dir, size=int(size)) + host.text("upload_prepare.sh")
+    return (host.assign(d=cache_dir, size=int(size), c=chunks_dir)
+            + host.text("upload_prepare.sh"))
 
 
 # How many names `find_runs` looks at per workdir in the refresh probe: the newest, by

@@ -26,6 +26,24 @@ temporary name of its own in DIR, hashing in the same pass; if the hashes agree 
 file is published as DIR/<sha256> (the first to publish wins, the others find it
 there), and it prints `ok=<sha256>`; else `error=...`. Every failure removes the
 temporary file; a full disk says `error=nospace`.
+
+`delta STORE CHUNKS SIZE SHA256` (core/transfers/delta.py): a new dataset of SIZE bytes
+whose whole hash is SHA256, built from the chunks the host already holds. stdin: a chunk
+list (`>I` count, then per chunk `>I` length and its 32-byte SHA-256: LIST below). It
+answers `have HEX`, a bitmap (bit i of byte i//8, low bit first) of the chunks it will
+copy from stored datasets, found through their manifests in CHUNKS/<sha256>. Then it
+reads, in order, the bytes of every chunk not marked, then `E`; it assembles the file
+under a temporary name in STORE, hashing each chunk (copied or received) against the
+list. A copied chunk whose bytes no longer hash right is left a hole and asked for
+again: `again I J ...`, whose bytes follow in that order, then `E`. The whole file's
+hash is checked before it is published as STORE/<sha256> (first to publish wins), its
+manifest then written; it prints `ok=<sha256>` or `error=...` (`p` lines meanwhile are a
+keepalive, every few seconds of copying). Every failure removes the temporary file.
+
+`manifest STORE CHUNKS SIZE SHA256`: reads LIST for STORE/<sha256>, a dataset already
+published (a whole-file upload), and stores it as its manifest: `ok` or `error=...`. A
+manifest is a list of where chunks were; every chunk copied from it is hashed again, so
+one that is wrong or stale costs a resend, never a wrong dataset.
 """
 
 import errno
@@ -34,6 +52,7 @@ import os
 import stat
 import struct
 import sys
+import time
 
 # Where answers go: the process's stdout, bound in main() (tests give a buffer).
 out = None
@@ -221,6 +240,260 @@ def recv(d, size, inp=0):
         out.flush()
 
 
+# -- delta uploads (core/transfers/delta.py) ------------------------------------------
+# A manifest is this header line, then the LIST records (offsets are their running sum).
+MANIFEST = b"rtrain-cdc 1"
+REC = struct.Struct(">I32s")
+MAX_CHUNKS = 1 << 22  # more than the client makes of 64 GiB: a list longer is not one
+KEEPALIVE = 2.0  # seconds of copying between two `p` lines
+
+
+def readn(inp, n):
+    """Exactly N bytes from fd INP, fewer only at end of input."""
+    parts = []
+    while n:
+        b = os.read(inp, min(n, PIECE))
+        if not b:
+            break
+        parts.append(b)
+        n -= len(b)
+    return b"".join(parts)
+
+
+def parse_records(body, count, size):
+    """[(offset, length, digest)] of COUNT records in BODY that tile SIZE bytes, else None."""
+    if len(body) != count * REC.size:
+        return None
+    chunks = []
+    off = 0
+    for i in range(count):
+        length, digest = REC.unpack_from(body, i * REC.size)
+        if not length:
+            return None
+        chunks.append((off, length, digest))
+        off += length
+    return chunks if off == size else None
+
+
+def parse_manifest(data, size):
+    """A manifest's chunks, or None when it cannot describe a file of SIZE bytes (cut
+    short, garbled, or of another size)."""
+    head, _, body = data.partition(b"\n")
+    words = head.split(b" ")
+    if len(words) != 4 or b" ".join(words[:2]) != MANIFEST:
+        return None
+    try:
+        msize, count = int(words[2]), int(words[3])
+    except ValueError:
+        return None
+    return parse_records(body, count, size) if msize == size else None
+
+
+def read_list(inp, size):
+    """The client's chunk list from fd INP, or None when it is not one for SIZE bytes."""
+    head = readn(inp, 4)
+    if len(head) != 4:
+        return None
+    (count,) = struct.unpack(">I", head)
+    if count > MAX_CHUNKS or count > size + 1:
+        return None
+    return parse_records(readn(inp, count * REC.size), count, size)
+
+
+def known_chunks(store, chunkdir, wanted):
+    """{digest: (dataset path, offset, length)} for each digest in WANTED that a stored
+    dataset's manifest lists; a manifest whose dataset is gone or of another size is
+    skipped. Only WANTED is kept, so memory follows the new file, not the store."""
+    found = {}
+    try:
+        names = os.listdir(chunkdir)
+    except OSError:
+        return found
+    for name in sorted(names):
+        if len(name) != 64 or name.startswith(b"."):
+            continue
+        path = os.path.join(store, name)
+        try:
+            size = os.stat(path).st_size
+            with open(os.path.join(chunkdir, name), "rb") as f:
+                chunks = parse_manifest(f.read(), size)
+        except OSError:
+            continue
+        for off, length, digest in chunks or ():
+            if digest in wanted and digest not in found:
+                found[digest] = (path, off, length)
+    return found
+
+
+def write_at(fd, data, off):
+    mv = memoryview(data)
+    while mv:
+        n = os.pwrite(fd, mv, off)
+        mv, off = mv[n:], off + n
+
+
+def publish(tmp, final, size):
+    """Make TMP the store's FINAL: the first to publish wins, a wrong-sized one is replaced."""
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        if os.stat(final).st_size != size:
+            os.replace(tmp, final)
+
+
+def write_manifest(chunkdir, digest, size, chunks):
+    """Store CHUNKS as the manifest of dataset DIGEST, atomically; best effort (the dataset
+    is published already, a missing manifest only means no delta from it)."""
+    tmp = os.path.join(chunkdir, b".m-%s.part" % os.urandom(8).hex().encode())
+    try:
+        try:
+            os.mkdir(chunkdir, 0o700)
+        except FileExistsError:
+            pass
+        with open(tmp, "wb") as f:
+            f.write(b"%s %d %d\n" % (MANIFEST, size, len(chunks)))
+            f.write(b"".join(REC.pack(length, d) for _, length, d in chunks))
+        os.replace(tmp, os.path.join(chunkdir, digest.encode()))
+    except OSError:
+        pass
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def failed(e):
+    """The `error=` line for an OSError: a full disk is `nospace`."""
+    if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return b"error=nospace"
+    return b"error=" + str(e).replace("\n", " ").encode("utf-8", "replace")
+
+
+def delta(store, chunkdir, size, want, inp=0):
+    """Assemble the dataset WANT from stored chunks and the ones sent; print the verdict."""
+    tmp = os.path.join(store, b".up-%s.part" % os.urandom(8).hex().encode())
+    fd = None
+    sources = {}
+    try:
+        chunks = read_list(inp, size)
+        if chunks is None:
+            line(b"error=list")
+            return
+        have = known_chunks(store, chunkdir, set(c[2] for c in chunks))
+        marks = bytearray((len(chunks) + 7) // 8)
+        for i, (_, length, digest) in enumerate(chunks):
+            if digest in have and have[digest][2] == length:
+                marks[i >> 3] |= 1 << (i & 7)
+        line(b"have", hx(bytes(marks)))
+        out.flush()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        whole = hashlib.sha256()
+        stale = []
+        beat = time.time()
+        for i, (off, length, digest) in enumerate(chunks):
+            if marks[i >> 3] >> (i & 7) & 1:
+                b = copy_chunk(have[digest], sources)
+                if hashlib.sha256(b).digest() != digest:
+                    stale.append(i)  # changed since its manifest: a hole, asked for again
+                    whole = None
+                    continue
+                if time.time() - beat > KEEPALIVE:
+                    line(b"p")
+                    out.flush()
+                    beat = time.time()
+            else:
+                b = readn(inp, length)
+                if len(b) != length:
+                    line(b"error=short")
+                    return
+                if hashlib.sha256(b).digest() != digest:
+                    line(b"error=corrupt")
+                    return
+            write_at(fd, b, off)
+            if whole is not None:
+                whole.update(b)
+        if readn(inp, 1) != b"E":
+            line(b"error=short")
+            return
+        if stale:
+            line(b"again", *[str(i).encode() for i in stale])
+            out.flush()
+            for i in stale:
+                off, length, digest = chunks[i]
+                b = readn(inp, length)
+                if len(b) != length:
+                    line(b"error=short")
+                    return
+                if hashlib.sha256(b).digest() != digest:
+                    line(b"error=corrupt")
+                    return
+                write_at(fd, b, off)
+            if readn(inp, 1) != b"E":
+                line(b"error=short")
+                return
+            whole = hashlib.sha256()
+            off = 0
+            while off < size:  # the holes are filled: hash the whole file again, in order
+                b = os.pread(fd_read(tmp, sources), min(size - off, 1 << 20), off)
+                if not b:
+                    break
+                whole.update(b)
+                off += len(b)
+        os.close(fd)
+        fd = None
+        if whole.hexdigest() != want.decode():
+            line(b"error=corrupt")
+            return
+        publish(tmp, os.path.join(store, want), size)
+        write_manifest(chunkdir, want.decode(), size, chunks)
+        line(b"ok=" + want)
+    except OSError as e:
+        line(failed(e))
+    finally:
+        if fd is not None:
+            os.close(fd)
+        for f in sources.values():
+            os.close(f)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        out.flush()
+
+
+def fd_read(path, sources):
+    """A read descriptor for PATH, opened once per assembly (closed with SOURCES)."""
+    if path not in sources:
+        sources[path] = os.open(path, os.O_RDONLY)
+    return sources[path]
+
+
+def copy_chunk(where, sources):
+    """The bytes a manifest says are at (path, offset, length); short or b"" when gone."""
+    path, off, length = where
+    try:
+        return os.pread(fd_read(path, sources), length, off)
+    except OSError:
+        return b""
+
+
+def manifest(store, chunkdir, size, digest, inp=0):
+    """Store the chunk list read from INP as the manifest of the published STORE/DIGEST."""
+    chunks = read_list(inp, size)
+    try:
+        if chunks is None:
+            line(b"error=list")
+        elif os.stat(os.path.join(store, digest)).st_size != size:
+            line(b"error=size")
+        else:
+            write_manifest(chunkdir, digest.decode(), size, chunks)
+            line(b"ok")
+    except OSError as e:
+        line(failed(e))
+    out.flush()
+
+
 def main():
     global out
     out = sys.stdout.buffer
@@ -229,6 +502,13 @@ def main():
     mode = sys.argv[1]
     if mode == "recv":
         return recv(unhex(sys.argv[2]), int(sys.argv[3]))
+    if mode in ("delta", "manifest"):
+        digest = unhex(sys.argv[5])  # a file name in the store: 64 hex digits, nothing else
+        if len(digest) != 64 or digest.strip(b"0123456789abcdef"):
+            line(b"error=digest")
+            return None
+        run = delta if mode == "delta" else manifest
+        return run(unhex(sys.argv[2]), unhex(sys.argv[3]), int(sys.argv[4]), digest)
     files = listing(unhex(sys.argv[2]), unhex(sys.argv[3]))
     line(b"e")
     out.flush()

@@ -2,6 +2,9 @@
 ## `free_kb=N` and `same=NAME` per stored dataset of exactly $size bytes. Temporary files
 ## older than a day are left by killed uploads; only our own, by their exact names: the
 ## store's `.up-*.part` and a run dir's `config.yaml.part` and `run.sh.part`.
+## $c (may be empty) holds the stored datasets' chunk manifests (delta uploads): one whose
+## dataset is gone is removed here, so none outlives its dataset by more than one upload;
+## `manifests=N` counts those left (none: a delta is not worth chunking the file first).
 # shellcheck disable=SC2174  # only the store itself is made private, not its parents
 mkdir -p -m 700 "$d" || exit 1
 find "$d" -maxdepth 1 -type f -name '.up-*.part' -mmin +1440 -exec rm -f {} + 2>/dev/null
@@ -9,3 +12,12 @@ find "$d/.." -mindepth 2 -maxdepth 2 -type f \( -name config.yaml.part -o -name 
   -mmin +1440 -exec rm -f {} + 2>/dev/null
 echo "free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {print $4}')"
 find "$d" -maxdepth 1 -type f ! -name '*.part' -size "${size}c" 2>/dev/null | sed 's|.*/|same=|'
+n=0
+if [ -n "$c" ] && [ -d "$c" ]; then
+  find "$c" -maxdepth 1 -type f -name '.m-*.part' -mmin +1440 -exec rm -f {} + 2>/dev/null
+  for m in "$c"/*; do
+    [ -f "$m" ] || continue
+    if [ -f "$d/${m##*/}" ]; then n=$((n + 1)); else rm -f "$m"; fi
+  done
+fi
+echo "manifests=$n"

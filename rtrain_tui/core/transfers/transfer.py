@@ -41,6 +41,7 @@ from rtrain_tui.core.transport.bounded import bounded
 
 if TYPE_CHECKING:
 
+    from rtrain_tui.core.transfers import delta
     from rtrain_tui.core.transport.connection import HostConnection
 
 # progress(label, bytes done, bytes total)
@@ -699,18 +700,21 @@ async def remote_sha256(conn: HostConnection, path: str) -> str:
 async def ship_dataset(
     conn: HostConnection, sftp: Any, local: Path, run_dir: str,
     progress: Progress | None = None, python: str = validate.DEFAULT_PYTHON,
-) -> None:
+) -> delta.Shipped:
     """Put the dataset in the run dir under its own name, uploading it only once per host.
 
     Datasets are kept by content in `<workdir>/.datasets/<sha256>`, published there only
     after their hash was verified on the host, so a file of that name *is* that
     content: a second run on the same data links it instead of sending gigabytes again.
     Each upload writes a temporary name of its own, so concurrent starts with the same
-    new data never collide; the first to verify publishes, the others find it there.
+    new data never collide; the first to verify publishes, the others find it there. A
+    new dataset close to a stored one sends only the chunks that differ (delta.py).
+    Returns how it went (for tests and benchmarks: how many bytes it sent).
     """
     workdir = posixpath.dirname(run_dir)
-    digest = await store_dataset(conn, local, workdir, progress, python=python)
-    await place_dataset(conn, local.name, workdir, digest, run_dir)
+    shipped = await _store(conn, local, workdir, progress, python)
+    await place_dataset(conn, local.name, workdir, shipped.digest, run_dir)
+    return shipped
 
 
 async def store_dataset(
@@ -723,30 +727,44 @@ async def store_dataset(
     Needs no run dir: a start sends the dataset while its preflight and run dir are
     still under way (engine.py), and a store entry is only ever verified content.
     """
+    return (await _store(conn, local, workdir, progress, python)).digest
+
+
+async def _store(conn: HostConnection, local: Path, workdir: str, progress: Progress | None,
+                 python: str) -> delta.Shipped:
+    """store_dataset, saying how the dataset went: linked, whole or as a delta."""
+    from rtrain_tui.core.transfers import delta
+
     cache_dir = posixpath.join(workdir, ".datasets")
     size = local.stat().st_size
-    facts = await conn.run(remote_sh.upload_prepare(cache_dir, size))
+    facts = await conn.run(remote_sh.upload_prepare(
+        cache_dir, size, posixpath.join(workdir, delta.CHUNKS_DIR)))
     free_kb = same = None
     twins = set()
+    manifests = 0
     for row in facts.splitlines():
         key, _, value = row.partition("=")
         if key == "free_kb" and value.strip().isdigit():
             free_kb = int(value)
         elif key == "same":
             twins.add(value.strip())
+        elif key == "manifests" and value.strip().isdigit():
+            manifests = int(value)
     digest = ""  # known below: hashed when a stored twin may match, else by the upload
     if twins:  # a stored dataset of this very size: worth hashing first to skip the upload
         digest = await asyncio.to_thread(sha256_file, local)
         same = digest in twins
     if same:
+        shipped = delta.Shipped(digest, "linked", 0)
         if progress:
             progress(f"{local.name} (already on the host)", size, size)
     else:
         if free_kb is not None and free_kb * 1024 < size + FREE_MARGIN:
             raise _no_space(conn, workdir, f": {local.name} needs {_mib(size)}, "
                                            f"{_mib(free_kb * 1024)} free")
-        digest = await _stream_upload(conn, local, cache_dir, size, progress, python, workdir)
-    return digest
+        shipped = await delta.ship_new(conn, local, cache_dir, size, progress, python, workdir,
+                                       manifests)
+    return shipped
 
 
 async def place_dataset(conn: HostConnection, name: str, workdir: str, digest: str,
