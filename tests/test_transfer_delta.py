@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -265,3 +266,20 @@ def test_a_manifest_never_outlives_its_dataset(hosts: SshHosts, tmp_path: Path,
     small.write_bytes(b'{"text": "x"}\n')
     ship(hosts, small, work / "b")  # any later upload
     assert list((work / delta.CHUNKS_DIR).iterdir()) == []
+
+
+def test_without_the_chunker_installed_uploads_go_whole_as_before(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An environment installed before pyfastcdc was a dependency: no delta, no failure."""
+    monkeypatch.setitem(sys.modules, "pyfastcdc", None)  # what a missing package imports as
+    work = tmp_path / "work"
+    first = tmp_path / "train.jsonl"
+    first.write_bytes(base)
+    assert ship(hosts, first, work / "a").how == "whole"
+    edited = tmp_path / "edited" / "train.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(base + b"\n")
+    assert ship(hosts, edited, work / "b").how == "whole"
+    assert (work / "b" / "train.jsonl").read_bytes() == base + b"\n"
+    assert not (work / delta.CHUNKS_DIR).exists()

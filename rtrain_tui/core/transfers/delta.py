@@ -87,6 +87,14 @@ def chunk_file(path: Path, whole: bool = True) -> Chunks:
     return Chunks(sum(lengths), h.hexdigest() if whole else "", tuple(lengths), tuple(digests))
 
 
+def _chunker() -> bool:
+    """pyfastcdc can be imported. A declared dependency, but an environment installed
+    before it was added lacks it: its uploads go whole, as before, rather than fail."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyfastcdc") is not None
+
+
 def encode_list(chunks: Chunks) -> bytes:
     """The chunk list as the host program reads it (its LIST)."""
     return struct.pack(">I", len(chunks.lengths)) + b"".join(
@@ -167,7 +175,7 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
     """Send a dataset the host does not have: as a delta when the host has manifests to
     build it from, else whole (and its manifest written for the next upload)."""
     chunks_dir = posixpath.join(posixpath.dirname(store), CHUNKS_DIR)
-    if size < DELTA_FROM:
+    if size < DELTA_FROM or not _chunker():
         digest = await transfer._stream_upload(conn, local, store, size, progress, python, workdir)
         return Shipped(digest, "whole", size)
     if manifests:
