@@ -113,3 +113,12 @@ def test_a_queued_runs_wait_for_gpus_costs_nothing(cli: Cli, tmp_path: Path, wor
     assert launched is not None and started is not None and launched - started >= timedelta(seconds=1)
     ended = int(os.stat(Path(workdir, "q", "status")).st_mtime)
     assert Decimal(str(got["cost"])) == Decimal(ended - int(launched.timestamp()))
+    # A refresh keeps the launch in the index: `runs` and `costs`, which ask no host,
+    # leave the wait out too, and agree with `status --json` to the cent.
+    assert cli("runs", "--refresh").rc == 0
+    record = RunIndex(cli.index).get("gpu", "q")
+    assert record is not None and parse_time(record.running_at) == launched
+    listed = [r for r in json.loads(cli("runs", "--json").out) if r["run_id"] == "q"]
+    assert [r["cost"] for r in listed] == [got["cost"]]
+    spent = json.loads(cli("costs", "--by", "run", "--json").out)["rows"]
+    assert [r["cost"] for r in spent if r["run"] == "gpu/q"] == [got["cost"]]

@@ -44,7 +44,7 @@ from rtrain_tui.core.metrics import gpus as gpu_choice
 from rtrain_tui.core.notify import notifier
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs import hostconfig, probes
-from rtrain_tui.core.runs.index import RunIndex, RunRecord
+from rtrain_tui.core.runs.index import RunIndex, RunKey, RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
 from rtrain_tui.core.runs.probes import PreflightReport, RunProbe
 from rtrain_tui.core.safety import template as trainer_template
@@ -886,6 +886,7 @@ class Engine:
         rebooted: list[tuple[str, str, str]] = []  # lost to a reboot: retried below
         forget: dict[tuple[str, str, str], str] = {}  # unlaunched starts the host removed
         went: dict[tuple[str, str, str], int] = {}  # settled runs that went on: attempts
+        running: dict[tuple[str, str, str], tuple[int, str]] = {}  # attempts' launch times
         resolved: dict[tuple[str, str, str], str] = {}  # backends to record (older entries)
         seen: list[notifier.Seen] = []  # what notifications look at (core/notify)
 
@@ -928,6 +929,7 @@ class Engine:
             for r, p in zip(recs, found):
                 if p.ended_at is not None and probes.is_final(p.state):
                     ended[r.key] = datetime.fromtimestamp(p.ended_at, UTC).isoformat()
+                running.update(_running(r.key, p))
                 if p.reason:
                     self.reasons[r.key] = p.reason
                 else:
@@ -956,6 +958,7 @@ class Engine:
             {k: (s, s == probes.UNREACHABLE, now) for k, s in results.items()
              if s != probes.STARTING and k not in forget},
             observed_at=observed_at, ended=ended, forget=forget, backends=resolved, went_on=went,
+            running=running,
         )
         # Before a reboot's retry: the loss is a transition of its attempt all the same.
         self._tell(seen)
@@ -1183,11 +1186,15 @@ class Engine:
                                  probe.reason if probe else self.reasons.get(record.key, ""),
                                  _epoch_iso(probe.ended_at) if probe else "")
             self.notices += await notifier.notify([seen], self.hosts, self._run_on, datetime.now(UTC))
-        await asyncio.to_thread(self.remember_state, host, workdir, run_id, state)
+        await asyncio.to_thread(self.remember_state, host, workdir, run_id, state, probe)
 
-    def remember_state(self, host: str, workdir: str, run_id: str, state: str) -> None:
+    def remember_state(self, host: str, workdir: str, run_id: str, state: str,
+                       probe: RunProbe | None = None) -> None:
+        """Record `state` (and, from `probe`, when the run's attempt began running)."""
         # A run the index does not know changes nothing, and set_states then writes nothing.
-        self.index.set_states({(host, workdir, run_id): (state, False, index_now())})
+        key = (host, workdir, run_id)
+        self.index.set_states({key: (state, False, index_now())},
+                              running=_running(key, probe) if probe is not None else None)
 
 
 def settled(record: RunRecord) -> bool:
@@ -1204,6 +1211,13 @@ def settled(record: RunRecord) -> bool:
 
 # What `_settle_start` answers for an entry to drop; never a state word, never stored.
 _FORGOTTEN = "forgotten"
+
+
+def _running(key: RunKey, probe: RunProbe) -> dict[RunKey, tuple[int, str]]:
+    """{key: (attempt, when it began running)} when the probe read that; else {}."""
+    if probe.running_since is None or probe.running_attempt is None:
+        return {}
+    return {key: (probe.running_attempt, _epoch_iso(probe.running_since))}
 
 
 def _epoch_iso(epoch: int | None) -> str:

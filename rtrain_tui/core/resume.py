@@ -346,6 +346,7 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                                     nodes=nodes, started_at=index_now(), backend=kind.name)
             record = replace(base, state=probes.STARTING, token=token, gpu_ids=gpu_ids,
                              ended_at="", job_id="", stale=False, updated_at=index_now(),
+                             running_at="",
                              attempt=attempt,
                              **(billing(old, probe.ended_at, index_now()) if old else {}))
             engine._kinds[record.key] = record.backend or kind.name

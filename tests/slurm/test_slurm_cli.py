@@ -101,6 +101,8 @@ def test_queued_for_resources_then_running_then_completed(scli: SlurmCli, tmp_pa
     launched = datetime.fromisoformat(done["attempts"][0]["launched"])
     started = datetime.fromisoformat(RunIndex(scli.index).get(LOGIN, "small").started_at)
     assert launched - started > timedelta(seconds=1)
+    # The probe read it too, and the index keeps it: `runs` and `costs` leave the wait out.
+    assert RunIndex(scli.index).get(LOGIN, "small").running_at == launched.isoformat()
     job = (run_dir / "slurm_job_id").read_text().strip()
     assert done["slurm_job_id"] == job
     assert "#SBATCH --gpus-per-node=1" in (run_dir / "run.sbatch").read_text()

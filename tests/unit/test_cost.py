@@ -82,6 +82,18 @@ def test_a_resumed_run_sums_its_attempts_and_not_the_gaps_between_them() -> None
     assert run_cost(run, BOX, T0, attempts).spent == Decimal("7.06")
 
 
+def test_the_index_alone_leaves_out_the_wait_once_it_keeps_when_the_run_began_running() -> None:
+    # Queued 45 minutes, then ran an hour: the refresh kept when it got its GPUs.
+    run = RunRecord("box", "r", "~/w", state="completed", started_at=iso(0), ended_at=iso(105),
+                    running_at=iso(45))
+    assert seconds_billed(run, T0) == Decimal(3600)
+    assert seconds_billed(replace(run, running_at=""), T0) == Decimal(105 * 60)  # not known
+    # A resumed run's current attempt, queued 20 minutes: the earlier hour and 40 minutes.
+    resumed = replace(run, attempt=2, attempt_started_at=iso(120), earlier_s=3600.0,
+                      ended_at=iso(180), running_at=iso(140))
+    assert seconds_billed(resumed, T0) == Decimal(100 * 60)
+
+
 def test_a_launch_time_the_host_recorded_leaves_out_the_wait_for_gpus() -> None:
     run = RunRecord("box", "r", "~/w", state="running", started_at=iso(0))
     attempts = [{"attempt": 1, "started": iso(0), "launched": epoch(45)}]

@@ -415,3 +415,16 @@ def test_a_multi_node_runs_nodes_are_kept_and_a_single_node_run_writes_none(tmp_
                     'nodes = 0\n')
     report = RunIndex(path).load_report()
     assert "nodes should be a whole number 1 or more, not a number (0)" in report.problems[0]
+
+
+def test_when_an_attempt_began_running_is_kept_only_for_the_attempt_the_run_is_on(tmp_path: Path) -> None:
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add(RunRecord("gpu", "r1", "~/w", state="running", attempt=2))
+    key = ("gpu", "~/w", "r1")
+    index.set_states({}, running={key: (1, "2026-12-01T10:00:00+00:00")})  # attempt 1's: old
+    assert index.get("gpu", "r1").running_at == ""  # type: ignore[union-attr]
+    index.set_states({}, running={key: (2, "2026-12-01T11:00:00+00:00")})
+    assert RunIndex(index.path).get("gpu", "r1").running_at == "2026-12-01T11:00:00+00:00"  # type: ignore[union-attr]
+    # It went on to attempt 3 (resumed elsewhere): attempt 2's launch is no longer its own.
+    index.set_states({}, went_on={key: 3})
+    assert index.get("gpu", "r1").running_at == ""  # type: ignore[union-attr]

@@ -72,3 +72,12 @@ def test_status_precedence() -> None:
 def test_unparseable_probe_lines_leave_runs_unknown() -> None:
     found = probes.parse_run_states("garbage\n7\texists=1\n1\texists=1\tpid=3\talive=1\n", 2)
     assert [p.state for p in found] == ["unknown", "running"]
+
+
+def test_when_an_attempt_began_running_is_read_and_host_text_that_is_no_number_is_not() -> None:
+    found = probes.parse_run_states(
+        "0\texists=1\tpid=3\talive=1\n0\trunning_since=2 1764633600\n"
+        "1\texists=1\tpid=4\talive=1\n1\trunning_since=2 ²\n"
+        "2\texists=1\tpid=5\talive=1\n2\trunning_since=1764633600\n", 3)
+    assert [(p.running_attempt, p.running_since) for p in found] == [
+        (2, 1764633600), (None, None), (None, None)]

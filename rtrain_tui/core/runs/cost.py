@@ -8,9 +8,10 @@ when the host was asked), the host's price (config.toml) and "now" for a live ru
 - A run waiting (`queued`, `starting`) costs nothing while it waits: its current attempt
   counts from its launch. The launch time is an attempt's `launched` when the host
   recorded one (the direct wrapper once a `--queue` run got its GPUs, a Slurm job as it
-  starts); else its `started` (a resume or retry writes it as it launches). For the
-  first attempt of a run that waited and recorded no launch (any run read from the index
-  alone),
+  starts); else its `started` (a resume or retry writes it as it launches). The index
+  keeps the current attempt's launch once a refresh read it (`running_at`), so `runs`
+  and `costs` count as `status --json` does. For the first attempt of a run that waited
+  and whose launch is not known (read from the index before any refresh saw it launched),
   the start time is taken: the wait is then counted (an over-estimate, never an
   under-estimate, of what was held).
 - An attempt with no end time recorded (a retry's ended record before it carried one)
@@ -108,15 +109,17 @@ def _attempt_starts(record: RunRecord,
 
 
 def _from_index(record: RunRecord) -> list[dict[str, Any]]:
-    """A resumed run's attempts as the index keeps them: the earlier ones' seconds (placed
-    from its first start: when in between they ran is not kept) and the current one's
-    start. [] for a run never resumed here."""
+    """A run's attempts as the index keeps them: for a resumed one, the earlier ones'
+    seconds (placed from its first start: when in between they ran is not kept) and the
+    current one's start; the current one's launch once a refresh read it (`running_at`).
+    [] for a run never resumed here whose launch is not kept."""
     first = parse_time(record.started_at)
+    launched = {"launched": record.running_at} if record.running_at else {}
     if not record.attempt_started_at or first is None:
-        return []
+        return [{"attempt": 1, "started": record.started_at, **launched}] if launched else []
     earlier = first + timedelta(seconds=record.earlier_s)
     return [{"attempt": 1, "started": record.started_at, "ended": earlier.isoformat()},
-            {"attempt": 2, "started": record.attempt_started_at}]
+            {"attempt": 2, "started": record.attempt_started_at, **launched}]
 
 
 def _end_of_run(record: RunRecord, state: str, start: datetime | None,

@@ -117,6 +117,10 @@ class RunRecord:
     attempt_started_at: str = ""
     earlier_s: float = 0.0
     nodes: int = 1  # nodes it holds (a multi-node Slurm job): GPUs held = nodes × gpus
+    # When its current attempt got its GPUs (a `--queue` run) or left Slurm's queue, by the
+    # host's clock, as a refresh read it ("" = not known, or not waited): cost counts from
+    # then (core/runs/cost.py), so the index alone leaves the wait out too.
+    running_at: str = ""
 
     @property
     def key(self) -> RunKey:
@@ -351,7 +355,8 @@ class RunIndex:
                    ended: Mapping[RunKey, str] | None = None,
                    forget: Mapping[RunKey, str] | None = None,
                    backends: Mapping[RunKey, str] | None = None,
-                   went_on: Mapping[RunKey, int] | None = None) -> None:
+                   went_on: Mapping[RunKey, int] | None = None,
+                   running: Mapping[RunKey, tuple[int, str]] | None = None) -> None:
         """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state.
 
         `observed_at` is when the probe that produced `states` started: a run whose state
@@ -363,11 +368,13 @@ class RunIndex:
         `backends` records the backend of entries that have none (older versions').
         `went_on` (`{key: attempts}`) names ended runs that went on after the end recorded
         (resumed elsewhere, retried by the host): their `ended` replaces that end, and
-        they take the host's count of attempts. All in one write.
+        they take the host's count of attempts (and forget when the attempt before began
+        running). `running` (`{key: (attempt, time)}`) gives a run the time its attempt
+        began running, kept only while the run is still on that attempt. All in one write.
         """
         seen = parse_time(observed_at) if observed_at else None
         ended, forget, backends = ended or {}, forget or {}, backends or {}
-        went_on = went_on or {}
+        went_on, running = went_on or {}, running or {}
 
         def apply(r: RunRecord) -> RunRecord | None:
             """`r` as it is to be written (the same object when unchanged), None to drop."""
@@ -392,7 +399,10 @@ class RunIndex:
             if ended and key in ended and (not r.ended_at or key in went_on):
                 r = r if r.ended_at == ended[key] else replace(r, ended_at=ended[key])
             if went_on and went_on.get(key, r.attempt) > r.attempt:
-                r = replace(r, attempt=went_on[key])
+                r = replace(r, attempt=went_on[key], running_at="")
+            if running and key in running and running[key][0] == r.attempt \
+                    and r.running_at != running[key][1]:
+                r = replace(r, running_at=running[key][1])
             if backends and key in backends and not r.backend:
                 r = replace(r, backend=backends[key])
             return r
@@ -405,7 +415,7 @@ class RunIndex:
         # that has not read the archives yet (`status HOST RUN`) tells it from the files
         # that hold them (`find`): reading a year of archives for nothing was a fifth of
         # its time. (With the view at hand, as in the app, that is the cheaper way.)
-        keys = {*states, *ended, *forget, *backends, *went_on}
+        keys = {*states, *ended, *forget, *backends, *went_on, *running}
         if self._last_view is None and keys:
             named = self.find(keys)
             if len(named) == len(keys) and all(apply(r) is r for r in named):
@@ -878,7 +888,10 @@ class _Matcher:
         new = self._result[i]
         if new is entry.record or new == entry.record:
             return entry
-        return _entry({**entry.table, **_table(new)})
+        # Unknown fields are kept verbatim; a known one written only when set goes when
+        # it is back at its default (a new attempt's `running_at`), never kept stale.
+        old = {k: v for k, v in entry.table.items() if k not in _WHEN_SET}
+        return _entry({**old, **_table(new)})
 
     def new(self) -> list[RunRecord]:
         """The records no table was paired with: runs the change added."""
@@ -948,11 +961,11 @@ def _problems(entries: Sequence[_Entry], name: str) -> list[str]:
 
 _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
                 "ended_at", "origin", "config", "dataset", "token", "gpu_ids", "backend",
-                "job_id", "slurm_job_id", "attempt_started_at")
+                "job_id", "slurm_job_id", "attempt_started_at", "running_at")
 _REQUIRED = ("host", "run_id", "workdir")
 _KNOWN = frozenset(f.name for f in fields(RunRecord))
 _DEFAULTS = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
-_WHEN_SET = ("attempt_started_at", "earlier_s", "nodes")  # written only when not the default
+_WHEN_SET = ("attempt_started_at", "earlier_s", "nodes", "running_at")  # written only when not the default
 # Fields older versions wrote under another name: read into the new one (a table that
 # has both keeps both, and the new name wins).
 _OLD_NAMES = {"slurm_job_id": "job_id"}

@@ -5,6 +5,7 @@ Pure functions: no I/O, so every verdict (ready or not, which status word) is un
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -304,6 +305,10 @@ class RunProbe:
     # (the wrapper's stall watchdog); None when it is not stalled.
     stalled_for: int | None = None
     gpus_idle_for: int | None = None  # its GPUs stayed under 5% busy this long (seconds)
+    # When attempt `running_attempt` got its GPUs (a `--queue` run) or left Slurm's queue,
+    # epoch seconds by the host's clock (its `running_since`): its cost counts from then.
+    running_since: int | None = None
+    running_attempt: int | None = None
 
     @property
     def state(self) -> str:
@@ -390,11 +395,22 @@ def run_facts(output: str, count: int) -> dict[int, dict[str, str]]:
     return found
 
 
+def running_since(facts: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """`running_since=ATTEMPT EPOCH` (host text) as (epoch, attempt); (None, None) unless
+    both are plain numbers."""
+    attempt, _, epoch = facts.get("running_since", "").partition(" ")
+    if not all(t.isascii() and t.isdigit() for t in (attempt, epoch)) or \
+            len(attempt) > 6 or len(epoch) > 11:
+        return None, None
+    return int(epoch), int(attempt)
+
+
 def parse_run_states(output: str, count: int, host: str = "the host") -> list[RunProbe]:
     """Parse `run_states` output; a run the script said nothing about is `unknown`,
     and an answer about none of them raises RemoteError (see `check_answered`)."""
     found: dict[int, RunProbe] = {}
     for i, facts in run_facts(output, count).items():
+        since, since_attempt = running_since(facts)
         found[i] = RunProbe(
             exists=facts.get("exists") == "1",
             pid=_int_or_none(facts.get("pid", "")),
@@ -416,6 +432,7 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[Ru
             rebooted=facts.get("rebooted") == "1",
             stalled_for=_int_or_none(facts.get("stalled", "")) if facts.get("alive") == "1" else None,
             gpus_idle_for=_int_or_none(facts.get("gpus_idle", "")) if facts.get("alive") == "1" else None,
+            running_since=since, running_attempt=since_attempt,
         )
     check_answered(len(found), count, output, host)
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

@@ -5,6 +5,7 @@
 ## `mt_flush`, after the last `probe`, prints `I<TAB>ended=EPOCH` for all of them at
 ## once (its `status` file's last write, else its log's; one `stat`, not a fork per run).
 ## A queued run (queue.sh) says so in a line of its own: `I<TAB>queued=1<TAB>place=N<TAB>reason=...`.
+## When a queued attempt got its GPUs, a line of its own too: `I<TAB>running_since=ATTEMPT EPOCH`.
 ## Needs liveness.sh, mtimes.sh and `own_groups` run first.
 probe() {
   rd=$2
@@ -46,6 +47,10 @@ probe() {
   fi
   printf '%s\texists=1\tpid=%s\talive=%s\tcode=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunwritten=%s\tfree_kb=%s\tretry=%s\trebooted=%s\tstalled=%s\tgpus_idle=%s\n' \
     "$1" "$pid" "$alive" "$code" "$stop" "$stopped" "$launched" "$unwritten" "$free" "$rw" "$rebooted" "$st" "$gi"
+  # When a `--queue` run's attempt got its GPUs (`ATTEMPT EPOCH`): its cost counts from
+  # then, and the index keeps it (core/runs/cost.py).
+  read_file "$rd/running_since"
+  [ -n "$rf" ] && printf '%s\trunning_since=%s\n' "$1" "$rf"
   # A queued run (`start --queue`): its wrapper waits on the host and keeps `queued`
   # (its place and why) up to date; a line of its own, read into the same run's facts.
   if [ $alive = 1 ] && [ -r "$rd/queued" ]; then

@@ -79,8 +79,12 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
         count, ids = int(queue[0]), ",".join(str(int(i)) for i in queue[1])
         wait = (_QUEUE + f"if ! wait_for_gpus {count} {shlex.quote(ids)}; then\n"
                 "  echo 143 > status.tmp && mv status.tmp status; exit 143\nfi\n"
-                f"printf '{{\"attempt\": {int(attempt)}, \"launched\": %s}}\\n' \"$(date +%s)\""
-                " >> attempts.jsonl\n")
+                "rt_at=$(date +%s)\n"
+                f"printf '{{\"attempt\": {int(attempt)}, \"launched\": %s}}\\n' \"$rt_at\""
+                " >> attempts.jsonl\n"
+                # The same time, one line the refresh probe reads without parsing JSON:
+                # the index keeps it, so `runs` and `costs` leave the wait out too.
+                f"echo \"{int(attempt)} $rt_at\" > running_since.tmp && mv running_since.tmp running_since\n")
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
                        unbuffered=remote_sh.UNBUFFERED, exports=exports, queue=wait,
                        watch=unattended.watch_start(watch), watched=unattended.watched(watch),

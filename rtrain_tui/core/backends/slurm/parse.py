@@ -121,6 +121,7 @@ def _ordinal(n: int) -> str:
 def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
               places: Mapping[str, int] | None = None, host: str = "the host") -> probes.RunProbe:
     job_id = facts.get("job", "")
+    since, since_attempt = probes.running_since(facts)
     base = probes.RunProbe(
         exists=facts.get("exists") == "1",
         exit_code=_int(facts.get("code", "")),
@@ -129,6 +130,7 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
         launched=facts.get("launched") == "1" or bool(job_id),
         job_id=job_id,
         ended_at=_int(facts.get("ended", "")),  # asked for: engine keeps it once final
+        running_since=since, running_attempt=since_attempt,
     )
     if base.exists and not job_id and facts.get("unknown") == "1":
         # sbatch took the run but printed no job id: Slurm may hold it queued. Until its

@@ -20,6 +20,8 @@ probe() {
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
+  read_file "$rd/running_since"  # `ATTEMPT EPOCH`: when the job left Slurm's queue
+  [ -n "$rf" ] && printf '%s\trunning_since=%s\n' "$1" "$rf"
   printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\n' \
     "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown"
 }

@@ -11,7 +11,10 @@
 export RTRAIN_RUN
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
 ## When the job left Slurm's queue: the run's cost counts from here (core/runs/cost.py).
-printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$(date +%s)" >> attempts.jsonl
+rt_at=$(date +%s)
+printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$rt_at" >> attempts.jsonl
+## The same, one line the refresh probe reads: the index keeps it for `runs` and `costs`.
+echo "$rt_attempt $rt_at" > running_since.tmp && mv running_since.tmp running_since
 #@ unbuffered
 #@ exports
 trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
