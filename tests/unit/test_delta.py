@@ -258,3 +258,23 @@ def test_manifests_of_datasets_gone_or_resized_are_not_used(tmp_path: Path) -> N
     (store / cb.digest).write_bytes(b[:-1])
     wanted = set(ca.digests) | set(cb.digests)
     assert tp.known_chunks(os.fsencode(store), os.fsencode(chunkdir), wanted) == {}
+
+
+def test_the_host_program_takes_only_a_hex_digest_as_the_name_to_publish(tmp_path: Path) -> None:
+    """The digest becomes a file name in the store: `../x` or a short word is refused
+    before anything is read or written."""
+    import subprocess
+    import sys
+
+    from rtrain_tui.core.host import remote_sh
+
+    store = tmp_path / ".datasets"
+    store.mkdir()
+    for mode in ("delta", "manifest"):
+        for bad in (b"../" + b"a" * 61, b"A" * 64, b"a" * 63):
+            command = remote_sh.transfer_command(sys.executable, mode, os.fsencode(store),
+                                                 os.fsencode(tmp_path / "c"), 10, bad)
+            r = subprocess.run(["/bin/sh", "-c", command], input=b"", capture_output=True,
+                               timeout=30)
+            assert r.stdout == tp.GREETING + b"\nerror=digest\n", (mode, bad, r.stderr)
+    assert list(store.iterdir()) == [] and not (tmp_path / "c").exists()
