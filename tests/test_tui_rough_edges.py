@@ -454,6 +454,21 @@ def test_r_says_refreshed_at_what_time(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
+def test_r_is_described_as_it_acts_every_run_re_checked_the_ended_ones_too(tmp_path: Path) -> None:
+    """The palette's line (the binding's tooltip) and the help screen said what `r` did
+    before it asked about the ended runs as well."""
+    from rtrain_tui.tui.screens.help_screen import KEYS as HELP
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE):
+            said = {c.title: c.help for c in app.get_system_commands(app.screen)}
+            assert "every run" in said["Refresh (r)"] and "the ended ones too" in said["Refresh (r)"]
+
+    asyncio.run(go())
+    assert "every run now, the ended ones too" in dict(HELP)["r"]
+
+
 def test_toasts_wait_while_an_input_is_being_typed_in(tmp_path: Path) -> None:
     from tests.test_tui import notifications, until
 

@@ -14,7 +14,7 @@ KEYS: list[Binding] = [
     Binding("enter", "open_log", "Log", id="open_log", tooltip="Open the run's live log"),
     Binding("f", "fetch", "Fetch", id="fetch", tooltip="Fetch adapter, checkpoints, log"),
     Binding("x", "stop", "Stop", id="stop", tooltip="Stop every process of the run: SIGTERM, grace, SIGKILL, verified"),
-    Binding("r", "refresh", "Refresh", id="refresh", tooltip="Refresh run states now"),
+    Binding("r", "refresh", "Refresh", id="refresh", tooltip="Re-check every run now, the ended ones too (a toast says when)"),
     Binding("R", "resume_run", "Resume", id="resume_run", show=False,
             tooltip="A new attempt of a failed, stopped or lost run, from its newest complete checkpoint"),
     Binding("b", "toggle_hosts", "Hosts", id="toggle_hosts",

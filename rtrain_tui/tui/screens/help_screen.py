@@ -15,7 +15,7 @@ KEYS = [
     ("enter", "open the selected run's live log"),
     ("f", "fetch from the selected run (adapter, checkpoints, log)"),
     ("x", "stop the selected run (every process of it, found by its marker; verified)"),
-    ("r", "refresh every run's state now"),
+    ("r", "re-check every run now, the ended ones too"),
     ("R", "resume a failed, stopped or lost run (newest complete checkpoint)"),
     ("/", "filter runs; in a log pane: search it (enter: next match)"),
     ("h", "show only the selected host's runs (again: all)"),
