@@ -28,6 +28,10 @@ def _config_toml_removed_after(hosts: SshHosts) -> Iterator[None]:
 
 
 def configure(cli: Cli, text: str) -> None:
+    """config.toml with `text`; the tests here are of the clients' sending, so with a
+    `[notify]` that leaves the host's own (test_notify_host_sshd.py) off unless told."""
+    if "[notify]\n" in text and "on_host" not in text:
+        text = text.replace("[notify]\n", "[notify]\non_host = false\n", 1)
     config = cli.hosts.home / ".config" / "rtrain-tui" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(text, encoding="utf-8")
@@ -140,7 +144,7 @@ def test_a_refresh_does_not_wait_for_a_slow_service_and_the_engine_waits_before_
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     config_toml = tmp_path / "cfg" / "rtrain-tui" / "config.toml"
     config_toml.parent.mkdir(parents=True)
-    config_toml.write_text(f'[notify]\nurls = ["{receiver.url()}?rto=60"]\n')  # apprise waits 60 s
+    config_toml.write_text(f'[notify]\non_host = false\nurls = ["{receiver.url()}?rto=60"]\n')  # apprise waits 60 s
     receiver.hold = threading.Event()
 
     async def go() -> None:

@@ -24,7 +24,7 @@ def test_the_apps_refresh_sends_a_stall_once_and_a_refusing_url_is_one_toast(
     secret = "SECRETtoken123"
     config_toml = tmp_path / "cfg" / "rtrain-tui" / "config.toml"
     config_toml.parent.mkdir(parents=True)
-    config_toml.write_text(f'[notify]\nurls = ["{receiver.url()}", "json://127.0.0.1:9/{secret}"]\n')
+    config_toml.write_text(f'[notify]\non_host = false\nurls = ["{receiver.url()}", "json://127.0.0.1:9/{secret}"]\n')
     workdir = str(tmp_path / "work")
 
     async def start() -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rtrain_tui.core import backends
+from rtrain_tui.core import host as host_files
 from rtrain_tui.core import resume as resume_mod
 from rtrain_tui.core.backends import Backend, BackendOptions, GpuChoice, LaunchSpec
 from rtrain_tui.core.errors import (
@@ -41,8 +42,9 @@ from rtrain_tui.core.errors import (
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.logs import retry_rule
 from rtrain_tui.core.metrics import gpus as gpu_choice
-from rtrain_tui.core.notify import notifier
+from rtrain_tui.core.notify import host_send, notifier
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
+from rtrain_tui.core.runs import cost as run_cost
 from rtrain_tui.core.runs import hostconfig, probes
 from rtrain_tui.core.runs.index import RunIndex, RunKey, RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
@@ -434,6 +436,7 @@ class Engine:
                                       stall_check_s=retry_rule.stall_check_seconds(),
                                       gpus_idle_s=retry_rule.gpus_idle_seconds(),
                                       on_stall=req.on_stall)
+                    spec = await self._notify_from_host(sftp, run_dir, spec, req, kind)
                     await _write_remote_files(sftp, run_dir, kind.launch_files(spec))
                     await _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec))
                     # What was launched, for a later resume (core/resume.py): the user's env,
@@ -464,6 +467,24 @@ class Engine:
                 unrecorded = await self._record_launched(record)
             return StartedRun(req.host, run_id, run_dir, launched.pid, record, job_id=launched.job_id,
                               submit_message=launched.message, unrecorded=unrecorded)
+
+    async def _notify_from_host(self, sftp, run_dir: str, spec: LaunchSpec,  # type: ignore[no-untyped-def]
+                                req: StartRequest, kind: Backend) -> LaunchSpec:
+        """`spec` with the events the run's host tells itself (`[notify] on_host`), once its
+        run dir holds what it sends them with: notify.pyz and notify.json (the webhook
+        URLs: created 0600, never readable by another user for an instant); `spec` as it
+        is when the host tells nothing (no URL it can send, a backend that cannot)."""
+        config = self.hosts
+        urls = host_send.host_urls(config.notify_urls(req.host))
+        if not (kind.notifies_on_host and config.notify.on_host and urls and config.notify.on):
+            return spec
+        price = config.price_of(req.host)
+        settings = host_send.settings(req.host, spec.run_id, urls, time.time(),
+                                      run_cost.rate_per_hour(price, req.gpus) if price else None,
+                                      price.currency if price else config.currency)
+        await _write_remote_text(sftp, f"{run_dir}/{host_send.PROGRAM}", host_files.bundle(*host_send.MODULES))
+        await _write_remote_text(sftp, f"{run_dir}/{host_send.SETTINGS}", settings, mode=0o600)
+        return replace(spec, notify_on=tuple(config.notify.on))
 
     @asynccontextmanager
     async def _choosing_gpus(self, req: StartRequest, kind: Backend) -> AsyncIterator[_HostLock]:
@@ -1311,14 +1332,17 @@ def _start_in_progress(index: RunIndex, token: str) -> bool:
     return False
 
 
-async def _write_remote_text(sftp, path: str, text: str | bytes) -> None:  # type: ignore[no-untyped-def]
+async def _write_remote_text(sftp, path: str, text: str | bytes,  # type: ignore[no-untyped-def]
+                             mode: int | None = None) -> None:
     """Write a small file under a temp name, then rename it into place; a write the host
-    refused (a full disk) takes its temp file away again."""
+    refused (a full disk) takes its temp file away again. With `mode`, the file is
+    created with it (a secret's 0600 holds from the first byte, not after a chmod)."""
     import asyncssh  # not at the top: see cli.py's `runs`
 
     tmp = path + ".part"
+    attrs = asyncssh.SFTPAttrs(permissions=mode) if mode is not None else asyncssh.SFTPAttrs()
     try:
-        async with sftp.open(tmp, "wb") as f:
+        async with sftp.open(tmp, "wb", attrs) as f:
             await f.write(text.encode() if isinstance(text, str) else text)
         await sftp.posix_rename(tmp, path)
     except asyncssh.SFTPError:

@@ -148,6 +148,42 @@ case ${CUDA_VISIBLE_DEVICES-x} in
   *) [ -e gpus ] || { echo "$CUDA_VISIBLE_DEVICES" > gpus.tmp && mv gpus.tmp gpus; };;
 esac
 rt_dir=$PWD
+rt_np=~/venv/bin/python
+rt_non='failed stalled'
+claim_mark() {
+  cm_n=1
+  for cm_f in "$1"/attempts/[0-9]*; do [ -d "$cm_f" ] && cm_n=$((cm_n + 1)); done
+  mkdir "$1/notified" 2>/dev/null
+  mkdir "$1/notified/a$cm_n-$2" 2>/dev/null
+}
+claim() {
+  if [ ! -d "$2" ]; then printf 'claim\t%s\tmissing\n' "$1"; return 0; fi
+  if claim_mark "$2" "$3"; then
+    printf 'claim\t%s\tclaimed\t' "$1"
+    tail -c 32768 "$2/train.log" 2>/dev/null | base64 2>/dev/null | tr -d '\n'
+    printf '\n'
+  else
+    printf 'claim\t%s\ttaken\n' "$1"
+  fi
+}
+rt_notify() {
+  [ -r notify.json ] && [ -r notify.pyz ] || return 0
+  case " $rt_non " in *" $1 "*) ;; *) return 0;; esac
+  claim_mark . "$1" || return 0
+  if command -v setsid >/dev/null 2>&1; then rn_s=setsid; else rn_s=; fi
+  (
+    unset RTRAIN_RUN
+    $rn_s "$rt_np" notify.pyz "$1" "$2" >> notify.log 2>&1 < /dev/null &
+  )
+}
+rt_notify_end() {
+  rn_e=failed
+  [ "$1" = 0 ] && rn_e=completed
+  if [ -e stopped ]; then rn_e=stopped
+  elif [ -s stop_requested ]; then case $1 in 137|143) rn_e=stopped;; esac
+  fi
+  rt_notify "$rn_e" "$1"
+}
 rt_sa=900
 rt_wi=60
 rt_on=restart
@@ -186,6 +222,7 @@ rt_watch() {
       wd_mt=$(stat -c %Y train.log 2>/dev/null || stat -f %m train.log 2>/dev/null) || continue
       wd_age=$((wd_now - wd_mt))
       if [ "$wd_age" -lt "$rt_sa" ]; then rm -f stalled; continue; fi
+      [ -e stalled ] || [ -z "${rt_non-}" ] || rt_notify stalled "$wd_age"  # notify_send.sh
       echo "$wd_age" > stalled.tmp && mv -f stalled.tmp stalled
       [ "$rt_on" = warn ] && continue
       wd_why="stalled: no output for $((wd_age / 60))m"  # as probes.stall_reason words it
@@ -300,3 +337,4 @@ rt_noted
 done
 end_rest
 echo $rc > status.tmp && mv status.tmp status
+rt_notify_end "$rc"

@@ -40,11 +40,11 @@ ENV = {"HF_HOME": "/scratch/it's here", "WANDB_MODE": "offline"}
 GOLDENS: dict[str, Callable[[], str]] = {
     "run.sh": lambda: direct_sh.wrapper(TRAINER, ENV),
     # `start --retries 2 --on-stall restart` with a template that takes the checkpoint as
-    # an option.
+    # an option, and the host telling failures and stalls itself ([notify] on_host).
     "run-retries.sh": lambda: DirectBackend().launch_text(LaunchSpec(
         "r1", TOKEN, "{python} train.py --config {config} {resume:--resume_from_checkpoint}",
         "~/venv/bin/python", None, 1, ENV, retries=2, retry_base_s=30.0,
-        stall_after_s=900, on_stall="restart")),
+        stall_after_s=900, on_stall="restart", notify_on=("failed", "stalled"))),
     "run.sbatch": lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV,
         slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",

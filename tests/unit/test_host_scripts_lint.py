@@ -48,7 +48,7 @@ SLURM = slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
 SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "resolve_workdir": (remote_sh.resolve_workdir, lambda: remote_sh.resolve_workdir(WORKDIR)),
     "claim_notify": (claims.claim_script, lambda: claims.claim_script(
-        [(WORKDIR, "r1", "a1-failed"), ("/data/runs", "r-2.b", "a3-stalled")])),
+        [(WORKDIR, "r1", "failed"), ("/data/runs", "r-2.b", "stalled")])),
     "python_facts": (remote_sh.python_facts, lambda: remote_sh.python_facts("~/venv/bin/python")),
     "preflight": (direct_sh.preflight, lambda: direct_sh.preflight("python3", WORKDIR)),
     "make_run_dir": (remote_sh.make_run_dir, lambda: remote_sh.make_run_dir(WORKDIR, "r1", TOKEN)),
@@ -58,7 +58,7 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "wrapper_no_env": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, {})),
     "wrapper_retries": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV, retry=direct_sh.Retry(
         2, 30.0, 1, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT),
-        watch=direct_sh.Watch(900, 60.0, "restart"))),
+        watch=direct_sh.Watch(900, 60.0, "restart"), notify=direct_sh.Notify("python3", ("failed", "stalled")))),
     "wrapper_queue": (direct_sh.wrapper, lambda: direct_sh.wrapper(TRAINER, ENV, queue=(2, (0, 3)))),
     "claim_gpus": (direct_sh.claim_gpus, lambda: direct_sh.claim_gpus(WORKDIR, "r1", [0, 3])),
     "run_states_then_gpu_sample_held": (direct_sh.held_gpus, lambda: direct_sh.run_states(

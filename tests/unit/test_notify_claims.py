@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core.notify.claims import Claim, claim_script, marker, parse_claims
+from rtrain_tui.core.notify.claims import Claim, check_event, claim_script, parse_claims
 
 
 def run(script: str) -> str:
@@ -19,13 +19,17 @@ def run(script: str) -> str:
 def test_the_first_claim_wins_with_the_logs_tail_and_every_later_one_is_taken(tmp_path: Path) -> None:
     (tmp_path / "r1").mkdir()
     (tmp_path / "r1" / "train.log").write_text("{'loss': 2.5, 'step': 3}\nboom\n")
-    items = [(str(tmp_path), "r1", marker(1, "failed")), (str(tmp_path), "gone", marker(1, "lost"))]
+    items = [(str(tmp_path), "r1", "failed"), (str(tmp_path), "gone", "lost")]
     first = parse_claims(run(claim_script(items)), 2)
     assert first[0] == Claim(True, "{'loss': 2.5, 'step': 3}\nboom\n")
     assert first[1] == Claim(False)  # no run dir: nothing to claim, nothing sent
     assert parse_claims(run(claim_script(items)), 2)[0] == Claim(False)
-    # A resumed run's next attempt is a new transition.
-    assert parse_claims(run(claim_script([(str(tmp_path), "r1", marker(2, "failed"))])), 1)[0].claimed
+    assert (tmp_path / "r1" / "notified" / "a1-failed").is_dir()
+    # A resumed (or retried) run's next attempt is a new transition: the host counts it
+    # by the attempts filed before it, whatever attempt a client's index holds.
+    (tmp_path / "r1" / "attempts" / "1").mkdir(parents=True)
+    assert parse_claims(run(claim_script([(str(tmp_path), "r1", "failed")])), 1)[0].claimed
+    assert (tmp_path / "r1" / "notified" / "a2-failed").is_dir()
 
 
 def test_answers_out_of_range_or_malformed_claim_nothing() -> None:
@@ -34,7 +38,9 @@ def test_answers_out_of_range_or_malformed_claim_nothing() -> None:
     assert parse_claims(out, 2) == {0: Claim(True, "")}
 
 
-@pytest.mark.parametrize(("attempt", "event"), [(0, "failed"), (1, "fa iled"), (1, "x;rm"), (1, "")])
-def test_a_marker_is_only_ever_a_plain_word(attempt: int, event: str) -> None:
+@pytest.mark.parametrize("event", ["fa iled", "x;rm", "", "../x", "a" * 17])
+def test_an_event_is_only_ever_a_plain_word(event: str) -> None:
     with pytest.raises(ValueError):
-        marker(attempt, event)
+        check_event(event)
+    with pytest.raises(ValueError):
+        claim_script([("/w", "r1", event)])

@@ -96,6 +96,9 @@ class LaunchSpec:
     # `start --queue` on a box: the wrapper waits on the host for this many free GPUs, or
     # for the GPUs `queue_ids` (the host chooses them; env then holds none). None: no wait.
     queue: tuple[int, tuple[int, ...]] | None = None
+    # The host tells these events itself (a backend with `notifies_on_host`): the run dir
+    # holds notify.json and notify.pyz (the engine writes them). (): the clients tell.
+    notify_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,8 @@ class Backend(ABC):
     built_in_trainers: ClassVar[tuple[str, ...]] = ()
     # The wrapper tries a failed attempt again on the host (`start --retries N`).
     retries_on_host: ClassVar[bool] = False
+    # Its run tells its own end and stalls from the host (core/notify/host_send.py).
+    notifies_on_host: ClassVar[bool] = False
 
     # -- option checks ------------------------------------------------------------------
     def options(self, settings: HostSettings, given: BackendOptions | None) -> BackendOptions | None:

@@ -46,6 +46,7 @@ rt_watch() {
       wd_mt=$(stat -c %Y train.log 2>/dev/null || stat -f %m train.log 2>/dev/null) || continue
       wd_age=$((wd_now - wd_mt))
       if [ "$wd_age" -lt "$rt_sa" ]; then rm -f stalled; continue; fi
+      [ -e stalled ] || [ -z "${rt_non-}" ] || rt_notify stalled "$wd_age"  # notify_send.sh
       echo "$wd_age" > stalled.tmp && mv -f stalled.tmp stalled
       [ "$rt_on" = warn ] && continue
       wd_why="stalled: no output for $((wd_age / 60))m"  # as probes.stall_reason words it

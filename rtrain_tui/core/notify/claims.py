@@ -1,8 +1,9 @@
 """Exactly once: who sends a run's message is decided on its host, by one atomic `mkdir`.
 
-Each transition of each run has a marker, `RUNDIR/notified/aN-EVENT` (attempt N: a resumed
-run's next failure is a new message). The client that makes it sends; every other client
-(another laptop, the app beside `watch`) finds it taken and sends nothing. The marker is
+Each transition of each run has a marker, `RUNDIR/notified/aN-EVENT` (attempt N by the
+host's count: a resumed or retried run's next failure is a new message). The client that
+makes it sends; every other client (another laptop, the app beside `watch`) and the run's
+own wrapper (host_send.py) find it taken and send nothing. The marker is
 claimed before the send: a send that fails after its retries is said once, by the one
 client that claimed it, and not tried again by the others (a message twice is the worse
 failure for a phone). One round trip per host for all its claims, with the log's tail.
@@ -22,20 +23,20 @@ from rtrain_tui.core.host import remote_sh
 _EVENT = re.compile(r"[a-z]{1,16}")
 
 
-def marker(attempt: int, event: str) -> str:
-    """`a2-failed`: the marker's name (validated: it is put into a shell line)."""
-    if not _EVENT.fullmatch(event) or not 0 < attempt < 100_000:
-        raise ValueError(f"bad notification marker {attempt!r}/{event!r}")
-    return f"a{attempt}-{event}"
+def check_event(event: str) -> str:
+    """`event` (failed, stalled…), validated: it is put into a shell line and a file name."""
+    if not _EVENT.fullmatch(event):
+        raise ValueError(f"bad notification event {event!r}")
+    return event
 
 
 def claim_script(items: Sequence[tuple[str, str, str]]) -> str:
-    """Claim each (workdir, run id, marker); output parsed by `parse_claims`."""
+    """Claim each (workdir, run id, event) for the run's current attempt (the host counts
+    it); output parsed by `parse_claims`."""
     lines = [host_files.text("claim_notify.sh")]
-    for i, (workdir, run_id, name) in enumerate(items):
-        if not re.fullmatch(r"a[0-9]+-[a-z]+", name):
-            raise ValueError(f"bad notification marker {name!r}")
-        lines.append(f"set -- {remote_sh.run_dir_word(workdir, run_id)}; claim {i} \"$1\" {name}\n")
+    for i, (workdir, run_id, event) in enumerate(items):
+        lines.append(f"set -- {remote_sh.run_dir_word(workdir, run_id)}; "
+                     f"claim {i} \"$1\" {check_event(event)}\n")
     return "".join(lines)
 
 

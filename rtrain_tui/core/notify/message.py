@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Protocol
 
 from rtrain_tui.core.metrics.metrics import Summary, format_eta
 from rtrain_tui.core.runs import probes
-from rtrain_tui.core.runs.cost import Cost
 from rtrain_tui.core.safety.sanitize import safe_line
+
+
+class Priced(Protocol):
+    """A cost as a message words it (runs/cost.py's `Cost`; the host's own send, which has
+    no index to cost from, words its figure the same way: notify/host_send.py)."""
+
+    def text(self) -> str: ...
+
 
 STALLED = "stalled"
 _RESUMABLE = ("failed", probes.LOST)  # what went wrong on its own; a stop was meant
@@ -68,7 +76,7 @@ def progress_line(summary: Summary | None) -> str:
 
 def build(host: str, run_id: str, state: str, *, reason: str = "", stalled_for: int | None = None,
           summary: Summary | None = None, elapsed_s: float | None = None,
-          cost: Cost | None = None) -> Message | None:
+          cost: Priced | None = None) -> Message | None:
     """The message for `run_id` on `host` now in `state` (None when the state is not one to
     tell: starting, queued, running and not stalled)."""
     event = event_of(state, stalled_for)

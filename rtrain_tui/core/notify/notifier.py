@@ -75,7 +75,7 @@ async def notify(seen: Sequence[Seen], config: hostconfig.HostConfig, run: Runne
     for s in seen:
         event = wanted(s, config)
         if event is not None:
-            todo.setdefault(s.record.host, []).append((s, claims.marker(max(1, s.record.attempt), event)))
+            todo.setdefault(s.record.host, []).append((s, event))
     if not todo:
         return []
     parts = await asyncio.gather(*(_host(h, items, config, run, now) for h, items in todo.items()))

@@ -36,6 +36,7 @@ class DirectBackend(GpuChoice):
     launch_file = "run.sh"
     launch_step = "launching"
     retries_on_host = True
+    notifies_on_host = True
 
     # -- preflight ----------------------------------------------------------------------
     def preflight_script(self, python: str, workdir: str) -> str:
@@ -67,8 +68,10 @@ class DirectBackend(GpuChoice):
                                                    spec.gpus, resume=scripts.RESUME_SLOT))
         watch = scripts.Watch(spec.stall_after_s, spec.stall_check_s, spec.on_stall,
                               spec.gpus_idle_s)
+        notify = (scripts.Notify(trainer_template.python_word(spec.python), spec.notify_on)
+                  if spec.notify_on else None)
         return scripts.wrapper(command, dict(spec.env), append=spec.attempt > 1, retry=retry,
-                               queue=spec.queue, attempt=spec.attempt, watch=watch)
+                               queue=spec.queue, attempt=spec.attempt, watch=watch, notify=notify)
 
     def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
         # The retry loop's decision runs on the host with the client's own rules.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from rtrain_tui.core import host
 from rtrain_tui.core.host import remote_sh, unattended
@@ -57,7 +58,7 @@ def preflight(python: str, workdir: str) -> str:
 def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
             retry: Retry | None = None,
             queue: tuple[int, Sequence[int]] | None = None, attempt: int = 1,
-            watch: Watch | None = None) -> str:
+            watch: Watch | None = None, notify: Notify | None = None) -> str:
     """The `run.sh` that runs detached in the run dir.
 
     It records its own pid and identity, runs the trainer with stdin from /dev/null and
@@ -71,7 +72,8 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
     run's later attempt) the log goes on after the attempts before it, instead of
     starting anew. With `retry`, a failed attempt is tried again on the host (retry.sh)
     before the code is written. With `watch`, a watchdog beside each attempt notices a
-    stall (watch.sh).
+    stall (watch.sh). With `notify`, the host itself tells the end, once the code is
+    written, and the watchdog a stall (notify_send.sh).
     """
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     wait = ""
@@ -88,8 +90,28 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
                        unbuffered=remote_sh.UNBUFFERED, exports=exports, queue=wait,
                        watch=unattended.watch_start(watch), watched=unattended.watched(watch),
+                       notify=_notify(notify), notify_end='rt_notify_end "$rc"\n' if notify else "",
                        trainer=_logged(trainer_cmd, ">>" if append else ">"),
                        retry=_retry(retry, watch) if retry is not None else "")
+
+
+@dataclass(frozen=True)
+class Notify:
+    """The host's own notifications: the run's Python (one shell word) runs notify.pyz for
+    each of `events` (plain words: failed, completed, stalled…)."""
+
+    python_word: str
+    events: tuple[str, ...]
+
+
+def _notify(notify: Notify | None) -> str:
+    if notify is None:
+        return ""
+    for event in notify.events:
+        if not event.isascii() or not event.isalpha() or not event.islower():
+            raise ValueError(f"bad notification event {event!r}")
+    return (f"rt_np={notify.python_word}\n" + host.assign(rt_non=" ".join(notify.events))
+            + host.text("claim_notify.sh") + _file("notify_send.sh"))
 
 
 def _logged(cmd: str, how: str) -> str:

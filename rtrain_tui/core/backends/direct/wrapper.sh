@@ -21,6 +21,8 @@ case ${CUDA_VISIBLE_DEVICES-x} in
 esac
 ## A template's `cd` (it runs in this shell, in braces) must not move where status lands.
 rt_dir=$PWD
+## The host tells the run's end and stalls itself (notify_send.sh), when the client asked.
+#@ notify
 #@ watch
 #@ trainer
 rc=$?
@@ -29,3 +31,4 @@ cd "$rt_dir" || exit "$rc"
 #@ retry
 end_rest
 echo $rc > status.tmp && mv status.tmp status
+#@ notify_end

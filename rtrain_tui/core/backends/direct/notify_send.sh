@@ -1,0 +1,30 @@
+## Tell the run's end or stall from its own host (core/notify/host_send.py), with every
+## laptop closed. `rt_notify EVENT ARG` (ARG: the exit code, or the log's age for
+## `stalled`) does nothing unless the client wrote notify.json (the webhook URLs, mode
+## 0600) and EVENT is one the user wants ($rt_non); else it claims the transition's
+## marker as every client does (claim_notify.sh: one mkdir, so the message goes once,
+## whoever is first) and starts notify.pyz with the run's Python ($rt_np), detached from
+## the run: in a session of its own, without the run's marker, so a stop never waits for
+## it nor kills it, and a service that hangs holds nothing up (each POST is bounded). It
+## prints nothing anywhere but notify.log: never a URL, never into train.log.
+## `rt_notify_end` is the end's: after the exit code is written, with the state a
+## probe reads from it (a stop of ours, a completion, else a failure).
+## Needs claim_notify.sh, $rt_np, $rt_non.
+rt_notify() {
+  [ -r notify.json ] && [ -r notify.pyz ] || return 0
+  case " $rt_non " in *" $1 "*) ;; *) return 0;; esac
+  claim_mark . "$1" || return 0
+  if command -v setsid >/dev/null 2>&1; then rn_s=setsid; else rn_s=; fi
+  (
+    unset RTRAIN_RUN
+    $rn_s "$rt_np" notify.pyz "$1" "$2" >> notify.log 2>&1 < /dev/null &
+  )
+}
+rt_notify_end() {
+  rn_e=failed
+  [ "$1" = 0 ] && rn_e=completed
+  if [ -e stopped ]; then rn_e=stopped
+  elif [ -s stop_requested ]; then case $1 in 137|143) rn_e=stopped;; esac
+  fi
+  rt_notify "$rn_e" "$1"
+}

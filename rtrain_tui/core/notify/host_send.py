@@ -1,0 +1,222 @@
+"""The run's own host tells its end or its stall, with every laptop closed.
+
+Two halves, one file format. At start the client writes `notify.json` into the run
+directory (`settings`; mode 0600 from its creation: it holds the webhook URLs, tokens and
+all), with what only the client knows: the host's alias, the run id, when it started,
+the price per hour, and each webhook-style URL as the POSTs it makes (webhooks.py).
+When the trainer has exited for good (after the retries) the wrapper claims the
+transition's marker, as every client does (host/claim_notify.sh: one mkdir, so the
+message goes once, whoever is first), and runs this module from `notify.pyz` with the
+run's own Python (`main`): it words the message as a client would (message.py, the
+reason by logs/reasons.py from train.log's tail, step and loss by metrics.py), then makes
+each POST with the host's curl (the URL handed over on curl's stdin, never on a command
+line that `ps` shows), else with urllib, tried TRIES times with backoff, each bounded in
+time. What failed is one line, masked, in the run's `notify.log` (never train.log); what
+arrived too. Nothing it does touches the run's state or exit code.
+
+Cost on the host: the price per hour (per GPU-hour already multiplied by the run's GPUs)
+times the seconds its attempts ran (attempts.jsonl, as runs/cost.py counts them), to the
+cent. Elapsed: from the client's start to now, by the host's clock.
+
+Stdlib and our pure modules only (the bundle is checked under `python -I`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
+from rtrain_tui.core.logs.reasons import why_it_ended
+from rtrain_tui.core.metrics.metrics import parse_text
+from rtrain_tui.core.notify import message, webhooks
+from rtrain_tui.core.notify.send import BACKOFF_S, TRIES
+from rtrain_tui.core.runs.probes import RunProbe
+from rtrain_tui.core.safety.mask import mask_text, mask_url
+from rtrain_tui.core.safety.sanitize import safe_line
+
+SETTINGS = "notify.json"
+LOG = "notify.log"
+PROGRAM = "notify.pyz"
+MAIN = "rtrain_tui.core.notify.host_send"
+# What notify.pyz holds: this module and what it imports (core/host.bundle).
+MODULES = (MAIN, (
+    MAIN, "rtrain_tui.core.notify.message", "rtrain_tui.core.notify.webhooks",
+    "rtrain_tui.core.notify.send", "rtrain_tui.core.logs.reasons",
+    "rtrain_tui.core.metrics.metrics", "rtrain_tui.core.metrics.metrics_jsonl",
+    "rtrain_tui.core.runs.probes", "rtrain_tui.core.errors", "rtrain_tui.core.safety.mask",
+    "rtrain_tui.core.safety.sanitize"))
+TAIL_BYTES = 32 * 1024  # as much of train.log as a client's claim reads (claim_notify.sh)
+TEST_TITLE = "rtrain-tui: test"
+
+
+def host_urls(urls: Sequence[str]) -> list[str]:
+    """Those of `urls` a host can send itself (webhooks.posts_of), in order."""
+    return [u for u in urls if webhooks.posts_of(u)]
+
+
+def settings(host: str, run_id: str, urls: Sequence[str], started: float,
+             rate: Decimal | None = None, currency: str = "$") -> bytes:
+    """notify.json for a run: what the host needs to word and send its messages."""
+    return json.dumps({
+        "host": host, "run": run_id, "started": started,
+        "rate": None if rate is None else str(rate), "currency": currency,
+        "urls": [{"url": u, "posts": webhooks.to_json(webhooks.posts_of(u))} for u in host_urls(urls)],
+    }, indent=1).encode()
+
+
+@dataclass(frozen=True)
+class _Spent:
+    amount: Decimal
+    currency: str
+
+    def text(self) -> str:  # as runs/cost.py's `money` words it (it needs the index: not shipped)
+        return f"{self.currency}{self.amount.quantize(Decimal('0.01'), ROUND_HALF_UP):,.2f}"
+
+
+def _when(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+
+
+def billed_seconds(started: float, attempts: Sequence[Mapping[str, object]], now: float) -> float:
+    """Seconds the run's attempts ran: each from its launch (or start) to its end (or the
+    next one's start), the last to `now`; runs/cost.py's rule, from attempts.jsonl."""
+    by_number: dict[int, Mapping[str, object]] = {}
+    for a in attempts:
+        number = a.get("attempt")
+        if isinstance(number, int) and not isinstance(number, bool) and 0 < number < 100_000:
+            by_number[number] = a
+    spans: list[tuple[float | None, float | None]] = []
+    for n in range(1, max(by_number, default=1) + 1):
+        one = by_number.get(n, {})
+        start = _when(one.get("launched")) or _when(one.get("started"))
+        spans.append((start if start is not None or n > 1 else started, _when(one.get("ended"))))
+    total = 0.0
+    for i, (start, ended) in enumerate(spans):
+        end = now if i == len(spans) - 1 else (ended or spans[i + 1][0])
+        if start is not None and end is not None and end > start:
+            total += end - start
+    return total
+
+
+def _attempts() -> list[dict[str, object]]:
+    found = []
+    try:
+        with open("attempts.jsonl", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(item, dict):
+                    found.append(item)
+    except OSError:
+        pass
+    return found
+
+
+def _read(name: str, limit: int = TAIL_BYTES) -> str:
+    try:
+        with open(name, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def compose(config: dict[str, object], event: str, arg: int, now: float) -> message.Message | None:
+    """The message for `event` (an end with exit code `arg`, or `stalled` for `arg` s), as
+    a client would word it from what is in the run dir (the cwd)."""
+    host, run_id = str(config.get("host", "?")), str(config.get("run", "?"))
+    tail = _read("train.log")
+    stalled_for = None
+    if event == message.STALLED:
+        state, stalled_for, reason = "running", arg, ""
+    else:
+        stop = bool(_read("stop_requested").strip())
+        state = RunProbe(exists=True, exit_code=arg, stop_requested=stop,
+                         stopped=os.path.exists("stopped"), launched=True).state
+        reason = safe_line(_read("retry_gave_up"))[:300] if state.startswith("failed") else ""
+        if not reason:
+            reason = why_it_ended(state, arg, stop, tail.splitlines(), host)
+    started = _when(config.get("started"))
+    cost = None
+    try:
+        rate = Decimal(str(config["rate"])) if config.get("rate") is not None else None
+    except (InvalidOperation, ValueError):
+        rate = None
+    if rate is not None and started is not None:
+        seconds = Decimal(str(round(billed_seconds(started, _attempts(), now), 3)))
+        cost = _Spent(rate * seconds / 3600, str(config.get("currency") or "$")[:5])
+    summary = parse_text(tail).summary() if tail else None
+    return message.build(host, run_id, state, reason=reason, stalled_for=stalled_for, summary=summary,
+                         elapsed_s=now - started if started is not None else None, cost=cost)
+
+
+def _load() -> dict[str, object]:
+    try:
+        with open(SETTINGS, encoding="utf-8") as f:
+            found = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def deliver(config: dict[str, object], title: str, body: str, curl: str | None,
+            tries: int = TRIES, backoff_s: float = BACKOFF_S) -> list[tuple[str, str]]:
+    """Send to each URL of `config`: [(the URL masked, '' or why not)], in order."""
+    urls = config.get("urls")
+    results = []
+    for item in urls if isinstance(urls, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+            continue
+        url, posts = item["url"], webhooks.from_json(item.get("posts"))
+        secrets = [url, *(p.url for p in posts), *(p.user for p in posts if p.user)]
+        why = "" if posts else "no POST for it"
+        for post in posts:
+            data = webhooks.body_of(post, title, body)
+            for attempt in range(tries):
+                why = webhooks.send(post, data, curl)
+                if not why:
+                    break
+                if attempt < tries - 1:
+                    time.sleep(backoff_s * 2 ** attempt)
+            else:
+                why = f"{why} ({tries} tries)"
+            if why:
+                break
+        results.append((mask_url(url), mask_text(why, secrets)))
+    return results
+
+
+def main(argv: Sequence[str]) -> int:
+    """`notify.pyz EVENT ARG` (the run's end, ARG its exit code; or `stalled`, ARG the
+    log's age) or `notify.pyz test HOST`, in the run dir; 0 unless argv is wrong. Lines
+    for notify.log on stdout; `test` prints `URL<TAB>arrived` or `URL<TAB>why` instead."""
+    config = _load()
+    curl = shutil.which("curl")
+    how = "curl" if curl else "python"
+    if argv[:1] == ["test"]:
+        where = safe_line(argv[1] if len(argv) > 1 else str(config.get("host", "")))
+        for url, why in deliver(config, TEST_TITLE, f"A test message from rtrain-tui notify test, sent by "
+                                f"{where} itself ({how}).", curl):
+            print(f"{url}\t{why or 'arrived'}")
+        return 0
+    if len(argv) != 2 or not argv[1].lstrip("-").isdigit():
+        print("usage: notify.pyz EVENT ARG | test HOST", file=sys.stderr)
+        return 2
+    now = time.time()
+    composed = compose(config, argv[0], int(argv[1]), now)
+    if composed is None:
+        return 0
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
+    for url, why in deliver(config, composed.title, composed.body, curl):
+        said = f"not sent: {why}" if why else f"sent ({how})"
+        print(f"{stamp} {composed.event} to {url}: {said}", flush=True)
+    return 0

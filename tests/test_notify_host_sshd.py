@@ -1,0 +1,177 @@
+"""Notifications sent by the run's own host (issue 19), against the real sshd and a real
+HTTP receiver that the host's curl (or its Python) posts to: the end arrives with every
+client closed, once even when a client sees it too; a refusing URL harms nothing and is
+one line in the run's notify.log; no token in train.log, status --json or `ps`."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rtrain_tui.core.logs import retry_rule
+from tests.conftest import Cli, write_config
+from tests.notify_receiver import Receiver
+from tests.test_notify_sshd import _config_toml_removed_after, ended  # noqa: F401 (a fixture)
+from tests.test_resume_sshd import wait_for
+
+SECRET = "SECRETtoken123"
+
+
+def configure(cli: Cli, text: str) -> None:
+    """config.toml with `text`: `[notify] on_host` left to its default (true)."""
+    config = cli.hosts.home / ".config" / "rtrain-tui" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text, encoding="utf-8")
+
+
+def start(cli: Cli, tmp_path: Path, workdir: str, run_id: str, *extra: str,
+          cli_env: dict[str, str] | None = None, **settings: object) -> None:
+    config = write_config(tmp_path / f"{run_id}.yaml", **settings)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id,
+            "--no-follow", "--gpus", "0", *extra, env=cli_env)
+    assert r.rc == 0, r.err
+
+
+def notify_log(workdir: str, run_id: str) -> list[str]:
+    path = Path(workdir) / run_id / "notify.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def command_lines() -> str:
+    """Every process's command line on this machine (the host's `ps`), NULs as spaces."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            found.append(cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"))
+        except OSError:
+            pass
+    return "\n".join(found)
+
+
+def test_a_failed_run_is_told_by_its_host_with_no_client_running_within_10_s(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url(SECRET)}"]\n[hosts.gpu]\nprice_per_hour = 3600\n')
+    # Slow enough that the start command (and its SSH connection) is long gone when the
+    # trainer dies: nothing of rtrain-tui runs anywhere then.
+    start(cli, tmp_path, workdir, "h1", steps=6, save_steps=2, die_mid_save=4, step_seconds=0.5)
+    assert not ended(workdir, "h1")
+    run_dir = Path(workdir) / "h1"
+    assert stat.S_IMODE((run_dir / "notify.json").stat().st_mode) == 0o600
+    wait_for("the run to fail", lambda: ended(workdir, "h1"))
+    ended_at = time.monotonic()
+    wait_for("the host's message", lambda: bool(receiver.messages()))
+    assert time.monotonic() - ended_at < 10
+    got = receiver.messages()
+    assert len(got) == 1, got
+    title, body = str(got[0]["title"]), str(got[0]["message"])
+    assert title == "rtrain-tui: h1 on gpu failed (exit 137)"
+    assert "reason: " in body and "step 4" in body and "loss " in body
+    assert "cost $" in body and "elapsed " in body
+    assert "look: rtrain-tui tail gpu h1" in body and "resume: rtrain-tui resume gpu h1" in body
+    assert got[0]["path"] == f"/{SECRET}"
+    assert (run_dir / "notified" / "a1-failed").is_dir()
+    [line] = notify_log(workdir, "h1")
+    assert line.endswith(": sent (curl)") and " failed to json://12" in line and SECRET not in line
+    # A client that looks afterwards finds it told: nothing more is sent, nothing said.
+    refresh = cli("runs", "--refresh")
+    assert refresh.rc == 0 and "failed (exit 137)" in refresh.out and "not sent" not in refresh.err
+    status = cli("status", "gpu", "h1", "--workdir", workdir, "--json")
+    assert len(receiver.messages()) == 1
+    for text in ((run_dir / "train.log").read_text(), status.out, status.err, refresh.out, refresh.err):
+        assert SECRET not in text
+
+
+def test_one_message_when_client_refreshes_race_the_host_for_the_end(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\n')
+    start(cli, tmp_path, workdir, "h2", steps=6, save_steps=2, die_mid_save=4, step_seconds=0.1)
+    # Refreshes all the while the run ends: whoever claims the end first sends it.
+    wait_for("the message", lambda: cli("runs", "--refresh").rc == 0 and bool(receiver.messages()))
+    pid = int((Path(workdir) / "h2" / "train.pid").read_text())
+    wait_for("the wrapper to end", lambda: not Path(f"/proc/{pid}").exists()
+             or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z")
+    for _ in range(2):
+        assert cli("runs", "--refresh", "--all").rc == 0
+    got = receiver.messages()
+    assert len(got) == 1 and got[0]["title"] == "rtrain-tui: h2 on gpu failed (exit 137)"
+    assert len(list((Path(workdir) / "h2" / "notified").iterdir())) == 1
+
+
+def test_a_refusing_url_leaves_the_run_and_its_exit_unharmed_and_is_said_once_in_its_notify_log(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    receiver.status = 500
+    configure(cli, f'[notify]\nurls = ["{receiver.url(SECRET)}", "json://127.0.0.1:9/{SECRET}"]\n'
+                   'on = ["completed", "failed"]\n')
+    start(cli, tmp_path, workdir, "h3", steps=3, step_seconds=0.05)
+    wait_for("the run to complete", lambda: ended(workdir, "h3"))
+    assert (Path(workdir) / "h3" / "status").read_text().strip() == "0"
+    wait_for("both URLs said in the notify log", lambda: len(notify_log(workdir, "h3")) == 2)
+    lines = notify_log(workdir, "h3")
+    assert all(" completed to json://12" in line and ": not sent: " in line and "(3 tries)" in line
+               for line in lines), lines
+    assert "HTTP 500" in lines[0]
+    assert len(receiver.messages()) == 3  # the refusing one, tried three times
+    status = cli("status", "gpu", "h3", "--workdir", workdir, "--json")
+    assert json.loads(status.out)["state"] == "completed"
+    refresh = cli("runs", "--refresh")
+    assert "completed" in refresh.out and "not sent" not in refresh.err  # the host said it
+    for text in ("\n".join(lines), (Path(workdir) / "h3" / "train.log").read_text(), status.out,
+                 status.err, refresh.err):
+        assert SECRET not in text
+    assert len(receiver.messages()) == 3
+
+
+def test_no_token_reaches_the_process_list_while_the_host_sends(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    receiver.hold = threading.Event()  # a slow service: the POST is under way while we look
+    configure(cli, f'[notify]\nurls = ["{receiver.url(SECRET)}"]\n')
+    try:
+        start(cli, tmp_path, workdir, "h4", steps=6, save_steps=2, die_mid_save=4, step_seconds=0.1)
+        wait_for("the POST", lambda: bool(receiver.messages()))
+        lines = command_lines()
+        assert "notify.pyz failed 137" in lines and "curl --config -" in lines
+        assert SECRET not in lines
+    finally:
+        receiver.hold.set()
+    wait_for("the notify log", lambda: bool(notify_log(workdir, "h4")))
+    assert notify_log(workdir, "h4")[0].endswith(": sent (curl)")
+
+
+def test_a_host_without_curl_sends_with_the_runs_own_python(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    # The wrapper's PATH has every command of this machine but curl (and the host's python3).
+    bare = tmp_path / "no-curl-bin"
+    bare.mkdir()
+    for directory in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for tool in Path(directory).iterdir():
+            if tool.name != "curl" and not (bare / tool.name).exists() and os.access(tool, os.X_OK):
+                (bare / tool.name).symlink_to(tool)
+    (bare / "python3").unlink(missing_ok=True)
+    (bare / "python3").symlink_to(sys.executable)
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\n')
+    start(cli, tmp_path, workdir, "h5", "--env", f"PATH={bare}", steps=6, save_steps=2, die_mid_save=4,
+          step_seconds=0.1)
+    wait_for("the host's message", lambda: bool(receiver.messages()))
+    assert receiver.messages()[0]["title"] == "rtrain-tui: h5 on gpu failed (exit 137)"
+    wait_for("the notify log", lambda: bool(notify_log(workdir, "h5")))
+    assert notify_log(workdir, "h5")[0].endswith(": sent (python)")
+
+
+def test_a_stall_is_told_by_the_hosts_watchdog(cli: Cli, tmp_path: Path, workdir: str,
+                                              receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\n')
+    start(cli, tmp_path, workdir, "h6", "--stall-after", "2s", steps=100, step_seconds=0.05, hang_at=3,
+          cli_env={retry_rule.STALL_CHECK_ENV: "0.2"})
+    try:
+        wait_for("the stall's message", lambda: bool(receiver.messages()))
+        got = receiver.messages()
+        assert len(got) == 1 and str(got[0]["title"]).startswith("rtrain-tui: h6 on gpu stalled: no output for ")
+        assert "stop: rtrain-tui stop gpu h6" in str(got[0]["message"])
+        assert (Path(workdir) / "h6" / "notified" / "a1-stalled").is_dir()
+    finally:
+        assert cli("stop", "gpu", "h6", "--workdir", workdir, "--grace", "1").rc == 0

@@ -1,0 +1,70 @@
+"""The host's own message (core/notify/host_send.py): notify.pyz runs on a bare Python, and
+words a run's end as a client would, its cost from the attempts' time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core import host
+from rtrain_tui.core.notify import host_send, notifier
+from rtrain_tui.core.runs import cost, hostconfig
+from rtrain_tui.core.runs.index import RunRecord
+
+LOG = ("{'loss': 2.5, 'learning_rate': 1e-4, 'epoch': 0.1, 'step': 3}\n"
+       "  2%|▏         | 3/150 [00:03<02:30,  1.0s/it]\n"
+       "Traceback (most recent call last):\n"
+       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+
+
+def test_notify_pyz_runs_on_a_python_with_nothing_of_ours_installed(tmp_path: Path) -> None:
+    (tmp_path / host_send.PROGRAM).write_bytes(host.bundle(*host_send.MODULES))
+    (tmp_path / host_send.SETTINGS).write_bytes(host_send.settings("gpu", "r1", ["mailto://x@y"], 1.0))
+    (tmp_path / "train.log").write_text(LOG)
+    for argv in (["failed", "1"], ["test", "gpu"]):
+        done = subprocess.run([sys.executable, "-I", host_send.PROGRAM, *argv], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")  # no URL it can send
+    assert json.loads((tmp_path / host_send.SETTINGS).read_text())["urls"] == []
+
+
+def test_the_hosts_message_is_worded_as_a_clients(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.log").write_text(LOG)
+    config = json.loads(host_send.settings("gpu", "r1", ["ntfy://t"], 1_000.0, Decimal("3600")))
+    mine = host_send.compose(config, "failed", 1, 1_090.0)
+    record = RunRecord(host="gpu", run_id="r1", workdir="/w", python="python3", state="running",
+                       started_at=datetime.fromtimestamp(1_000, UTC).isoformat(),
+                       updated_at="", ended_at=datetime.fromtimestamp(1_090, UTC).isoformat())
+    price = hostconfig.Price(Decimal("3600"))
+    theirs = notifier.compose(notifier.Seen(record, "failed (exit 1)"),
+                              hostconfig.HostConfig({"gpu": hostconfig.HostSettings(price=price)}),
+                              datetime.fromtimestamp(1_090, UTC), LOG)
+    assert mine is not None and theirs is not None
+    assert (mine.title, mine.body) == (theirs.title, theirs.body)
+    assert "reason: CUDA out of memory" in mine.body and "cost $90.00" in mine.body
+    assert cost.money(Decimal("1234.505")) == host_send._Spent(Decimal("1234.505"), "$").text()
+
+
+def test_a_stopped_run_and_a_stall_are_worded_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = json.loads(host_send.settings("gpu", "r1", [], 1_000.0))
+    (tmp_path / "stop_requested").write_text("nonce\n")
+    stopped = host_send.compose(config, "stopped", 143, 1_010.0)
+    assert stopped is not None and stopped.title == "rtrain-tui: r1 on gpu stopped"
+    stalled = host_send.compose(config, "stalled", 1_020, 2_000.0)
+    assert stalled is not None and stalled.title == "rtrain-tui: r1 on gpu stalled: no output for 17m"
+
+
+def test_billed_time_is_the_attempts_time_not_the_gaps_between_them() -> None:
+    attempts = [{"attempt": 1, "started": 1_000, "ended": 1_100}, {"attempt": 2, "started": 1_200}]
+    assert host_send.billed_seconds(1_000, attempts, 1_300) == 200
+    # A queued run counts from when it got its GPUs.
+    assert host_send.billed_seconds(1_000, [{"attempt": 1, "launched": 1_050}], 1_300) == 250
+    assert host_send.billed_seconds(1_000, [], 1_300) == 300
