@@ -370,6 +370,92 @@ def failed(e):
     return b"error=" + str(e).replace("\n", " ").encode("utf-8", "replace")
 
 
+class Refused(Exception):
+    """A sent chunk is not the one listed: the client's file changed under it."""
+
+
+class Assembly:
+    """Writes the new file at its chunks' offsets: the sent chunks as their bytes arrive
+    (`take`, in file order), each stored chunk copied in its turn between them, so the
+    whole file is hashed in order in the same pass. A copied chunk whose bytes no longer
+    hash right is left a hole (`stale`) and the whole file is hashed again at the end."""
+
+    def __init__(self, fd, chunks, marks, have, sources):
+        self.fd, self.chunks, self.marks, self.have = fd, chunks, marks, have
+        self.sources = sources
+        self.sent = [i for i in range(len(chunks)) if not self.marked(i)]
+        self.order = self.sent  # the chunks `take` fills, in order
+        self.k = 0  # which of them is being filled
+        self.parts = []
+        self.got = 0
+        self.copied_to = 0  # chunks before this one are written (or stale)
+        self.whole = hashlib.sha256()
+        self.stale = []
+        self.beat = time.time()
+
+    def marked(self, i):
+        return self.marks[i >> 3] >> (i & 7) & 1
+
+    def copy_until(self, end):
+        """Copy the stored chunks before chunk END that are not copied yet."""
+        for i in range(self.copied_to, end):
+            if not self.marked(i):
+                continue
+            off, length, digest = self.chunks[i]
+            b = copy_chunk(self.have[digest], self.sources)
+            if hashlib.sha256(b).digest() != digest:
+                self.stale.append(i)  # changed since its manifest: a hole, asked for again
+                self.whole = None
+                continue
+            write_at(self.fd, b, off)
+            if self.whole is not None:
+                self.whole.update(b)
+            if time.time() - self.beat > KEEPALIVE:
+                line(b"p")
+                out.flush()
+                self.beat = time.time()
+        self.copied_to = max(self.copied_to, end)
+
+    def take(self, b):
+        """Bytes of the chunks in `order`, in order, any size: each chunk is checked and
+        written once complete."""
+        mv = memoryview(b)
+        while mv:
+            i = self.order[self.k]
+            off, length, digest = self.chunks[i]
+            part = mv[:length - self.got]
+            self.parts.append(bytes(part))
+            self.got += len(part)
+            mv = mv[len(part):]
+            if self.got < length:
+                continue
+            data = b"".join(self.parts)
+            self.parts, self.got, self.k = [], 0, self.k + 1
+            if hashlib.sha256(data).digest() != digest:
+                raise Refused()
+            if self.order is self.sent:
+                self.copy_until(i)
+                self.copied_to = i + 1
+                if self.whole is not None:
+                    self.whole.update(data)
+            write_at(self.fd, data, off)
+
+    def refill(self):
+        """From now on `take` fills the stale chunks (asked for again)."""
+        self.order, self.k = self.stale, 0
+
+
+def read_raw(inp, n, sink):
+    """N bytes from fd INP to SINK as they come; None, or why not (`short`)."""
+    while n:
+        b = os.read(inp, min(n, PIECE))
+        if not b:
+            return b"short"
+        sink(b)
+        n -= len(b)
+    return None
+
+
 def delta(store, chunkdir, size, want, inp=0):
     """Assemble the dataset WANT from stored chunks and the ones sent; print the verdict."""
     tmp = os.path.join(store, b".up-%s.part" % os.urandom(8).hex().encode())
@@ -388,53 +474,27 @@ def delta(store, chunkdir, size, want, inp=0):
         line(b"have", hx(bytes(marks)))
         out.flush()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        whole = hashlib.sha256()
-        stale = []
-        beat = time.time()
-        for i, (off, length, digest) in enumerate(chunks):
-            if marks[i >> 3] >> (i & 7) & 1:
-                b = copy_chunk(have[digest], sources)
-                if hashlib.sha256(b).digest() != digest:
-                    stale.append(i)  # changed since its manifest: a hole, asked for again
-                    whole = None
-                    continue
-                if time.time() - beat > KEEPALIVE:
-                    line(b"p")
-                    out.flush()
-                    beat = time.time()
-            else:
-                b = readn(inp, length)
-                if len(b) != length:
-                    line(b"error=short")
-                    return
-                if hashlib.sha256(b).digest() != digest:
-                    line(b"error=corrupt")
-                    return
-            write_at(fd, b, off)
-            if whole is not None:
-                whole.update(b)
-        if readn(inp, 1) != b"E":
-            line(b"error=short")
-            return
-        if stale:
-            line(b"again", *[str(i).encode() for i in stale])
-            out.flush()
-            for i in stale:
-                off, length, digest = chunks[i]
-                b = readn(inp, length)
-                if len(b) != length:
-                    line(b"error=short")
-                    return
-                if hashlib.sha256(b).digest() != digest:
-                    line(b"error=corrupt")
-                    return
-                write_at(fd, b, off)
+        asm = Assembly(fd, chunks, marks, have, sources)
+        why = read_raw(inp, sum(chunks[i][1] for i in asm.sent), asm.take)
+        if why is None:
+            asm.copy_until(len(chunks))
             if readn(inp, 1) != b"E":
-                line(b"error=short")
-                return
+                why = b"short"
+        if why is None and asm.stale:
+            line(b"again", *[str(i).encode() for i in asm.stale])
+            out.flush()
+            asm.refill()
+            why = read_raw(inp, sum(chunks[i][1] for i in asm.stale), asm.take)
+            if why is None and readn(inp, 1) != b"E":
+                why = b"short"
+        if why is not None:
+            line(b"error=" + why)
+            return
+        whole = asm.whole
+        if whole is None:  # the holes are filled: hash the whole file again, in order
             whole = hashlib.sha256()
             off = 0
-            while off < size:  # the holes are filled: hash the whole file again, in order
+            while off < size:
                 b = os.pread(fd_read(tmp, sources), min(size - off, 1 << 20), off)
                 if not b:
                     break
@@ -448,6 +508,8 @@ def delta(store, chunkdir, size, want, inp=0):
         publish(tmp, os.path.join(store, want), size)
         write_manifest(chunkdir, want.decode(), size, chunks)
         line(b"ok=" + want)
+    except Refused:
+        line(b"error=corrupt")
     except OSError as e:
         line(failed(e))
     finally:
