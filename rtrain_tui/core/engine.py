@@ -378,7 +378,7 @@ class Engine:
                       stall_after_s=settings.stall_after_s if req.stall_after_s is None
                       else req.stall_after_s)
         validate.check_on_stall(req.on_stall, req.retries or 0)
-        kind.check_retries(req.retries or 0, req.on_stall)
+        kind.check_retries(req.retries or 0, req.on_stall, options)
         # A broken index is found before anything touches the host. Index calls run in a
         # thread: another process holding its lock must never freeze the app.
         await asyncio.to_thread(self.index.check)

@@ -69,13 +69,15 @@ class SlurmCli:
     config_home: Path
     ssh_config: Path
 
-    def _cmd(self, args: tuple[str, ...]) -> tuple[list[str], dict[str, str]]:
+    def _cmd(self, args: tuple[str, ...],
+             env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
         cmd = [sys.executable, "-m", "rtrain_tui", "--ssh-config", str(self.ssh_config),
                "--index", str(self.index), *args]
-        return cmd, {**self.hosts.env(), "XDG_CONFIG_HOME": str(self.config_home)}
+        return cmd, {**self.hosts.env(), "XDG_CONFIG_HOME": str(self.config_home), **(env or {})}
 
-    def __call__(self, *args: str, timeout: float = 60, cwd: Path | None = None) -> CliResult:
-        cmd, env = self._cmd(args)
+    def __call__(self, *args: str, timeout: float = 60, cwd: Path | None = None,
+                 env: dict[str, str] | None = None) -> CliResult:
+        cmd, env = self._cmd(args, env)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
         return CliResult(p.returncode, p.stdout, p.stderr)
 

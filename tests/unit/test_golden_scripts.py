@@ -1,7 +1,7 @@
 """The scripts that matter most, rendered with fixed sample values, equal their golden
 copies in tests/golden/: a change to what a host runs is a reviewed diff of shell.
 
-Covered: the box's wrapper (`run.sh`), Slurm's `run.sbatch` (one node and several),
+Covered: the box's wrapper (`run.sh`), Slurm's `run.sbatch` (one node, with retries, several),
 and the refresh probe of each backend (the box's as a refresh sends it: new runs
 listed, then the runs' states and the GPU sample).
 
@@ -24,6 +24,7 @@ import pytest
 from rtrain_tui.core.backends import LaunchSpec, slurm
 from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.backends.direct.backend import DirectBackend
+from rtrain_tui.core.backends.slurm.backend import SlurmBackend
 from rtrain_tui.core.engine import trainer_command
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.safety.template import render as render_trainer
@@ -49,6 +50,11 @@ GOLDENS: dict[str, Callable[[], str]] = {
         "r1", TOKEN, TRAINER, ENV,
         slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
                            sbatch_args=("--constraint=a100",)), 2),
+    # `start --retries 2` on one node: the box's retry loop inside the job.
+    "run-retries.sbatch": lambda: SlurmBackend().launch_text(LaunchSpec(
+        "r1", TOKEN, "{python} -m praisonai_train llm {dataset} --config {config}",
+        "~/venv/bin/python", "data set's.jsonl", 1, ENV,
+        options=slurm.SlurmOptions(partition="gpu"), retries=2, retry_base_s=30.0)),
     "run-nodes.sbatch": lambda: slurm.batch_script(
         "r1", TOKEN, MULTI_NODE, {}, slurm.SlurmOptions(nodes=2, gpus_per_node=4), 4),
     "probe-direct.sh": lambda: remote_sh.find_runs(

@@ -106,6 +106,9 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
         "/home/u/.praisonai-train/.datasets", 1234, "/home/u/.praisonai-train/.dataset-chunks")),
     "slurm.batch_script": (slurm.batch_script, lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV, SLURM, 2)),
+    "slurm.batch_script_retries": (slurm.batch_script, lambda: slurm.batch_script(
+        "r1", TOKEN, TRAINER, ENV, SLURM, 2, attempt=2, retry=direct_sh.Retry(
+            2, 30.0, 2, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT))),
     "slurm.batch_script_nodes": (slurm.batch_script, lambda: slurm.batch_script(
         "r1", TOKEN, render_trainer(slurm.MULTI_NODE_TRAINER, "~/venv/bin/python", "t.jsonl", 4,
                                     slurm.trainer_values(2)),

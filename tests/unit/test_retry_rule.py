@@ -110,11 +110,17 @@ def test_the_shipped_zip_runs_under_an_isolated_python_and_agrees_with_the_clien
                       "reason": v.reason, "step": 3, "retried": True}
 
 
-def test_retries_are_refused_on_slurm_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_retries_on_slurm_are_for_one_node_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rtrain_tui.core.backends.slurm import SlurmOptions
+
     backends.get("direct").check_retries(3)
-    with pytest.raises(ValidationError, match="--retries works on boxes only"):
-        backends.get("slurm").check_retries(1)
-    backends.get("slurm").check_retries(0)
+    backends.get("slurm").check_retries(1, "warn", SlurmOptions())
+    with pytest.raises(ValidationError) as caught:
+        backends.get("slurm").check_retries(1, "warn", SlurmOptions(nodes=2))
+    assert str(caught.value) == (
+        "--retries works in a job of one node, not 2: leave out --retries (and config.toml's "
+        "`retries`) and use `rtrain-tui resume HOST RUN` after a failure.")
+    backends.get("slurm").check_retries(0, "warn", SlurmOptions(nodes=2))
     monkeypatch.setenv(retry_rule.BASE_ENV, "0.5")
     assert retry_rule.base_seconds() == 0.5
     assert retry_rule.base_seconds({retry_rule.BASE_ENV: "-1"}) == retry_rule.DEFAULT_BASE_S

@@ -71,6 +71,27 @@ def test_status_words_from_files_and_slurm(run: str, slurm_line: str, word: str,
     assert (probe.state, probe.reason) == (word, reason)
 
 
+WAIT = "retrying in 60 s after NCCL timeout (attempt 2 of 3)"
+GAVE_UP = "missing Python module peft: pip install peft on the host (not retried: repeating cannot fix it)"
+
+
+@pytest.mark.parametrize("run, slurm_line, word, reason", [
+    # The job's retry loop waits between attempts: the job runs, the run waits, as on a box.
+    (run_line(0) + f"\tretry={WAIT}", "J\t7|RUNNING|None|0|0|", "queued", WAIT),
+    (run_line(0) + "\tretry=", "J\t7|RUNNING|None|0|0|", "running", ""),
+    # A retry_wait left by a job that is gone (scancel during the wait) says nothing.
+    (run_line(0, stop="1") + f"\tretry={WAIT}", "J\t7|CANCELLED|None|15|0|", "stopped", ""),
+    # It gave up: why, beside the failed attempt's word.
+    (run_line(0, code="1") + f"\tretry={GAVE_UP}", "J\t7|FAILED|NonZeroExitCode|256|0|",
+     "failed (exit 1)", GAVE_UP),
+    (run_line(0, code="0") + f"\tretry={GAVE_UP}", "J\t7|COMPLETED|None|0|0|", "completed", ""),
+])
+def test_the_jobs_retry_loop_is_said_as_a_boxes_is(run: str, slurm_line: str, word: str,
+                                                   reason: str) -> None:
+    [probe] = parse_run_states(f"{run}\n{slurm_line}\n", 1)
+    assert (probe.state, probe.reason) == (word, reason)
+
+
 @pytest.mark.parametrize("attempt, slurm_line, word", [
     # `scontrol requeue`: attempt 0 wrote 143 when the requeue's SIGTERM ended it
     ("0", "J\t7|PENDING|BeginTime|0|1|", "queued"),

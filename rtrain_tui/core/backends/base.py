@@ -165,19 +165,18 @@ class Backend(ABC):
         """Files the run dir gets beside the launch file (name -> bytes); none by default."""
         return {}
 
-    def check_retries(self, retries: int, on_stall: str = "warn") -> None:
+    def check_retries(self, retries: int, on_stall: str = "warn",
+                      options: BackendOptions | None = None) -> None:
         """Raise ValidationError when `retries` > 0 (or `--on-stall` stop or restart) and
-        the host cannot retry (or watch a run) by itself."""
+        the host cannot retry (or watch a run) by itself, or not with these `options`."""
         if (retries or on_stall != "warn") and not self.retries_on_host:
             from rtrain_tui.core.safety.validate import ValidationError
 
-            # A scheduler's job is resubmitted by hand (`resume`), never by a wrapper
-            # that would hold a job's allocation while it waits to try again.
             raise ValidationError(
-                f"--retries works on boxes only: a {self.name} host's failed job is not "
-                "resubmitted by itself; leave out --retries (and config.toml's `retries`) "
-                "and use `rtrain-tui resume HOST RUN` after a failure; --on-stall stop and "
-                "restart are for boxes too.")
+                f"--retries needs a host that tries a failed run again by itself, and a "
+                f"{self.name} host does not: leave out --retries (and config.toml's `retries`) "
+                "and --on-stall stop or restart, and use `rtrain-tui resume HOST RUN` after a "
+                "failure.")
 
     @abstractmethod
     def launch_script(self, run_dir: str, token: str) -> str:

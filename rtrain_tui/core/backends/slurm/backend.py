@@ -20,6 +20,7 @@ from rtrain_tui.core.backends.base import (
 from rtrain_tui.core.backends.slurm import parse, scripts
 from rtrain_tui.core.backends.slurm.options import MULTI_NODE_TRAINER, SlurmOptions, trainer_values
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.host import unattended
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
@@ -34,6 +35,8 @@ class SlurmBackend(Backend):
     launch_file = "run.sbatch"
     launch_step = "submitting to Slurm"
     built_in_trainers = (MULTI_NODE_TRAINER,)
+    # A failed attempt is tried again inside its job, on the GPUs it holds (one node).
+    retries_on_host = True
 
     # -- option checks ------------------------------------------------------------------
     def options(self, settings: HostSettings, given: BackendOptions | None) -> SlurmOptions:
@@ -58,6 +61,21 @@ class SlurmBackend(Backend):
         assert isinstance(options, SlurmOptions)
         return (options.nodes, gpus if options.gpus_per_node is None else options.gpus_per_node)
 
+    def check_retries(self, retries: int, on_stall: str = "warn",
+                      options: BackendOptions | None = None) -> None:
+        nodes = options.nodes if isinstance(options, SlurmOptions) else 1
+        if on_stall != "warn":
+            raise validate.ValidationError(
+                f"--on-stall {on_stall} does not work on a Slurm host: leave out --on-stall "
+                "(and end a stalled job with `rtrain-tui stop`).")
+        if retries and nodes > 1:
+            # The loop runs in the batch shell on the first node; the other nodes' launchers
+            # and a torchrun rendezvous across them are srun's, which it cannot end and
+            # start again as one attempt.
+            raise validate.ValidationError(
+                f"--retries works in a job of one node, not {nodes}: leave out --retries (and "
+                "config.toml's `retries`) and use `rtrain-tui resume HOST RUN` after a failure.")
+
     # -- preflight ----------------------------------------------------------------------
     def preflight_script(self, python: str, workdir: str) -> str:
         return scripts.preflight(python, workdir)
@@ -75,11 +93,24 @@ class SlurmBackend(Backend):
         options = spec.options
         assert isinstance(options, SlurmOptions)
         gpn = spec.gpus if options.gpus_per_node is None else options.gpus_per_node
-        command = trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn,
-                                          trainer_values(options.nodes), resume=spec.resume_from)
+        values = trainer_values(options.nodes)
+        command = trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn, values,
+                                          resume=spec.resume_from)
+        retry = None
+        if spec.retries > 0:
+            retry = unattended.Retry(
+                spec.retries, spec.retry_base_s, spec.attempt, trainer_template.python_word(spec.python),
+                edit_config=spec.trainer in (validate.DEFAULT_TRAINER, *self.built_in_trainers),
+                fresh_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn, values),
+                resume_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn, values,
+                                                   resume=unattended.RESUME_SLOT))
         # On a login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
         return scripts.batch_script(spec.run_id, spec.token, command, spec.env, options, spec.gpus,
-                                    attempt=spec.attempt)
+                                    attempt=spec.attempt, retry=retry)
+
+    def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
+        # The retry loop's decision runs in the job with the client's own rules.
+        return {unattended.RETRY_PROGRAM: unattended.retry_program()} if spec.retries > 0 else {}
 
     def launch_script(self, run_dir: str, token: str) -> str:
         return scripts.submit(run_dir, token)

@@ -89,7 +89,9 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[pr
     - `status` written (the batch script recorded the trainer's exit): that code, with
       Slurm's end state as the reason when it is a failure (TIMEOUT, OUT_OF_MEMORY…).
     - our stop verified (`stopped`), or issued and the job ended: `stopped`.
-    - pending: `queued` with Slurm's reason; running-ish: `running`.
+    - pending: `queued` with Slurm's reason; running-ish: `running`, or `queued` while
+      the job's retry loop waits to try again (its reason says why and when); a failed
+      run whose loop gave up has why as its reason.
     - ended without an exit recorded: `failed (exit N)` from Slurm's exit code or signal
       when Slurm calls it a failure (the reason says which); else `lost`.
     - a job Slurm no longer knows and nothing recorded: `lost`.
@@ -150,8 +152,14 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
         base = replace(base, exit_code=None)
     state = info.state
     reason = state if state in FAILURE_STATES and state != "FAILED" else ""
+    # The job's retry loop: why it waits to try again, or why it gave up (host text).
+    retry = safe_line(facts.get("retry", ""))[:300]
     if base.exit_code is not None or base.stopped:
-        return replace(base, reason=reason, scheduler_state=state)
+        gave_up = retry if base.exit_code and not base.stopped else ""
+        return replace(base, reason=gave_up or reason, scheduler_state=state)
+    if state in _ACTIVE and retry:
+        # Alive, between attempts: waiting as a box's run does, `queued` with why.
+        return replace(base, alive=True, queued=True, reason=retry, scheduler_state=state)
     if state in _PENDING:
         place = (places or {}).get(job_id)
         why = f"{info.reason}, {_ordinal(place)} in the queue" if place else info.reason

@@ -2,11 +2,16 @@
 #@ sbatch
 # Written by rtrain-tui: the batch script of one training run. Slurm runs it on the
 # first node of the job, in the run directory; its output is train.log.
+# shellcheck disable=SC2317  # liveness.sh is a library: helpers this job never calls are not dead code
 ## `#@ sbatch` are the #SBATCH lines (before any command: sbatch reads no further);
 ## `#@ token` sets RTRAIN_RUN; `#@ launch` starts the trainer in the background
-## (launch_one.sh or launch_nodes.sh). The batch shell forwards TERM/INT/HUP to it (a
-## trap, not `exec`, so the shell survives to write the trainer's exit code into
-## `status`, as the direct wrapper does).
+## (launch_one.sh or launch_nodes.sh) and `rt_trained` waits for it. The batch shell
+## forwards TERM/INT/HUP to it (a trap, not `exec`, so the shell survives to write the
+## trainer's exit code into `status`, as the direct wrapper does). `#@ unattended` is
+## core/host's liveness.sh and end_rest.sh when the job retries or watches for a stall;
+## `#@ watch`, `#@ watched` and `#@ retry` are the same watchdog and retry loop a box's
+## run.sh has (core/host/watch.sh, retry.sh), so a failed attempt is tried again inside
+## this job, on the GPUs it holds.
 #@ token
 export RTRAIN_RUN
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
@@ -15,14 +20,27 @@ rt_at=$(date +%s)
 printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$rt_at" >> attempts.jsonl
 ## The same, one line the refresh probe reads: the index keeps it for `runs` and `costs`.
 echo "$rt_attempt $rt_at" > running_since.tmp && mv running_since.tmp running_since
+# What an earlier job of this run dir (before a resume) said of its retries is not ours.
+rm -f retry_wait retry_gave_up
 #@ unbuffered
 #@ exports
-trap 'kill -TERM $child 2>/dev/null' TERM INT HUP
+#@ unattended
+child=
+trap 'rt_signalled=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null' TERM INT HUP
+# Wait for the trainer just started in the background: its exit code in $rc and as `$?`.
+rt_trained() {
+  child=$!
+  wait "$child"; rc=$?
+  # A trapped signal interrupts `wait` (rc > 128) while the trainer still runs: wait again.
+  while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+  child=
+  return "$rc"
+}
+#@ watch
 #@ launch
-child=$!
-wait $child; rc=$?
-# A trapped signal interrupts `wait` (rc > 128) while the trainer still runs: wait again.
-while kill -0 $child 2>/dev/null; do wait $child; rc=$?; done
+rt_trained
+#@ watched
+#@ retry
 echo $rc > status.tmp && mv status.tmp status
 # Which attempt wrote `status` (Slurm runs this script again for a requeued job): an exit
 # code counts only while the job is still on that attempt. Written second, so a probe

@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from rtrain_tui.core import host
 from rtrain_tui.core.backends.slurm.options import MASTER_PORT, SlurmOptions
-from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.host import remote_sh, unattended
 
 
 def _file(name: str) -> str:
@@ -22,7 +22,8 @@ def _file(name: str) -> str:
 
 
 def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, str],
-                 options: SlurmOptions, gpus: int, attempt: int = 1) -> str:
+                 options: SlurmOptions, gpus: int, attempt: int = 1,
+                 retry: unattended.Retry | None = None) -> str:
     """The `run.sbatch` submitted for one run (run.sbatch.sh).
 
     The batch shell runs the trainer in the background and forwards TERM/INT/HUP to it
@@ -30,20 +31,38 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
     `status`, as the direct wrapper does). Several nodes: `srun` starts one launcher per
     node; the first host of the allocation is the rendezvous point. When the job starts
     it records in attempts.jsonl that attempt `attempt` launched (its queue wait costs
-    nothing).
+    nothing). With `retry` (one node), a failed attempt is tried again inside the job by
+    the retry loop a box's wrapper runs (core/host/retry.sh): same job id, same GPUs.
     """
     tok = remote_sh.check_token(token)
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-    if options.nodes > 1:
-        launch = host.assign(rt_port=MASTER_PORT) + host.render(
-            "launch_nodes.sh", __package__, trainer=host.assign(rt_trainer=trainer_cmd))
-    else:
-        launch = host.render("launch_one.sh", __package__, trainer=f"{trainer_cmd}\n")
+    if options.nodes > 1 and retry is not None and retry.retries > 0:
+        raise ValueError("a retry loop runs in a job of one node only")  # check_retries says why
+    retry_text = unattended.retry_loop(retry, None, lambda cmd: _one_attempt(cmd, options)) \
+        if retry is not None else ""
+    if retry_text:
+        # Where the loop goes back to after an attempt (the trainer runs in a subshell
+        # here, so a template's `cd` never moves this shell: kept for retry.sh's sake).
+        retry_text = "rt_dir=$PWD\n" + retry_text
     return host.render(
         "run.sbatch.sh", __package__,
         sbatch="".join(f"{line}\n" for line in options.sbatch_lines(run_id, gpus)),
         token=host.assign(RTRAIN_RUN=tok, rt_attempt=int(attempt)), unbuffered=remote_sh.UNBUFFERED, exports=exports,
-        launch=launch)
+        unattended=unattended.LIVENESS + unattended.END_REST if retry_text else "",
+        watch="", launch=_launch(trainer_cmd, options), watched="", retry=retry_text)
+
+
+def _launch(trainer_cmd: str, options: SlurmOptions) -> str:
+    """The text that starts the trainer in the background (on every node of the job)."""
+    if options.nodes > 1:
+        return host.assign(rt_port=MASTER_PORT) + host.render(
+            "launch_nodes.sh", __package__, trainer=host.assign(rt_trainer=trainer_cmd))
+    return host.render("launch_one.sh", __package__, trainer=f"{trainer_cmd}\n")
+
+
+def _one_attempt(trainer_cmd: str, options: SlurmOptions) -> str:
+    # One attempt of the retry loop: started as the first one was, its exit code as `$?`.
+    return _launch(trainer_cmd, options) + "rt_trained\n"
 
 
 def submit(run_dir: str, token: str) -> str:
@@ -68,7 +87,8 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) 
     """One script for all the Slurm runs of a host: their files, then one Slurm query.
 
     Prints per run `I\\texists=..\\tjob=..\\tcode=..\\tattempt=..\\tstop=..\\tstopped=..\\tlaunched=..`
-    (`attempt`: the job's restart count when `status` was written); for the runs in
+    `..\\tunknown=..\\tretry=..` (`attempt`: the job's restart count when `status` was
+    written; `retry`: why its retry loop waits, or why it gave up); for the runs in
     `need_end` (by position) that have a job or a code, `I\\tended=EPOCH` (when `status`,
     else the log, was last written; one `stat` for all); then per job
     `J\\tID|STATE|REASON|RAW_EXIT|RESTARTS` lines from squeue (raw wait status),
