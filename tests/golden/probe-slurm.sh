@@ -30,6 +30,8 @@ probe() {
   case $job in ''|*[!0-9_]*) job=;; *) ids="$ids${ids:+,}$job";; esac
   read_file "$rd/status"; code=$rf
   read_file "$rd/status_attempt"; attempt=$rf
+  rw=; if [ -z "$code" ]; then read_file "$rd/retry_wait"; rw=$rf
+  elif [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
   stop=0; [ -s "$rd/stop_requested" ] && stop=1
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
@@ -40,8 +42,8 @@ probe() {
   fi
   read_file "$rd/running_since"  # `ATTEMPT EPOCH`: when the job left Slurm's queue
   [ -n "$rf" ] && printf '%s\trunning_since=%s\n' "$1" "$rf"
-  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\n' \
-    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown"
+  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tretry=%s\n' \
+    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$rw"
 }
 probe 0 ~/.praisonai-train/r1 0
 probe 1 /data/runs/r2 1
