@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -113,6 +114,31 @@ def test_a_queued_run_stopped_leaves_the_queue_and_its_trainer_never_ran(
     assert list(Path(workdir, ".queue").glob("q*")) == []
     gpus(IDLE)  # GPUs free later give it nothing: it is gone from the queue
     assert cli("status", "gpu", "waiting", "--workdir", workdir).out == "stopped\n"
+
+
+def test_a_queue_whose_lock_cannot_be_written_gives_up_and_says_why(
+        cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
+    """The workdir's queue turns read-only under a waiting run (a disk remounted read-only):
+    its wrapper can no longer take the host's GPU lock. It gives up, and the probe says
+    why, instead of spinning on the lock for ever."""
+    gpus(BUSY)
+    config = write_config(tmp_path / "c.yaml", steps=3, step_seconds=0.05)
+    start_queued(cli, config, workdir, "stuck")
+    wait_for("its place in the queue", lambda: Path(workdir, "stuck", "queued").exists())
+    queue = Path(workdir, ".queue")
+    mounted = subprocess.run(["mount", "--bind", str(queue), str(queue)], capture_output=True, text=True)
+    assert mounted.returncode == 0, f"this test needs root to bind-mount: {mounted.stderr}"
+    try:
+        ro = subprocess.run(["mount", "-o", "remount,ro,bind", str(queue)], capture_output=True, text=True)
+        assert ro.returncode == 0, ro.stderr
+        wait_for("the wrapper to give up", lambda: Path(workdir, "stuck", "status").exists())
+        got = status(cli, workdir, "stuck")
+    finally:
+        subprocess.run(["umount", "-l", str(queue)], check=False)
+    assert got["state"] == "failed (exit 1)"
+    assert got["reason"] == ("cannot take the host's GPU lock (.queue in the workdir): "
+                             "Read-only file system")
+    assert not Path(workdir, "stuck", "gpus").exists()  # its trainer never ran
 
 
 def test_gpus_0_never_queues(cli: Cli, tmp_path: Path, workdir: str,

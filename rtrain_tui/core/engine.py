@@ -52,6 +52,7 @@ from rtrain_tui.core.runs.probes import PreflightReport, RunProbe
 from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.mask import mask_text
+from rtrain_tui.core.safety.sanitize import safe_line
 from rtrain_tui.core.transfers.transfer import (
     Progress,
     RemoteEntry,
@@ -532,6 +533,8 @@ class Engine:
         ids = [int(i) for i in gpu_ids.split(",")]
         facts = dict(probes.parse_key_values(await conn.run(
             kind.claim_script(req.workdir, run_id, ids, share=req.allow_busy))))
+        if facts.get("lock_failed"):
+            raise RemoteError(f"{req.host}: {safe_line(facts['lock_failed'])[:300]}")
         if facts.get("claimed") != "1":
             held = facts.get("held", "").partition(",")
             raise GpusBusyError(

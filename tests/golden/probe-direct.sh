@@ -225,7 +225,9 @@ probe() {
   fi
   rw=; st=; gi=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf; read_file "$rd/stalled"; st=$rf
     read_file "$rd/gpus_idle"; gi=$rf
-  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
+  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf
+    [ -n "$rw" ] || { read_file "$rd/gave_up"; rw=$rf; }
+  fi
   rebooted=0
   if [ $alive = 0 ] && [ -z "$code" ] && [ $stopped = 0 ] && [ -n "$ident" ]; then
     boot_id; [ "${ident#* }" != "$bi" ] && rebooted=1

@@ -137,3 +137,20 @@ def test_held_gpus_counts_live_runs_and_fresh_claims_only(tmp_path: Path) -> Non
         alive.wait()
     assert sorted(out.split()) == ["gpu_held=0,live", "gpu_held=1,uploading"]
     assert parse_held(out) in (((0, "live"), (1, "uploading")), ((1, "uploading"), (0, "live")))
+
+
+def test_a_gpu_lock_that_cannot_be_made_is_given_up_on_with_the_reason(tmp_path: Path) -> None:
+    """`q_lock` on a queue directory that can never be made (here its workdir is a file:
+    the same path as a read-only workdir) says why and returns, instead of spinning for
+    ever; one that can be made is taken and released as before."""
+    (tmp_path / "workdir").write_text("not a directory\n")
+    script = (scripts._LIVENESS + scripts._GPU_RULE
+              + 'if q_lock "$1/.queue"; then echo taken; q_unlock "$1/.queue"; else echo "why=$ql_why"; fi')
+    sh = shutil.which("dash") or "dash"
+    out = subprocess.run([sh, "-c", script, "q", str(tmp_path / "workdir")],
+                         capture_output=True, text=True, timeout=10, check=True).stdout
+    assert out == "why=cannot take the host's GPU lock (.queue in the workdir): Not a directory\n"
+    (tmp_path / "ok").mkdir()
+    out = subprocess.run([sh, "-c", script, "q", str(tmp_path / "ok")],
+                         capture_output=True, text=True, timeout=10, check=True).stdout
+    assert out == "taken\n" and not (tmp_path / "ok" / ".queue").exists()

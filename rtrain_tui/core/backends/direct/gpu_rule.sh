@@ -118,14 +118,24 @@ held_gpus() {
 ## and the taker's pid: a lock whose taker is gone, or older than 30 s (a take lasts one
 ## bounded nvidia-smi sample), is broken. QUEUEDIR is made for the lock and removed with
 ## it when empty: a workdir gains `.queue/` only once a run queues there (its entries,
-## `seq`, `sampled` keep it), never from a plain start's claim.
+## `seq`, `sampled` keep it), never from a plain start's claim. A lock that nothing holds
+## and that still cannot be made (a read-only or full workdir, one this user may not
+## write) is given up on: `q_lock` returns 1 and `ql_why` says why, in the OS's words.
 q_uptime() { qu=''; read -r qu _ 2>/dev/null < /proc/uptime; qu=${qu%.*}; [ -n "$qu" ] || qu=$(date +%s); }
 q_lock() {
-  ql_n=0
+  ql_n=0 ql_no=0 ql_why=
   [ -d "$1" ] || mkdir -p "$1" 2>/dev/null
   until mkdir "$1/lock" 2>/dev/null; do
     # Gone since: the last taker removed it empty; make it again and retry at once.
     if [ ! -d "$1" ]; then mkdir -p "$1" 2>/dev/null && continue; fi
+    # Not held, yet not made: three looks in a row (a lock released in between is made
+    # at the next), then give up, or this would spin for ever.
+    if [ -e "$1/lock" ]; then ql_no=0; else ql_no=$((ql_no + 1)); fi
+    if [ $ql_no -ge 3 ]; then
+      ql_why=$(mkdir -p "$1" 2>&1 && mkdir "$1/lock" 2>&1) && break  # made after all: ours
+      ql_why="cannot take the host's GPU lock (.queue in the workdir): ${ql_why##*: }"
+      return 1
+    fi
     ql_t='' ql_p=''; read -r ql_t ql_p 2>/dev/null < "$1/lock/owner"
     q_uptime; ql_n=$((ql_n + 1))
     case $ql_t$ql_p in

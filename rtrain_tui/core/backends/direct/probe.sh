@@ -34,7 +34,10 @@ probe() {
   ## A live run's stall watchdog (watch.sh) keeps the log's age in `stalled`.
   rw=; st=; gi=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf; read_file "$rd/stalled"; st=$rf
     read_file "$rd/gpus_idle"; gi=$rf
-  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
+  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf
+    ## A queued run that could not wait (queue.sh's lock): why, in the same slot.
+    [ -n "$rw" ] || { read_file "$rd/gave_up"; rw=$rf; }
+  fi
   ## Gone with no exit code, and the host booted since the wrapper started (train.ident
   ## holds its boot id then): a reboot, which a refresh may retry (core/resume.py).
   rebooted=0

@@ -11,13 +11,14 @@
 ## host rebooted) is taken out by the next in line.
 ##
 ## `wait_for_gpus COUNT IDS`: 0 once the run has its GPUs (in `gpus`, and exported as
-## CUDA_VISIBLE_DEVICES); 1 when a stop came first (the run never got any). While it
+## CUDA_VISIBLE_DEVICES); 1 when a stop came first (the run never got any); 2 when the
+## host's GPU lock cannot be taken (a read-only workdir: `wq_why` says why). While it
 ## waits, `queued` in the run directory says `PLACE<TAB>REASON` for the probe.
 wait_for_gpus() {
   wq_dir=../.queue wq_every=''
   read -r wq_every 2>/dev/null < "$wq_dir/every"
   case $wq_every in ''|*[!0-9]*|0) wq_every=5;; esac
-  q_lock "$wq_dir"
+  q_lock "$wq_dir" || { wq_why=$ql_why; return 2; }
   wq_seq=''; read -r wq_seq 2>/dev/null < "$wq_dir/seq"
   case $wq_seq in ''|*[!0-9]*) wq_seq=0;; esac
   wq_seq=$((wq_seq + 1)); echo "$wq_seq" > "$wq_dir/seq"
@@ -44,7 +45,7 @@ wait_for_gpus() {
       fi
     done
     if [ "$wq_place" = 1 ]; then
-      q_lock "$wq_dir"
+      q_lock "$wq_dir" || { rm -f "$wq_me" queued; wq_why=$ql_why; return 2; }
       q_uptime; wq_last=''; read -r wq_last 2>/dev/null < "$wq_dir/sampled"
       case $wq_last in ''|*[!0-9]*) wq_last=0;; esac
       if [ $((qu - wq_last)) -ge "$wq_every" ] || [ "$qu" -lt "$wq_last" ]; then

@@ -79,8 +79,13 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
     wait = ""
     if queue is not None:
         count, ids = int(queue[0]), ",".join(str(int(i)) for i in queue[1])
-        wait = (_QUEUE + f"if ! wait_for_gpus {count} {shlex.quote(ids)}; then\n"
-                "  echo 143 > status.tmp && mv status.tmp status; exit 143\nfi\n"
+        wait = (_QUEUE + f"wait_for_gpus {count} {shlex.quote(ids)}; rt_q=$?\n"
+                "if [ $rt_q = 1 ]; then echo 143 > status.tmp && mv status.tmp status; exit 143; fi\n"
+                # It cannot wait (a read-only workdir): it fails, and `gave_up` says why.
+                "if [ $rt_q != 0 ]; then\n"
+                "  printf '%s\\n' \"$wq_why\" > gave_up.tmp && mv gave_up.tmp gave_up\n"
+                "  printf '%s\\n' \"$wq_why\" >> train.log\n"
+                "  echo 1 > status.tmp && mv status.tmp status; exit 1\nfi\n"
                 "rt_at=$(date +%s)\n"
                 f"printf '{{\"attempt\": {int(attempt)}, \"launched\": %s}}\\n' \"$rt_at\""
                 " >> attempts.jsonl\n"
