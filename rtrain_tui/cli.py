@@ -272,7 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=("test",),
                    help="`test`: send a test message to every URL and say which arrived")
     p.add_argument("host", nargs="?", default=None, metavar="HOST",
-                   help="only the URLs for HOST's runs ([notify] urls and its own notify)")
+                   help="only the URLs for HOST's runs ([notify] urls and its own notify); "
+                   "with [notify] on_host, HOST also sends its webhook URLs the test itself")
 
     p = sub.add_parser("costs", help="what the runs in the index cost (config.toml's "
                        "price_per_hour / price_per_gpu_hour); asks no host", parents=common)
@@ -364,7 +365,7 @@ def _main(argv: list[str] | None) -> int:
         return list_runs(index, hosts, args)
     if args.command == "costs":
         return list_costs(index, hosts, args)
-    if args.command == "notify":
+    if args.command == "notify" and not _sends_from_host(hosts, args):
         return notify_test(hosts, args)
     handler: Callable[[Engine, argparse.Namespace], Awaitable[int]] = COMMANDS[args.command]
 
@@ -1159,6 +1160,37 @@ def notify_test(hosts: hostconfig.HostConfig, args: argparse.Namespace) -> int:
     return 0 if not any(results.values()) else 1
 
 
+def _sends_from_host(hosts: hostconfig.HostConfig, args: argparse.Namespace) -> bool:
+    """`notify test HOST` with URLs HOST can send itself ([notify] on_host): it is asked too."""
+    from rtrain_tui.core.notify import host_send
+
+    return (args.host is not None and hosts.notify.on_host
+            and bool(host_send.host_urls(hosts.notify_urls(args.host))))
+
+
+async def cmd_notify(engine: Engine, args: argparse.Namespace) -> int:
+    """`notify test HOST`: from this machine (notify_test), then from HOST itself, by the
+    path a run's end takes there (the webhook URLs only: the rest are said as such)."""
+    import asyncio
+
+    from rtrain_tui.core.notify import host_send
+    from rtrain_tui.core.safety.mask import mask_text, mask_url
+
+    here = await asyncio.to_thread(notify_test, engine.hosts, args)
+    urls = engine.hosts.notify_urls(args.host)
+    try:
+        results = await engine.notify_test_from_host(args.host, urls)
+    except RemoteError as exc:
+        _err(f"notify test from {args.host}: {mask_text(str(exc), urls)}")
+        return 1
+    for url, why in results:
+        print(f"{url}: arrived from {args.host}" if not why else f"{url}: not sent from {args.host}: {why}")
+    for url in urls:
+        if not host_send.host_urls([url]):
+            print(f"{mask_url(url)}: not sent from {args.host}: only apprise can send it, from a client")
+    return here or (1 if any(why for _, why in results) else 0)
+
+
 async def cmd_watch(engine: Engine, args: argparse.Namespace) -> int:
     """`watch`: refresh every run in the index every --every seconds, so that what ends is
     told (core/notify) with no app open; Ctrl-C ends it, stopping nothing."""
@@ -1185,5 +1217,5 @@ async def cmd_watch(engine: Engine, args: argparse.Namespace) -> int:
 COMMANDS: dict[str, Callable[[Engine, argparse.Namespace], Awaitable[int]]] = {
     "preflight": cmd_preflight, "start": cmd_start, "tail": cmd_tail, "status": cmd_status,
     "fetch": cmd_fetch, "stop": cmd_stop, "runs": cmd_runs, "metrics": cmd_metrics,
-    "resume": cmd_resume, "watch": cmd_watch,
+    "resume": cmd_resume, "watch": cmd_watch, "notify": cmd_notify,
 }

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from rtrain_tui.core.logs import retry_rule
+from rtrain_tui.core.safety.mask import mask_url
 from tests.conftest import Cli, write_config
 from tests.notify_receiver import Receiver
 from tests.test_notify_sshd import _config_toml_removed_after, ended  # noqa: F401 (a fixture)
@@ -175,3 +176,23 @@ def test_a_stall_is_told_by_the_hosts_watchdog(cli: Cli, tmp_path: Path, workdir
         assert (Path(workdir) / "h6" / "notified" / "a1-stalled").is_dir()
     finally:
         assert cli("stop", "gpu", "h6", "--workdir", workdir, "--grace", "1").rc == 0
+
+
+def test_notify_test_host_sends_from_the_host_too_and_says_which_arrived_from_where(
+        cli: Cli, receiver: Receiver) -> None:
+    # The second URL has apprise options: only a client (apprise) can send it; its port is shut.
+    hook, shut = receiver.url(SECRET), f"json://127.0.0.1:9/{SECRET}?rto=1"
+    configure(cli, f'[notify]\nurls = ["{hook}", "{shut}"]\n')
+    r = cli("notify", "test", "gpu")
+    assert r.rc == 1, r.err  # the shut port, from this machine
+    assert SECRET not in r.out + r.err
+    lines = r.out.splitlines()
+    assert lines[0] == f"{mask_url(hook)}: arrived" and lines[1].startswith(f"{mask_url(shut)}: not sent: ")
+    assert lines[2:] == [f"{mask_url(hook)}: arrived from gpu",
+                         f"{mask_url(shut)}: not sent from gpu: only apprise can send it, from a client"]
+    got = {str(m["message"]) for m in receiver.messages()}
+    assert len(receiver.messages()) == 2 and all(m["title"] == "rtrain-tui: test" for m in receiver.messages())
+    assert got == {"A test message from rtrain-tui notify test.",
+                   "A test message from rtrain-tui notify test, sent by gpu itself (curl)."}
+    # Its scratch dir (notify.json and all) is gone from the host.
+    assert not list((cli.hosts.remote_homes["gpu"] / ".praisonai-train").glob(".notify-test.*"))

@@ -51,7 +51,7 @@ from rtrain_tui.core.runs.index import utc_now as index_now
 from rtrain_tui.core.runs.probes import PreflightReport, RunProbe
 from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
-from rtrain_tui.core.safety.mask import mask_text
+from rtrain_tui.core.safety.mask import mask_text, mask_url
 from rtrain_tui.core.safety.sanitize import safe_line
 from rtrain_tui.core.transfers.transfer import (
     Progress,
@@ -331,6 +331,33 @@ class Engine:
         """Wait for the notifications under way: a command before it says what failed, or exits."""
         while self._sending:
             await asyncio.gather(*self._sending, return_exceptions=True)
+
+    async def notify_test_from_host(self, host: str, urls: Sequence[str],
+                                    workdir: str = validate.DEFAULT_WORKDIR,
+                                    python: str = validate.DEFAULT_PYTHON) -> list[tuple[str, str]]:
+        """`notify test HOST`'s second half: the test message sent by `host` itself, by the
+        path a run's end takes (notify.pyz and a 0600 notify.json, in a scratch dir under
+        the workdir, removed after). [(each URL the host can send, masked; '' or why not)]."""
+        sendable = host_send.host_urls(urls)
+        if not sendable:
+            return []
+        validate.check_workdir(host, workdir)
+        conn = self.host(host)
+        made = dict(probes.parse_key_values(await conn.run(remote_sh.notify_test_dir(workdir))))
+        scratch = made.get("dir", "")
+        if not scratch.startswith("/"):
+            raise RemoteError(f"{host}: cannot send from it: {made.get('error') or 'no scratch dir made'}.")
+        sftp = await conn.sftp()
+        await _write_remote_text(sftp, f"{scratch}/{host_send.PROGRAM}", host_files.bundle(*host_send.MODULES))
+        await _write_remote_text(sftp, f"{scratch}/{host_send.SETTINGS}",
+                                 host_send.settings(host, "test", sendable, time.time()), mode=0o600)
+        out = await conn.run(remote_sh.notify_test_send(scratch, python, host), timeout=120)
+        said = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+        results = []
+        for url in map(mask_url, sendable):
+            why = safe_line(said.get(url, "")) or "no answer from the host's sender"  # host text
+            results.append((url, "" if why == "arrived" else why[:300]))
+        return results
 
     # -- preflight -------------------------------------------------------------
     async def preflight(

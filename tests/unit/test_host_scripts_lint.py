@@ -47,6 +47,9 @@ SLURM = slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
 # name -> the builder it renders, and the rendering.
 SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "resolve_workdir": (remote_sh.resolve_workdir, lambda: remote_sh.resolve_workdir(WORKDIR)),
+    "notify_test_dir": (remote_sh.notify_test_dir, lambda: remote_sh.notify_test_dir(WORKDIR)),
+    "notify_test_send": (remote_sh.notify_test_send, lambda: remote_sh.notify_test_send(
+        "/home/me/.praisonai-train/.notify-test.AbC123", "~/venv/bin/python", "rented box")),
     "claim_notify": (claims.claim_script, lambda: claims.claim_script(
         [(WORKDIR, "r1", "failed"), ("/data/runs", "r-2.b", "stalled")])),
     "python_facts": (remote_sh.python_facts, lambda: remote_sh.python_facts("~/venv/bin/python")),

@@ -260,3 +260,16 @@ def resume(workdir: str, run_id: str, *, token: str, previous_token: str, attemp
                           p=int(attempt) - 1, ck=checkpoint, cfg=int(edit_config),
                           sep=separator, rec=ended_record, lf=launch_file)
             + host.text("resume.sh"))
+
+
+def notify_test_dir(workdir: str) -> str:
+    """Make a scratch dir under `workdir` for `notify test HOST`; prints `dir=PATH` (or
+    `error=...`). See notify_test_dir.sh."""
+    return f"{workdir_assign(workdir)}\n" + host.text("notify_test_dir.sh")
+
+
+def notify_test_send(scratch: str, python: str, alias: str) -> str:
+    """Send the test message from the scratch dir with `python`, then remove the dir;
+    prints `URL<TAB>arrived` (or why not) per URL, masked (see notify_test_send.sh)."""
+    return (host.assign(nd=scratch, nh=alias) + f"np={validate.python_word(python)}\n"
+            + host.text("notify_test_send.sh"))
