@@ -175,6 +175,8 @@ def test_two_resumes_at_once_start_one_attempt_which_refresh_sees_and_stop_ends(
                     "lost can be resumed; stop it first (`rtrain-tui stop gpu r4`).\n"]
     assert sorted(os.listdir(run / "attempts")) == ["1"]
     assert (run / "train.log").read_text().count("=== attempt 2:") == 1
+    # The resumes' lock (one file per run, here) is gone once both are done.
+    assert list((cli.index.parent / "starting").glob("resume-*.lock")) == []
 
     # The index left the final state: a refresh probes the run again and sees attempt 2.
     listed = json.loads(cli("runs", "--refresh", "--json").out)

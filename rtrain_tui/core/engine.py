@@ -1310,10 +1310,17 @@ def _gpu_choice_lock(index: RunIndex, host: str) -> Path:
 class _HostLock:
     """An exclusive file lock, waited for without blocking the event loop (and without a
     thread that could be left holding it after a cancel); released once, by release()
-    or on leaving, whichever comes first."""
+    or on leaving, whichever comes first.
 
-    def __init__(self, path: Path) -> None:
+    With `remove`, release() deletes the file (a lock per run would otherwise leave one
+    file per resumed run behind for ever). It is deleted while still held, and a taker
+    holds the lock only if the file it locked is still the one at the path: one that
+    waited on a file deleted meanwhile opens the path again, so two takers never hold
+    two different files of the same name."""
+
+    def __init__(self, path: Path, remove: bool = False) -> None:
         self.path = path
+        self.remove = remove
         self._fd: int | None = None
 
     async def acquire(self, timeout: float, busy: str) -> None:
@@ -1324,11 +1331,15 @@ class _HostLock:
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
                 except BlockingIOError:
                     if time.monotonic() > deadline:
                         raise RemoteError(f"{busy} for over {timeout:g} s; try again.") from None
                     await asyncio.sleep(0.05)
+                    continue
+                if _same_file(fd, self.path):
+                    break
+                os.close(fd)  # its holder removed it: the lock is the path's file now
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except BaseException:
             os.close(fd)
             raise
@@ -1336,8 +1347,20 @@ class _HostLock:
 
     def release(self) -> None:
         if self._fd is not None:
+            if self.remove:
+                self.path.unlink(missing_ok=True)  # still held: nobody can take it in between
             os.close(self._fd)  # closing the file lets go of the lock
             self._fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is still the file at `path`."""
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _starting_lock(index: RunIndex, token: str) -> Path:

@@ -270,7 +270,8 @@ async def resume(engine: Engine, host: str, workdir: str, run_id: str, *,
     check_request(from_path, restart)
     step = on_step or (lambda _msg: None)
     await asyncio.to_thread(engine.index.check)
-    lock = engine_mod._HostLock(_run_lock_path(engine, host, workdir, run_id))
+    # One file per run: removed when the resume is done, or they would pile up.
+    lock = engine_mod._HostLock(_run_lock_path(engine, host, workdir, run_id), remove=True)
     await lock.acquire(RESUME_WAIT, f"another resume of {run_id} on {host} is under way")
     try:
         return await _resume_locked(engine, host, workdir, run_id, from_path, restart, step,

@@ -1,0 +1,50 @@
+"""The client's per-run lock (engine._HostLock): one taker at a time, and with `remove` no
+file left behind, even when a taker waited on the file its holder removed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core.engine import _HostLock
+from rtrain_tui.core.errors import RemoteError
+
+
+def test_a_removed_lock_leaves_no_file_and_a_waiter_on_the_old_file_still_excludes_others(
+        tmp_path: Path) -> None:
+    path = tmp_path / "starting" / "resume-x.lock"
+
+    async def go() -> None:
+        first, second, third = (_HostLock(path, remove=True) for _ in range(3))
+        await first.acquire(1, "busy")
+        # `second` opens the file `first` holds and waits on it.
+        waiting = asyncio.create_task(second.acquire(5, "busy"))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        first.release()  # removes the file it held
+        await waiting
+        # `second` holds the file now at the path, not the removed one: a third taker,
+        # which opens (and makes) the path's file, must wait.
+        assert second._fd is not None
+        assert os.fstat(second._fd).st_ino == os.stat(path).st_ino
+        with pytest.raises(RemoteError, match="busy for over 0.3 s"):
+            await third.acquire(0.3, "busy")
+        second.release()
+
+    asyncio.run(go())
+    assert list(path.parent.iterdir()) == []
+
+
+def test_a_kept_lock_file_stays_for_the_next_taker(tmp_path: Path) -> None:
+    path = tmp_path / "gpus-host.lock"
+
+    async def go() -> None:
+        lock = _HostLock(path)
+        await lock.acquire(1, "busy")
+        lock.release()
+
+    asyncio.run(go())
+    assert path.exists()
