@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from rtrain_tui.core import host as host_files
 from rtrain_tui.core.host import remote_sh
 
-_EVENT = re.compile(r"[a-z]{1,16}")
+_EVENT = re.compile(r"[a-z]{1,16}(-apprise)?")  # notifier.APPRISE_ONLY
 
 
 def check_event(event: str) -> str:

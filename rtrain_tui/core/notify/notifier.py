@@ -5,6 +5,11 @@ run whose state became an event the user wants (`[notify] on`), for a host with 
 is claimed on its host (claims.py: one round trip per host) and, if this client won the
 claim, sent (send.py, in a thread: apprise blocks). What failed comes back as one line
 each, masked, for the face to say once (the CLI on stderr, the app as a toast).
+
+With `[notify] on_host` a run's host tells its end itself (host_send.py), to the URLs it
+can reach (webhooks), claiming the event's own marker. The URLs only apprise reaches
+(mailto://, a bot token…) then go under a marker of their own, `aN-EVENT-apprise`, that
+only clients claim: each URL is told once, by whoever claimed its share first.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.logs.reasons import why_it_ended
 from rtrain_tui.core.logs.run_reason import needs_reason
 from rtrain_tui.core.metrics.metrics import parse_text
-from rtrain_tui.core.notify import claims, message, send
+from rtrain_tui.core.notify import claims, host_send, message, send
 from rtrain_tui.core.runs import cost, hostconfig
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.safety.mask import mask_text
@@ -66,32 +71,45 @@ def compose(seen: Seen, config: hostconfig.HostConfig, now: datetime, log_tail: 
 
 
 Runner = Callable[[str, str], Awaitable[str]]  # (host, script) -> its output
+APPRISE_ONLY = "-apprise"  # the marker's suffix for the URLs a host cannot send
+
+
+def shares(event: str, config: hostconfig.HostConfig, host: str) -> list[tuple[str, tuple[str, ...]]]:
+    """[(the marker's event, the URLs its claimer sends)] for a run on `host`: one share
+    of every URL, or, when the host sends some itself and not all, the host's (the event's
+    marker, which its wrapper claims too) and apprise's (`EVENT-apprise`, clients only)."""
+    urls = config.notify_urls(host)
+    hostable = tuple(host_send.host_urls(urls)) if config.notify.on_host else ()
+    rest = tuple(u for u in urls if u not in hostable)
+    if not hostable or not rest:
+        return [(event, urls)]
+    return [(event, hostable), (event + APPRISE_ONLY, rest)]
 
 
 async def notify(seen: Sequence[Seen], config: hostconfig.HostConfig, run: Runner,
                  now: datetime) -> list[str]:
     """Claim and send what `seen` calls for; returns one line per failure (masked)."""
-    todo: dict[str, list[tuple[Seen, str]]] = {}
+    todo: dict[str, list[tuple[Seen, str, tuple[str, ...]]]] = {}
     for s in seen:
         event = wanted(s, config)
         if event is not None:
-            todo.setdefault(s.record.host, []).append((s, event))
+            todo.setdefault(s.record.host, []).extend(
+                (s, marked, urls) for marked, urls in shares(event, config, s.record.host))
     if not todo:
         return []
     parts = await asyncio.gather(*(_host(h, items, config, run, now) for h, items in todo.items()))
     return [line for part in parts for line in part]
 
 
-async def _host(host: str, items: list[tuple[Seen, str]], config: hostconfig.HostConfig,
-                run: Runner, now: datetime) -> list[str]:
-    script = claims.claim_script([(s.record.workdir, s.record.run_id, m) for s, m in items])
+async def _host(host: str, items: list[tuple[Seen, str, tuple[str, ...]]],
+                config: hostconfig.HostConfig, run: Runner, now: datetime) -> list[str]:
+    script = claims.claim_script([(s.record.workdir, s.record.run_id, m) for s, m, _ in items])
     try:
         got = claims.parse_claims(await run(host, script), len(items))
     except RemoteError:
         return []  # unreachable now: the next refresh that reaches it claims
-    urls = config.notify_urls(host)
     lines = []
-    for i, (s, _) in enumerate(items):
+    for i, (s, _, urls) in enumerate(items):
         claim = got.get(i)
         if claim is None or not claim.claimed:
             continue
