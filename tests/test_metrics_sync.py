@@ -121,6 +121,26 @@ def test_a_growing_jsonl_is_read_from_its_offset_only(hosts: SshHosts, tmp_path:
     assert run.offsets()[1] == run.jsonl.stat().st_size > first
 
 
+def test_a_resumed_runs_curves_go_on_from_its_checkpoint_in_both_sources(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    """Attempt 1 got to step 4 past checkpoint-2 and died; attempt 2 goes on from step 3,
+    in train.log after its separator and in the same metrics.jsonl: read across two
+    syncs (the cache between), each step is shown once, the new attempt's."""
+    run = Run(hosts, tmp_path)
+    crashed = "".join(f"{{'loss': {2.0 / n:.4f}, 'step': {n}}}\n" for n in range(1, 5))
+    run.log.write_text(crashed)
+    run.jsonl.write_bytes(lines(*({"step": n, "loss": round(2.0 / n, 4)} for n in range(1, 5))))
+    assert [s for s, _ in run.sync().losses] == [1, 2, 3, 4]
+    with run.log.open("a") as log:
+        log.write("=== attempt 2: resuming from outputs/checkpoint-2 ===\n{'loss': 0.6, 'step': 3}\n")
+    with run.jsonl.open("ab") as jsonl:
+        jsonl.write(lines({"step": 3, "loss": 0.6}))
+    p = run.sync()
+    assert p.losses == [(1, 2.0), (2, 1.0), (3, 0.6)]
+    assert p.log_losses == [(1, 2.0), (2, 1.0), (3, 0.6)]
+    assert p.summary().step == 3
+
+
 def test_a_jsonl_line_still_being_written_waits_for_its_newline(hosts: SshHosts, tmp_path: Path) -> None:
     run = Run(hosts, tmp_path)
     done = lines({"step": 1, "loss": 3.0})

@@ -132,3 +132,29 @@ def test_state_without_a_jsonl_side_is_an_old_cache_not_junk() -> None:
     del state["jsonl"]
     back = MetricsParser.from_state(state)
     assert back.losses == [(10, 2.5), (20, 2.25)] and back.jsonl.records == 0
+
+
+def test_a_resumed_attempts_steps_from_its_checkpoint_replace_the_crashed_ones() -> None:
+    """Attempt 1 logged steps 10-40 and evaluated at 30, then died; attempt 2 resumed from
+    checkpoint-20 and appends to the same file: its 30 and 40 replace attempt 1's."""
+    p = MetricsParser()
+    p.feed_jsonl(lines({"step": 10, "loss": 2.0}, {"step": 20, "loss": 1.8},
+                       {"step": 30, "loss": 1.6}, {"step": 30, "eval_loss": 1.9},
+                       {"step": 40, "loss": 1.5}))
+    p.feed_jsonl(lines({"step": 30, "loss": 1.62}))  # a separate sync: the state carries it
+    assert p.losses == [(10, 2.0), (20, 1.8), (30, 1.62)]
+    assert p.eval_losses == []  # attempt 1's eval at step 30 was past the checkpoint
+    assert p.summary().step == 30
+    p.feed_jsonl(lines({"step": 30, "eval_loss": 1.85}, {"step": 40, "loss": 1.45}))
+    assert p.losses == [(10, 2.0), (20, 1.8), (30, 1.62), (40, 1.45)]
+    assert p.eval_losses == [(30, 1.85)]
+
+
+def test_a_series_step_logged_again_is_the_new_attempts_and_a_restart_starts_over() -> None:
+    # Attempt 1 died right after logging step 30; attempt 2 from checkpoint-20 logs 30 again.
+    p = MetricsParser()
+    p.feed_jsonl(lines({"step": 20, "loss": 1.8}, {"step": 30, "loss": 1.6}, {"step": 30, "loss": 1.61}))
+    assert p.losses == [(20, 1.8), (30, 1.61)]
+    # `resume --restart`: from the start, the whole curve is the new attempt's.
+    p.feed_jsonl(lines({"step": 1, "loss": 3.0}))
+    assert p.losses == [(1, 3.0)] and p.summary().step == 1

@@ -39,8 +39,9 @@ A resumed run's log goes on after a separator line (`=== attempt 2: resuming fro
 outputs/checkpoint-150 ===`, or `... restarting from the start ===`, written by
 `rtrain-tui resume`): the attempt before may have got past its checkpoint before it died,
 and the new attempt trains those steps again, so the log's points after step 150 (none,
-on a restart) are dropped there and the curves go on from the checkpoint. (metrics.jsonl
-is the trainer's own file: what it writes on a resume is left as it is.)
+on a restart) are dropped there and the curves go on from the checkpoint. metrics.jsonl
+has no such line: there a step that goes back is the new attempt's, and the points from it
+on are dropped the same way (metrics_jsonl.py).
 """
 
 from __future__ import annotations

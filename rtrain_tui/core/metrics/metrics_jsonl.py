@@ -10,6 +10,12 @@ Pure: `JsonlMetrics.feed` takes the file's bytes from the cached offset and says
 it used: through the last newline, so a line the trainer is still writing is read again,
 whole, once it ends. Its state is plain JSON for the metrics cache.
 
+A resumed or retried run's trainer goes on appending to the same file from its checkpoint,
+so the attempt before's points past it are followed by the new attempt's for the same
+steps. A point whose step is before the newest one seen, or a series' step again, is the
+new attempt's: the points from that step on (of every series, for a step back) are the
+attempt before's, and are dropped, as the log's are at its `=== attempt` line.
+
 Hostile input is skipped, never an error: a line that is not a JSON object, a line longer
 than `MAX_LINE`, a value that is not a number, a step that is not a finite non-negative
 integer that fits the cache's 64-bit columns. NaN and infinity (JSON `NaN`, `Infinity`,
@@ -128,18 +134,33 @@ class JsonlMetrics:
                 self.total = total
                 break
         step = usable_step(rec.get("step", rec.get("global_step")))
+        back = False  # a step before the newest: a new attempt goes on from a checkpoint
         if "train_runtime" in rec:
             self.final = rec  # the trainer's closing summary, not a point of a curve
         elif step is None:
             return  # a point without its step cannot be placed on a curve
         else:
+            back = self.last_step is not None and step < self.last_step
+            if back:
+                for name in SERIES:
+                    self._drop_from(name, step)
+                self.final = {}
             for name, keys in SERIES.items():
                 for key in keys:
                     if key in rec:
+                        points = self.series[name]
+                        if points and points[-1][0] >= step:  # this series' step again
+                            self._drop_from(name, step)
                         self.series[name].append((step, rec[key]))
                         break
         if step is not None:
-            self.last_step = step if self.last_step is None else max(self.last_step, step)
+            self.last_step = step if self.last_step is None or back else max(self.last_step, step)
+
+    def _drop_from(self, name: str, step: int) -> None:
+        """Drop the points of series `name` at `step` and after (the attempt before's)."""
+        points = self.series[name]
+        if points and points[-1][0] >= step:
+            points[:] = [p for p in points if p[0] < step]
 
     # -- the cache's view of it ----------------------------------------------------
     def to_state(self) -> dict[str, object]:
