@@ -58,7 +58,8 @@ from rtrain_tui.core.transfers.transfer import (
     RemoteEntry,
     fetch,
     list_tree,
-    ship_dataset,
+    place_dataset,
+    store_dataset,
     upload_file,
 )
 from rtrain_tui.core.transport.bounded import bounded
@@ -413,10 +414,41 @@ class Engine:
         step = on_step or (lambda _msg: None)
         step(f"preflight {req.host}")
         ship = await asyncio.to_thread(_local_size, req.config, req.dataset)
+        # The dataset goes into the host's store while the preflight, the GPU choice and
+        # the run dir are under way: its bytes are most of a start's time, and a store
+        # entry is only ever verified content, never a run's. A start that fails or is
+        # cancelled before it needs the dataset cancels the upload (the host program
+        # removes its part file); nothing is launched before the preflight said yes.
+        storing = (asyncio.ensure_future(self._store(req, req.dataset, progress))
+                   if req.dataset is not None else None)
+        try:
+            return await self._start_checked(req, kind, options, ship, storing, progress, step,
+                                             on_created, trace)
+        finally:
+            if storing is not None:
+                storing.cancel()  # a no-op once it is done
+                await asyncio.gather(storing, return_exceptions=True)
+
+    async def _store(self, req: StartRequest, dataset: Path,
+                     progress: Progress | None) -> tuple[str, str]:
+        """Send `dataset` into the store of `req`'s workdir: (absolute workdir, its SHA-256)."""
+        workdir = await self._workdir_path(req.host, req.workdir)
+        digest = await store_dataset(self.host(req.host), dataset, workdir, progress,
+                                     python=req.python)
+        return workdir, digest
+
+    async def _start_checked(
+        self, req: StartRequest, kind: Backend, options: BackendOptions | None, ship: int,
+        storing: asyncio.Future[tuple[str, str]] | None, progress: Progress | None,
+        step: StepCallback, on_created: CreatedCallback | None, trace: StartTrace,
+    ) -> StartedRun:
+        """The start from its preflight on (see `start`); `storing` sends the dataset."""
         report = await self.preflight(req.host, req.gpus, req.python, req.workdir,
                                       ship_bytes=ship, backend=kind.name, options=options)
         if not report.ok:
             raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
+        if storing is not None and storing.done():
+            storing.result()  # an upload that already failed (no space…): said before a run dir
         # One start at a time chooses GPUs on a host, from choosing until its run (and the
         # GPUs it got) is in the index, where the next start sees them taken.
         async with self._choosing_gpus(req, kind) as chosen:
@@ -453,10 +485,7 @@ class Engine:
                     step(f"uploading to {run_dir}")
                     sftp = await conn.sftp()
                     await upload_file(conn, sftp, req.config, f"{run_dir}/config.yaml", progress)
-                    dataset_name = None
-                    if req.dataset is not None:
-                        dataset_name = req.dataset.name
-                        await ship_dataset(conn, sftp, req.dataset, run_dir, progress, python=req.python)
+                    dataset_name = req.dataset.name if req.dataset is not None else None
                     spec = LaunchSpec(run_id, token, req.trainer, req.python, dataset_name,
                                       req.gpus, env, options, retries=req.retries or 0, queue=queue,
                                       retry_base_s=retry_rule.base_seconds(),
@@ -474,6 +503,10 @@ class Engine:
                         req.gpu_ids, req.allow_busy, options, retries=req.retries or 0,
                         retry_base_s=spec.retry_base_s, stall=(spec.stall_after_s,
                                                                spec.stall_check_s, spec.on_stall)))
+                    if storing is not None and dataset_name is not None:
+                        # The launch files are written while the dataset still arrives.
+                        workdir_path, digest = await storing
+                        await place_dataset(conn, dataset_name, workdir_path, digest, run_dir)
                     step(kind.launch_step)
                     launching, trace.stage = True, LAUNCHING
                     out = dict(probes.parse_key_values(await conn.run(kind.launch_script(run_dir, token))))
@@ -1129,13 +1162,17 @@ class Engine:
     async def run_dir(self, host: str, workdir: str, run_id: str) -> str:
         """The run dir as an absolute path on the host (SFTP does not expand `~`)."""
         validate.check_run_id(run_id)
+        return f"{await self._workdir_path(host, workdir)}/{run_id}"
+
+    async def _workdir_path(self, host: str, workdir: str) -> str:
+        """The workdir as an absolute path on the host, asked once per engine."""
         key = (host, validate.check_workdir(host, workdir))
         if key not in self._workdirs:
             out = (await self.host(host).run(remote_sh.resolve_workdir(workdir))).strip()
             if not out.startswith("/"):
                 raise RemoteError(f"{host}: cannot resolve workdir {workdir!r}: {out[:200]}")
             self._workdirs[key] = out.rstrip("/") or "/"
-        return f"{self._workdirs[key]}/{run_id}"
+        return self._workdirs[key]
 
     # -- fetch ---------------------------------------------------------------
     async def _run_python(self, host: str, workdir: str, run_id: str) -> str:

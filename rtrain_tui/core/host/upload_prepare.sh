@@ -5,12 +5,23 @@
 ## $c (may be empty) holds the stored datasets' chunk manifests (delta uploads): one whose
 ## dataset is gone is removed here, so none outlives its dataset by more than one upload;
 ## `manifests=N` counts those left (none: a delta is not worth chunking the file first).
-# shellcheck disable=SC2174  # only the store itself is made private, not its parents
-mkdir -p -m 700 "$d" || exit 1
+## A dataset that cannot fit makes nothing: a start sends it while its preflight (which
+## refuses such a start) is still under way, and a refused start leaves nothing behind.
+e=$d
+while [ ! -d "$e" ]; do e=$(dirname "$e"); done
+free=$(df -Pk "$e" 2>/dev/null | awk 'NR==2 {print $4}')
+echo "free_kb=$free"
+case $free in
+  '' | *[!0-9]*) ;;
+  *) [ "$((free * 1024))" -lt "$size" ] && exit 0;;
+esac
+# The workdir is made private here too, as make_run_dir.sh makes it: this may be the
+# first thing a start creates on the host.
+# shellcheck disable=SC2174  # only the workdir and the store are made private, not their parents
+{ mkdir -p -m 700 "${d%/*}/" && mkdir -p -m 700 "$d"; } || exit 1
 find "$d" -maxdepth 1 -type f -name '.up-*.part' -mmin +1440 -exec rm -f {} + 2>/dev/null
 find "$d/.." -mindepth 2 -maxdepth 2 -type f \( -name config.yaml.part -o -name run.sh.part \) \
   -mmin +1440 -exec rm -f {} + 2>/dev/null
-echo "free_kb=$(df -Pk "$d" 2>/dev/null | awk 'NR==2 {print $4}')"
 find "$d" -maxdepth 1 -type f ! -name '*.part' -size "${size}c" 2>/dev/null | sed 's|.*/|same=|'
 n=0
 if [ -n "$c" ] && [ -d "$c" ]; then
