@@ -212,3 +212,19 @@ def test_urls_only_apprise_reaches_are_still_sent_by_a_client_after_the_host_tol
     assert len({m["title"] for m in got}) == 1
     assert sorted(p.name for p in (Path(workdir) / "h7" / "notified").iterdir()) == [
         "a1-failed", "a1-failed-apprise"]
+
+
+def test_a_resumed_runs_next_end_is_told_by_its_host_too(cli: Cli, tmp_path: Path, workdir: str,
+                                                         receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\n')
+    start(cli, tmp_path, workdir, "h8", steps=6, save_steps=2, die_mid_save=4, step_seconds=0.1)
+    wait_for("the first end's message", lambda: bool(receiver.messages()))
+    wait_for("the wrapper's end", lambda: ended(workdir, "h8"))
+    r = cli("resume", "gpu", "h8", "--workdir", workdir)
+    assert r.rc == 0, r.err
+    wait_for("the second end's message", lambda: len(receiver.messages()) == 2)
+    assert [m["title"] for m in receiver.messages()] == ["rtrain-tui: h8 on gpu failed (exit 137)",
+                                                         "rtrain-tui: h8 on gpu completed"]
+    assert sorted(p.name for p in (Path(workdir) / "h8" / "notified").iterdir()) == ["a1-failed", "a2-completed"]
+    wait_for("the host's second line", lambda: len(notify_log(workdir, "h8")) == 2)
+    assert " completed to " in notify_log(workdir, "h8")[1]

@@ -530,17 +530,20 @@ class Engine:
                               submit_message=launched.message, unrecorded=unrecorded)
 
     async def _notify_from_host(self, sftp, run_dir: str, spec: LaunchSpec,  # type: ignore[no-untyped-def]
-                                req: StartRequest, kind: Backend) -> LaunchSpec:
+                                req: StartRequest, kind: Backend,
+                                started: float | None = None) -> LaunchSpec:
         """`spec` with the events the run's host tells itself (`[notify] on_host`), once its
         run dir holds what it sends them with: notify.pyz and notify.json (the webhook
         URLs: created 0600, never readable by another user for an instant); `spec` as it
-        is when the host tells nothing (no URL it can send, a backend that cannot)."""
+        is when the host tells nothing (no URL it can send, a backend that cannot).
+        `started`: when the run first started (a resume's; else now), for its elapsed time
+        and its first attempt's cost."""
         config = self.hosts
         urls = host_send.host_urls(config.notify_urls(req.host))
         if not (kind.notifies_on_host and config.notify.on_host and urls and config.notify.on):
             return spec
         price = config.price_of(req.host)
-        settings = host_send.settings(req.host, spec.run_id, urls, time.time(),
+        settings = host_send.settings(req.host, spec.run_id, urls, time.time() if started is None else started,
                                       run_cost.rate_per_hour(price, req.gpus) if price else None,
                                       price.currency if price else config.currency)
         await _write_remote_text(sftp, f"{run_dir}/{host_send.PROGRAM}", host_files.bundle(*host_send.MODULES))
