@@ -169,6 +169,8 @@ claim() {
 rt_notify() {
   [ -r notify.json ] && [ -r notify.pyz ] || return 0
   case " $rt_non " in *" $1 "*) ;; *) return 0;; esac
+  # A Python that cannot start would lose the message: leave it to the clients then.
+  command -v "$rt_np" >/dev/null 2>&1 || return 0
   claim_mark . "$1" || return 0
   if command -v setsid >/dev/null 2>&1; then rn_s=setsid; else rn_s=; fi
   (

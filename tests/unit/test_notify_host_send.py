@@ -68,3 +68,16 @@ def test_billed_time_is_the_attempts_time_not_the_gaps_between_them() -> None:
     # A queued run counts from when it got its GPUs.
     assert host_send.billed_seconds(1_000, [{"attempt": 1, "launched": 1_050}], 1_300) == 250
     assert host_send.billed_seconds(1_000, [], 1_300) == 300
+
+
+@pytest.mark.parametrize(("python", "claimed"), [(sys.executable, True), ("/nonexistent/python3", False)])
+def test_the_wrapper_claims_the_end_only_with_a_python_that_can_send_it(tmp_path: Path, python: str,
+                                                                         claimed: bool) -> None:
+    from rtrain_tui.core.backends.direct import scripts
+
+    (tmp_path / host_send.PROGRAM).write_bytes(host.bundle(*host_send.MODULES))
+    (tmp_path / host_send.SETTINGS).write_bytes(host_send.settings("gpu", "r1", [], 1.0))
+    script = scripts._notify(scripts.Notify(python, ("failed",))) + 'rt_notify_end 1\nrt_notify_end 0\n'
+    subprocess.run(["/bin/sh", "-c", script], cwd=tmp_path, check=True, timeout=60)
+    # Only what the user wants is claimed (`completed` is not among the events here).
+    assert [p.name for p in (tmp_path / "notified").glob("*")] == (["a1-failed"] if claimed else [])
