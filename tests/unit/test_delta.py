@@ -12,7 +12,6 @@ import hashlib
 import io
 import os
 import random
-import struct
 from pathlib import Path
 
 import pytest
@@ -117,22 +116,23 @@ def test_the_progress_label_says_how_much_of_the_file_is_sent() -> None:
 
 
 # -- the host's manifests ----------------------------------------------------------------
-def manifest_bytes(size: int, recs: list[tuple[int, bytes]]) -> bytes:
-    return (b"rtrain-cdc 1 %d %d\n" % (size, len(recs))
-            + b"".join(struct.pack(">I32s", n, d) for n, d in recs))
-
-
 def test_a_manifest_parses_to_offsets_and_refuses_what_cannot_describe_the_file() -> None:
     d1, d2 = b"\x01" * 32, b"\x02" * 32
-    good = manifest_bytes(30, [(10, d1), (20, d2)])
+    good = tp.manifest_bytes(30, [(0, 10, d1), (10, 20, d2)])
+    assert good == b"rtrain-cdc 1 30 2\n10 " + b"01" * 32 + b"\n20 " + b"02" * 32 + b"\n"
     assert tp.parse_manifest(good, 30) == [(0, 10, d1), (10, 20, d2)]
     assert tp.parse_manifest(good, 31) is None  # the dataset has another size
     assert tp.parse_manifest(good[:-1], 30) is None  # cut short
-    assert tp.parse_manifest(good + b"x", 30) is None
-    assert tp.parse_manifest(manifest_bytes(30, [(10, d1), (0, d2), (20, d2)]), 30) is None
-    assert tp.parse_manifest(manifest_bytes(30, [(10, d1), (10, d2)]), 30) is None  # 20 of 30
-    assert tp.parse_manifest(b"rtrain-cdc 2 30 2\n" + good.split(b"\n", 1)[1], 30) is None
-    assert tp.parse_manifest(b"rtrain-cdc 1 x 2\n", 30) is None
+    assert tp.parse_manifest(good[:-40], 30) is None
+    assert tp.parse_manifest(good + b"5 " + b"03" * 32 + b"\n", 30) is None  # a row more
+    assert tp.parse_manifest(good.replace(b"\n10 ", b"\n-10 "), 30) is None
+    assert tp.parse_manifest(good.replace(b"\n10 ", b"\n0 "), 30) is None
+    assert tp.parse_manifest(good.replace(b"01" * 32, b"01" * 31), 30) is None
+    assert tp.parse_manifest(good.replace(b"01" * 32, b"zz" * 32), 30) is None
+    assert tp.parse_manifest(good.replace(b"\n20 ", b"\n10 "), 30) is None  # 20 of 30
+    assert tp.parse_manifest(good.replace(b"cdc 1", b"cdc 2"), 30) is None
+    assert tp.parse_manifest(good.replace(b" 30 2", b" x 2"), 30) is None
+    assert tp.parse_manifest(b"\xff\n", 30) is None
     assert tp.parse_manifest(b"", 30) is None
 
 
@@ -270,11 +270,38 @@ def test_the_host_program_takes_only_a_hex_digest_as_the_name_to_publish(tmp_pat
 
     store = tmp_path / ".datasets"
     store.mkdir()
-    for mode in ("delta", "manifest"):
-        for bad in (b"../" + b"a" * 61, b"A" * 64, b"a" * 63):
-            command = remote_sh.transfer_command(sys.executable, mode, os.fsencode(store),
-                                                 os.fsencode(tmp_path / "c"), 10, bad)
-            r = subprocess.run(["/bin/sh", "-c", command], input=b"", capture_output=True,
-                               timeout=30)
-            assert r.stdout == tp.GREETING + b"\nerror=digest\n", (mode, bad, r.stderr)
+    for bad in (b"../" + b"a" * 61, b"A" * 64, b"a" * 63):
+        command = remote_sh.transfer_command(sys.executable, "delta", os.fsencode(store),
+                                             os.fsencode(tmp_path / "c"), 10, bad)
+        r = subprocess.run(["/bin/sh", "-c", command], input=b"", capture_output=True,
+                           timeout=30)
+        assert r.stdout == tp.GREETING + b"\nerror=digest\n", (bad, r.stderr)
     assert list(store.iterdir()) == [] and not (tmp_path / "c").exists()
+
+
+def test_a_manifest_written_through_the_shell_is_what_the_host_program_reads(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    from rtrain_tui.core.host import remote_sh
+
+    data = text(2 << 20, 11)
+    c = chunks_of(tmp_path, data)
+    rows = list(zip(c.offsets(), c.lengths, c.digests))
+    body = tp.manifest_bytes(c.size, rows).decode()
+    where = tmp_path / "it's chunks"
+    script = remote_sh.write_manifest(str(where), c.digest, body)
+    for _ in range(2):  # written again (a retry): replaced, the same
+        r = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30)
+        assert r.stdout == "written=1\n", r.stderr
+    assert tp.parse_manifest((where / c.digest).read_bytes(), len(data)) == rows
+    assert [p.name for p in where.iterdir()] == [c.digest]  # no temporary file left
+    assert where.stat().st_mode & 0o777 == 0o700
+    # Only a manifest's text goes into the here-document, only a digest names the file.
+    for bad_body in (body + "RTRAIN_MANIFEST_END\n", body + "$(reboot)\n", body[:-1]):
+        with pytest.raises(ValueError):
+            remote_sh.write_manifest(str(where), c.digest, bad_body)
+    for bad_digest in ("../" + "a" * 61, c.digest.upper(), c.digest[:-1]):
+        with pytest.raises(ValueError):
+            remote_sh.write_manifest(str(where), bad_digest, body)

@@ -105,6 +105,9 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "checkpoints": (remote_sh.checkpoints,
                     lambda: remote_sh.checkpoints(WORKDIR, "r1", "ck_0123456789abcdef_end")),
     "free_kb": (remote_sh.free_kb, lambda: remote_sh.free_kb(f"{RUN_DIR}/it's")),
+    "write_manifest": (remote_sh.write_manifest, lambda: remote_sh.write_manifest(
+        "/home/u/it's/.dataset-chunks", "ab" * 32,
+        "rtrain-cdc 1 30 2\n10 " + "01" * 32 + "\n20 " + "02" * 32 + "\n", "0123abcd")),
     "upload_prepare": (remote_sh.upload_prepare, lambda: remote_sh.upload_prepare(
         "/home/u/.praisonai-train/.datasets", 1234, "/home/u/.praisonai-train/.dataset-chunks")),
     "slurm.batch_script": (slurm.batch_script, lambda: slurm.batch_script(

@@ -40,10 +40,11 @@ hash is checked before it is published as STORE/<sha256> (first to publish wins)
 manifest then written; it prints `ok=<sha256>` or `error=...` (`p` lines meanwhile are a
 keepalive, every few seconds of copying). Every failure removes the temporary file.
 
-`manifest STORE CHUNKS SIZE SHA256`: reads LIST for STORE/<sha256>, a dataset already
-published (a whole-file upload), and stores it as its manifest: `ok` or `error=...`. A
-manifest is a list of where chunks were; every chunk copied from it is hashed again, so
-one that is wrong or stale costs a resend, never a wrong dataset.
+A manifest (`manifest_bytes`) is text: `rtrain-cdc 1 SIZE COUNT`, then `LENGTH HEX` per
+chunk, in order. It is a list of where chunks were: every chunk copied from it is hashed
+again, so one that is wrong or stale costs a resend, never a wrong dataset. A
+whole-file upload's is written by the client through the host's shell
+(remote_sh.write_manifest).
 """
 
 import errno
@@ -241,7 +242,7 @@ def recv(d, size, inp=0):
 
 
 # -- delta uploads (core/transfers/delta.py) ------------------------------------------
-# A manifest is this header line, then the LIST records (offsets are their running sum).
+# A manifest's first words; its format is manifest_bytes's.
 MANIFEST = b"rtrain-cdc 1"
 REC = struct.Struct(">I32s")
 MAX_CHUNKS = 1 << 22  # more than the client makes of 64 GiB: a list longer is not one
@@ -275,18 +276,34 @@ def parse_records(body, count, size):
     return chunks if off == size else None
 
 
+def manifest_bytes(size, chunks):
+    """The manifest of a SIZE-byte file cut into CHUNKS [(offset, length, digest)]."""
+    return b"%s %d %d\n" % (MANIFEST, size, len(chunks)) + b"".join(
+        b"%d %s\n" % (length, digest.hex().encode()) for _, length, digest in chunks)
+
+
 def parse_manifest(data, size):
     """A manifest's chunks, or None when it cannot describe a file of SIZE bytes (cut
     short, garbled, or of another size)."""
-    head, _, body = data.partition(b"\n")
-    words = head.split(b" ")
-    if len(words) != 4 or b" ".join(words[:2]) != MANIFEST:
+    rows = data.split(b"\n")
+    words = rows[0].split(b" ")
+    if len(rows) < 2 or rows[-1] or len(words) != 4 or b" ".join(words[:2]) != MANIFEST:
         return None
+    chunks = []
+    off = 0
     try:
-        msize, count = int(words[2]), int(words[3])
+        if int(words[2]) != size or int(words[3]) != len(rows) - 2:
+            return None
+        for row in rows[1:-1]:
+            length, _, digest = row.partition(b" ")
+            length, digest = int(length), bytes.fromhex(digest.decode("ascii"))
+            if length <= 0 or len(digest) != 32:
+                return None
+            chunks.append((off, length, digest))
+            off += length
     except ValueError:
         return None
-    return parse_records(body, count, size) if msize == size else None
+    return chunks if off == size else None
 
 
 def read_list(inp, size):
@@ -351,8 +368,7 @@ def write_manifest(chunkdir, digest, size, chunks):
         except FileExistsError:
             pass
         with open(tmp, "wb") as f:
-            f.write(b"%s %d %d\n" % (MANIFEST, size, len(chunks)))
-            f.write(b"".join(REC.pack(length, d) for _, length, d in chunks))
+            f.write(manifest_bytes(size, chunks))
         os.replace(tmp, os.path.join(chunkdir, digest.encode()))
     except OSError:
         pass
@@ -540,22 +556,6 @@ def copy_chunk(where, sources):
         return b""
 
 
-def manifest(store, chunkdir, size, digest, inp=0):
-    """Store the chunk list read from INP as the manifest of the published STORE/DIGEST."""
-    chunks = read_list(inp, size)
-    try:
-        if chunks is None:
-            line(b"error=list")
-        elif os.stat(os.path.join(store, digest)).st_size != size:
-            line(b"error=size")
-        else:
-            write_manifest(chunkdir, digest.decode(), size, chunks)
-            line(b"ok")
-    except OSError as e:
-        line(failed(e))
-    out.flush()
-
-
 def main():
     global out
     out = sys.stdout.buffer
@@ -564,13 +564,12 @@ def main():
     mode = sys.argv[1]
     if mode == "recv":
         return recv(unhex(sys.argv[2]), int(sys.argv[3]))
-    if mode in ("delta", "manifest"):
+    if mode == "delta":
         digest = unhex(sys.argv[5])  # a file name in the store: 64 hex digits, nothing else
         if len(digest) != 64 or digest.strip(b"0123456789abcdef"):
             line(b"error=digest")
             return None
-        run = delta if mode == "delta" else manifest
-        return run(unhex(sys.argv[2]), unhex(sys.argv[3]), int(sys.argv[4]), digest)
+        return delta(unhex(sys.argv[2]), unhex(sys.argv[3]), int(sys.argv[4]), digest)
     files = listing(unhex(sys.argv[2]), unhex(sys.argv[3]))
     line(b"e")
     out.flush()
