@@ -47,6 +47,8 @@ SLURM = slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
 # name -> the builder it renders, and the rendering.
 SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "resolve_workdir": (remote_sh.resolve_workdir, lambda: remote_sh.resolve_workdir(WORKDIR)),
+    "notify_hook": (remote_sh.notify_hook, lambda: remote_sh.notify_hook("~/'my venv'/bin/python", ("failed", "stalled"))
+                    + 'rt_notify_end "$1"\nrt_notify stalled 900\n'),
     "notify_test_dir": (remote_sh.notify_test_dir, lambda: remote_sh.notify_test_dir(WORKDIR)),
     "notify_test_send": (remote_sh.notify_test_send, lambda: remote_sh.notify_test_send(
         "/home/me/.praisonai-train/.notify-test.AbC123", "~/venv/bin/python", "rented box")),

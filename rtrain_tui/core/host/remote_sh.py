@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from rtrain_tui.core import host
 from rtrain_tui.core.host import transfer_program
@@ -298,3 +299,23 @@ def notify_test_send(scratch: str, python: str, alias: str) -> str:
     prints `URL<TAB>arrived` (or why not) per URL, masked (see notify_test_send.sh)."""
     return (host.assign(nd=scratch, nh=alias) + f"np={validate.python_word(python)}\n"
             + host.text("notify_test_send.sh"))
+
+
+@dataclass(frozen=True)
+class Notify:
+    """The host's own notifications ([notify] on_host): the run's Python (one shell word)
+    runs notify.pyz for each of `events` (plain words: failed, completed, stalled…)."""
+
+    python_word: str
+    events: tuple[str, ...]
+
+
+def notify_hook(python_word: str, events: Sequence[str]) -> str:
+    """What a run's wrapper (a box's run.sh, a Slurm job's batch script) needs to tell its
+    end (`rt_notify_end CODE`) and a stall (`rt_notify stalled AGE`) itself: see
+    notify_send.sh. `python_word` is already one shell word (template.python_word)."""
+    for event in events:
+        if not event.isascii() or not event.isalpha() or not event.islower():
+            raise ValueError(f"bad notification event {event!r}")
+    return (f"rt_np={python_word}\n" + host.assign(rt_non=" ".join(events))
+            + host.text("claim_notify.sh") + host.text("notify_send.sh"))

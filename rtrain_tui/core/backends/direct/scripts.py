@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
 from rtrain_tui.core import host
 from rtrain_tui.core.host import remote_sh, unattended
+from rtrain_tui.core.host.remote_sh import Notify
 from rtrain_tui.core.host.unattended import ON_STALL, RESUME_SLOT, Retry, Watch
 
 __all__ = ["ON_STALL", "RESUME_SLOT", "Retry", "Watch"]  # the wrapper's settings, re-exported
@@ -73,7 +73,7 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
     starting anew. With `retry`, a failed attempt is tried again on the host (retry.sh)
     before the code is written. With `watch`, a watchdog beside each attempt notices a
     stall (watch.sh). With `notify`, the host itself tells the end, once the code is
-    written, and the watchdog a stall (notify_send.sh).
+    written, and the watchdog a stall (core/host/notify_send.sh).
     """
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
     wait = ""
@@ -100,23 +100,8 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
                        retry=_retry(retry, watch) if retry is not None else "")
 
 
-@dataclass(frozen=True)
-class Notify:
-    """The host's own notifications: the run's Python (one shell word) runs notify.pyz for
-    each of `events` (plain words: failed, completed, stalled…)."""
-
-    python_word: str
-    events: tuple[str, ...]
-
-
 def _notify(notify: Notify | None) -> str:
-    if notify is None:
-        return ""
-    for event in notify.events:
-        if not event.isascii() or not event.isalpha() or not event.islower():
-            raise ValueError(f"bad notification event {event!r}")
-    return (f"rt_np={notify.python_word}\n" + host.assign(rt_non=" ".join(notify.events))
-            + host.text("claim_notify.sh") + _file("notify_send.sh"))
+    return remote_sh.notify_hook(notify.python_word, notify.events) if notify is not None else ""
 
 
 def _logged(cmd: str, how: str) -> str:
