@@ -283,3 +283,26 @@ def test_without_the_chunker_installed_uploads_go_whole_as_before(
     assert ship(hosts, edited, work / "b").how == "whole"
     assert (work / "b" / "train.jsonl").read_bytes() == base + b"\n"
     assert not (work / delta.CHUNKS_DIR).exists()
+
+
+def test_keepalives_while_the_host_copies_are_passed_over(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host slow to copy says `p` every few seconds, so the client's stall bound does
+    not end a delta that is busy; here it says it after every chunk it copies."""
+    from rtrain_tui.core.host import remote_sh
+
+    assert "\nKEEPALIVE = 2.0" in remote_sh.TRANSFER_PY
+    monkeypatch.setattr(remote_sh, "TRANSFER_PY", remote_sh.TRANSFER_PY.replace(
+        "\nKEEPALIVE = 2.0", "\nKEEPALIVE = -1.0"))
+    work = tmp_path / "work"
+    first = tmp_path / "train.jsonl"
+    first.write_bytes(base)
+    ship(hosts, first, work / "a")
+    new = b'{"messages": []}\n' + base
+    edited = tmp_path / "edited" / "train.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(new)
+    shipped = ship(hosts, edited, work / "b")
+    assert shipped.how == "delta"
+    assert (work / "b" / "train.jsonl").read_bytes() == new
