@@ -34,6 +34,9 @@ def test_the_wan_benchmark_measures_every_row_of_issue_20_against_its_tool_throu
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert re.search(r"JSONL: 2 MiB, zstd -3 ratio \d\.\d\d×", r.stdout), r.stdout
+    # The edit is at least 1% of the file (whole records), and not the whole file.
+    assert re.search(r"1% edit: [\d,]+ bytes of records \([1-4]\.\d%\) rewritten in 10 places",
+                     r.stdout), r.stdout
     rows = [line.split(" | ") for line in r.stdout.splitlines() if re.fullmatch(
         r"\| .+ \| .+ \| \d+\.\d\d s \| \d+\.\d\d s \| .+ \| \d+\.\d\d× \| ≤ .+ "
         r"\| (met|\*\*not met\*\*) \| .+ / .+ \| \d+\.\d\d s / \d+\.\d\d s \| \d+ / \d+ MiB \|", line)]
