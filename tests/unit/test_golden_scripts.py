@@ -55,6 +55,11 @@ GOLDENS: dict[str, Callable[[], str]] = {
         "r1", TOKEN, "{python} -m praisonai_train llm {dataset} --config {config}",
         "~/venv/bin/python", "data set's.jsonl", 1, ENV,
         options=slurm.SlurmOptions(partition="gpu"), retries=2, retry_base_s=30.0)),
+    # The job telling its end itself ([notify] on_host).
+    "run-notify.sbatch": lambda: SlurmBackend().launch_text(LaunchSpec(
+        "r1", TOKEN, "{python} -m praisonai_train llm {dataset} --config {config}",
+        "~/venv/bin/python", None, 1, {}, options=slurm.SlurmOptions(partition="gpu"),
+        notify_on=("failed", "completed"))),
     "run-nodes.sbatch": lambda: slurm.batch_script(
         "r1", TOKEN, MULTI_NODE, {}, slurm.SlurmOptions(nodes=2, gpus_per_node=4), 4),
     "probe-direct.sh": lambda: remote_sh.find_runs(

@@ -117,6 +117,8 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "slurm.batch_script_retries": (slurm.batch_script, lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV, SLURM, 2, attempt=2, retry=direct_sh.Retry(
             2, 30.0, 2, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT))),
+    "slurm.batch_script_notify": (slurm.batch_script, lambda: slurm.batch_script(
+        "r1", TOKEN, TRAINER, ENV, SLURM, 2, notify=remote_sh.Notify("python3", ("failed", "completed")))),
     "slurm.batch_script_nodes": (slurm.batch_script, lambda: slurm.batch_script(
         "r1", TOKEN, render_trainer(slurm.MULTI_NODE_TRAINER, "~/venv/bin/python", "t.jsonl", 4,
                                     slurm.trainer_values(2)),

@@ -7,6 +7,8 @@
 ## the run: in a session of its own, without the run's marker, so a stop never waits for
 ## it nor kills it, and a service that hangs holds nothing up (each POST is bounded). It
 ## prints nothing anywhere but notify.log: never a URL, never into train.log.
+## With $rt_nfg = 1 (a Slurm job, whose processes the scheduler ends with it, cgroup and
+## all) it sends in the foreground instead, bounded by its tries.
 ## `rt_notify_end` is the end's: after the exit code is written, with the state a
 ## probe reads from it (a stop of ours, a completion, else a failure).
 ## Needs claim_notify.sh, $rt_np, $rt_non.
@@ -16,6 +18,10 @@ rt_notify() {
   # A Python that cannot start would lose the message: leave it to the clients then.
   command -v "$rt_np" >/dev/null 2>&1 || return 0
   claim_mark . "$1" || return 0
+  if [ "${rt_nfg-}" = 1 ]; then
+    (unset RTRAIN_RUN; "$rt_np" notify.pyz "$1" "$2" >> notify.log 2>&1 < /dev/null)
+    return 0
+  fi
   if command -v setsid >/dev/null 2>&1; then rn_s=setsid; else rn_s=; fi
   (
     unset RTRAIN_RUN

@@ -310,12 +310,14 @@ class Notify:
     events: tuple[str, ...]
 
 
-def notify_hook(python_word: str, events: Sequence[str]) -> str:
+def notify_hook(python_word: str, events: Sequence[str], foreground: bool = False) -> str:
     """What a run's wrapper (a box's run.sh, a Slurm job's batch script) needs to tell its
     end (`rt_notify_end CODE`) and a stall (`rt_notify stalled AGE`) itself: see
-    notify_send.sh. `python_word` is already one shell word (template.python_word)."""
+    notify_send.sh. `python_word` is already one shell word (template.python_word).
+    `foreground`: the send runs before the wrapper goes on (a job's processes end with it)."""
     for event in events:
         if not event.isascii() or not event.isalpha() or not event.islower():
             raise ValueError(f"bad notification event {event!r}")
     return (f"rt_np={python_word}\n" + host.assign(rt_non=" ".join(events))
+            + (host.assign(rt_nfg=1) if foreground else "")
             + host.text("claim_notify.sh") + host.text("notify_send.sh"))

@@ -20,7 +20,7 @@ from rtrain_tui.core.backends.base import (
 from rtrain_tui.core.backends.slurm import parse, scripts
 from rtrain_tui.core.backends.slurm.options import MULTI_NODE_TRAINER, SlurmOptions, trainer_values
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.host import unattended
+from rtrain_tui.core.host import remote_sh, unattended
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
@@ -37,6 +37,7 @@ class SlurmBackend(Backend):
     built_in_trainers = (MULTI_NODE_TRAINER,)
     # A failed attempt is tried again inside its job, on the GPUs it holds (one node).
     retries_on_host = True
+    notifies_on_host = True
 
     # -- option checks ------------------------------------------------------------------
     def options(self, settings: HostSettings, given: BackendOptions | None) -> SlurmOptions:
@@ -105,8 +106,10 @@ class SlurmBackend(Backend):
                 resume_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn, values,
                                                    resume=unattended.RESUME_SLOT))
         # On a login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
+        notify = (remote_sh.Notify(trainer_template.python_word(spec.python), spec.notify_on)
+                  if spec.notify_on else None)
         return scripts.batch_script(spec.run_id, spec.token, command, spec.env, options, spec.gpus,
-                                    attempt=spec.attempt, retry=retry)
+                                    attempt=spec.attempt, retry=retry, notify=notify)
 
     def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
         # The retry loop's decision runs in the job with the client's own rules.

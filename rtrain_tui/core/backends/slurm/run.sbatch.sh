@@ -11,7 +11,8 @@
 ## core/host's liveness.sh and end_rest.sh when the job retries or watches for a stall;
 ## `#@ watch`, `#@ watched` and `#@ retry` are the same watchdog and retry loop a box's
 ## run.sh has (core/host/watch.sh, retry.sh), so a failed attempt is tried again inside
-## this job, on the GPUs it holds.
+## this job, on the GPUs it holds. `#@ notify` and `#@ notify_end`: the job tells its
+## end itself, as a box's wrapper does (core/host/notify_send.sh, [notify] on_host).
 #@ token
 export RTRAIN_RUN
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
@@ -36,6 +37,7 @@ rt_trained() {
   child=
   return "$rc"
 }
+#@ notify
 #@ watch
 #@ launch
 rt_trained
@@ -46,4 +48,5 @@ echo $rc > status.tmp && mv status.tmp status
 # code counts only while the job is still on that attempt. Written second, so a probe
 # between the two never pairs an old code with the new attempt.
 echo "${SLURM_RESTART_COUNT:-0}" > status_attempt.tmp && mv status_attempt.tmp status_attempt
+#@ notify_end
 exit $rc

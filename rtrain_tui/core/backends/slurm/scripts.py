@@ -23,7 +23,8 @@ def _file(name: str) -> str:
 
 def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, str],
                  options: SlurmOptions, gpus: int, attempt: int = 1,
-                 retry: unattended.Retry | None = None) -> str:
+                 retry: unattended.Retry | None = None,
+                 notify: remote_sh.Notify | None = None) -> str:
     """The `run.sbatch` submitted for one run (run.sbatch.sh).
 
     The batch shell runs the trainer in the background and forwards TERM/INT/HUP to it
@@ -33,6 +34,10 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
     it records in attempts.jsonl that attempt `attempt` launched (its queue wait costs
     nothing). With `retry` (one node), a failed attempt is tried again inside the job by
     the retry loop a box's wrapper runs (core/host/retry.sh): same job id, same GPUs.
+    With `notify`, the job tells its end itself (core/host/notify_send.sh), in the
+    foreground (the scheduler ends what a job leaves behind), unless a signal ended it:
+    a time limit, a preemption or a cancel is better told by a client, in the
+    scheduler's own word (TIMEOUT…).
     """
     tok = remote_sh.check_token(token)
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
@@ -49,7 +54,9 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
         sbatch="".join(f"{line}\n" for line in options.sbatch_lines(run_id, gpus)),
         token=host.assign(RTRAIN_RUN=tok, rt_attempt=int(attempt)), unbuffered=remote_sh.UNBUFFERED, exports=exports,
         unattended=unattended.LIVENESS + unattended.END_REST if retry_text else "",
-        watch="", launch=_launch(trainer_cmd, options), watched="", retry=retry_text)
+        watch="", launch=_launch(trainer_cmd, options), watched="", retry=retry_text,
+        notify=remote_sh.notify_hook(notify.python_word, notify.events, foreground=True) if notify else "",
+        notify_end='[ -n "$rt_signalled" ] || rt_notify_end "$rc"\n' if notify else "")
 
 
 def _launch(trainer_cmd: str, options: SlurmOptions) -> str:
