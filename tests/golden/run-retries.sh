@@ -172,6 +172,10 @@ rt_notify() {
   # A Python that cannot start would lose the message: leave it to the clients then.
   command -v "$rt_np" >/dev/null 2>&1 || return 0
   claim_mark . "$1" || return 0
+  if [ "${rt_nfg-}" = 1 ]; then
+    (unset RTRAIN_RUN; "$rt_np" notify.pyz "$1" "$2" >> notify.log 2>&1 < /dev/null)
+    return 0
+  fi
   if command -v setsid >/dev/null 2>&1; then rn_s=setsid; else rn_s=; fi
   (
     unset RTRAIN_RUN
