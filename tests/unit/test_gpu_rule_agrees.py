@@ -154,3 +154,30 @@ def test_a_gpu_lock_that_cannot_be_made_is_given_up_on_with_the_reason(tmp_path:
     out = subprocess.run([sh, "-c", script, "q", str(tmp_path / "ok")],
                          capture_output=True, text=True, timeout=10, check=True).stdout
     assert out == "taken\n" and not (tmp_path / "ok" / ".queue").exists()
+
+
+def test_a_gpu_lock_that_another_taker_holds_at_the_last_look_is_waited_for_not_given_up(
+        tmp_path: Path) -> None:
+    """Three looks in a row found the lock neither made nor held (takers came and went in
+    between), and at the last one another taker holds it: the lock works, so `q_lock`
+    waits on as ever (here until that holder, which never writes its owner, is broken)."""
+    bin_dir, count = tmp_path / "bin", tmp_path / "count"
+    bin_dir.mkdir()
+    real = shutil.which("mkdir")
+    # `mkdir DIR/lock` fails its first 3 calls without making it, and at the 4th another
+    # taker makes it first; every other call is the real mkdir.
+    (bin_dir / "mkdir").write_text(
+        "#!/bin/sh\n"
+        f'case "$*" in *-p*) exec {real} "$@";; esac\n'
+        f'n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n'
+        f'if [ $n -le 3 ]; then echo "mkdir: cannot create directory: File exists" >&2; exit 1; fi\n'
+        f'if [ $n = 4 ]; then {real} "$1"; echo "mkdir: cannot create directory: File exists" >&2; exit 1; fi\n'
+        f'exec {real} "$@"\n')
+    (bin_dir / "mkdir").chmod(0o755)
+    (tmp_path / "work" / ".queue").mkdir(parents=True)
+    script = (scripts._LIVENESS + scripts._GPU_RULE
+              + 'if q_lock "$1/.queue"; then echo taken; else echo "why=$ql_why"; fi')
+    out = subprocess.run([shutil.which("dash") or "dash", "-c", script, "q", str(tmp_path / "work")],
+                         capture_output=True, text=True, timeout=20, check=True,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout
+    assert out == "taken\n"

@@ -133,8 +133,11 @@ q_lock() {
     if [ -e "$1/lock" ]; then ql_no=0; else ql_no=$((ql_no + 1)); fi
     if [ $ql_no -ge 3 ]; then
       ql_why=$(mkdir -p "$1" 2>&1 && mkdir "$1/lock" 2>&1) && break  # made after all: ours
-      ql_why="cannot take the host's GPU lock (.queue in the workdir): ${ql_why##*: }"
-      return 1
+      if [ ! -e "$1/lock" ]; then
+        ql_why="cannot take the host's GPU lock (.queue in the workdir): ${ql_why##*: }"
+        return 1
+      fi
+      ql_no=0  # another taker has it now: the lock works, wait for it as ever
     fi
     ql_t='' ql_p=''; read -r ql_t ql_p 2>/dev/null < "$1/lock/owner"
     q_uptime; ql_n=$((ql_n + 1))
