@@ -305,14 +305,14 @@ LYING_HOST = """#!{python}
 # Stands in for the host's python: answers a fetch with a listing that leaves what was asked.
 import hashlib, struct, sys
 out = sys.stdout.buffer
-out.write(b"rtrain-transfer 1\\n")
+out.write(b"rtrain-transfer 2 d=zlib e=zlib\\n")
 for row in {rows!r}:
     out.write(row + b"\\n")
 out.write(b"e\\n")
 out.flush()
 sys.stdin.buffer.readline()
 data = b"owned\\n"
-out.write(struct.pack(">cIQQ", b"H", 0, len(data), 0) + data)
+out.write(struct.pack(">cIQQBII", b"H", 0, len(data), 0, 0, len(data), len(data)) + data)
 out.write(struct.pack(">cB", b"T", 1) + hashlib.sha256(data).digest() + b"B")
 out.flush()
 sys.stdin.buffer.readline()

@@ -78,24 +78,61 @@ def test_listing_refuses_a_link_out_of_the_run_dir_and_a_missing_path(tmp_path: 
                               ["x", "missing", tp.hx(b"nothing").decode()]]
 
 
+def unblock(raw: bytes, size: int) -> tuple[bytes, list[int], bytes]:
+    """The `size` raw bytes of a run of blocks at the start of `raw`: (data, each block's
+    codec, what follows the blocks)."""
+    from rtrain_tui.core.transfers import codec
+
+    data, kinds, at = b"", [], 0
+    while len(data) < size:
+        kind, n, wire = tp.HEAD.unpack(raw[at:at + tp.HEAD.size])
+        at += tp.HEAD.size
+        payload = raw[at:at + wire]
+        at += wire
+        data += payload if kind == tp.RAW else codec.decode_block(kind, payload, n)
+        kinds.append(kind)
+    return data, kinds, raw[at:]
+
+
 def test_send_frames_size_bytes_and_the_hash_of_the_same_pass(tmp_path: Path,
                                                             out: io.BytesIO) -> None:
     data = os.urandom(tp.PIECE * 2 + 7)  # more than one piece
     f = tmp_path / "adapter.bin"
     f.write_bytes(data)
-    tp.send(os.fsencode(f), 3)
+    tp.send(os.fsencode(f), 3, tp.Encoder(tp.RAW, None))
     raw = out.getvalue()
     kind, num, size, mtime = struct.unpack(">cIQQ", raw[:21])
     assert (kind, num, size, mtime) == (b"H", 3, len(data), f.stat().st_mtime_ns)
-    assert raw[21:21 + size] == data
-    assert raw[21 + size:] == struct.pack(">cB", b"T", 1) + hashlib.sha256(data).digest()
+    got, kinds, rest = unblock(raw[21:], size)
+    assert got == data and set(kinds) == {tp.RAW}
+    assert rest == struct.pack(">cB", b"T", 1) + hashlib.sha256(data).digest()
+
+
+def test_send_compresses_text_and_sends_random_bytes_raw(tmp_path: Path,
+                                                         out: io.BytesIO) -> None:
+    text = b"".join(b'{"role": "user", "content": "question %d"}\n' % i for i in range(60000))
+    noise = os.urandom(3 * tp.BLOCK)
+    (tmp_path / "train.jsonl").write_bytes(text)
+    (tmp_path / "noise.dat").write_bytes(noise)
+    enc = tp.Encoder(tp.ZLIB, tp.zlib_compress)
+    tp.send(os.fsencode(tmp_path / "train.jsonl"), 0, enc)
+    got, kinds, rest = unblock(out.getvalue()[21:], len(text))
+    assert got == text and set(kinds) == {tp.ZLIB}
+    assert len(out.getvalue()) < len(text) / 3  # the wire carries a fraction
+    assert rest == struct.pack(">cB", b"T", 1) + hashlib.sha256(text).digest()
+    out.seek(0)
+    out.truncate()
+    tp.send(os.fsencode(tmp_path / "noise.dat"), 1, enc)
+    got, kinds, _ = unblock(out.getvalue()[21:], len(noise))
+    assert got == noise and set(kinds) == {tp.RAW}
+    assert len(out.getvalue()) < len(noise) * 1.001  # a header per piece, nothing more
 
 
 def test_send_answers_s_for_a_file_that_is_gone_or_not_regular(tmp_path: Path,
                                                             out: io.BytesIO) -> None:
     os.mkfifo(tmp_path / "pipe")  # opened non-blocking: never hangs
-    tp.send(os.fsencode(tmp_path / "pipe"), 1)
-    tp.send(os.fsencode(tmp_path / "missing"), 2)
+    tp.send(os.fsencode(tmp_path / "pipe"), 1, tp.Encoder(tp.RAW, None))
+    tp.send(os.fsencode(tmp_path / "missing"), 2, tp.Encoder(tp.RAW, None))
     assert out.getvalue() == struct.pack(">cI", b"S", 1) + struct.pack(">cI", b"S", 2)
 
 
@@ -110,23 +147,28 @@ def _recv(store: Path, payload: bytes, size: int) -> str:
     return tp.out.getvalue().decode()  # type: ignore[union-attr]
 
 
+def raw_block(data: bytes) -> bytes:
+    return tp.HEAD.pack(tp.RAW, len(data), len(data)) + data
+
+
 def test_recv_publishes_under_its_hash_only_when_the_hash_agrees(tmp_path: Path,
                                                                  out: io.BytesIO) -> None:
     data = b"row 1\nrow 2\n"
     digest = hashlib.sha256(data).hexdigest()
-    assert _recv(tmp_path, data + digest.encode() + b"\n", len(data)) == f"ok={digest}\n"
+    assert _recv(tmp_path, raw_block(data) + digest.encode() + b"\n", len(data)) == f"ok={digest}\n"
     assert (tmp_path / digest).read_bytes() == data
     assert (tmp_path / digest).stat().st_mode & 0o777 == 0o600
     # a second upload of the same data finds it there: same answer, one file
-    assert _recv(tmp_path, data + digest.encode() + b"\n", len(data)).endswith(f"ok={digest}\n")
+    assert _recv(tmp_path, raw_block(data) + digest.encode() + b"\n",
+                 len(data)).endswith(f"ok={digest}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == [digest]
 
 
 def test_recv_refuses_corrupt_or_short_input_and_leaves_no_part(tmp_path: Path,
                                                                 out: io.BytesIO) -> None:
     data = b"row 1\n"
-    assert _recv(tmp_path, data + b"0" * 64 + b"\n", len(data)) == "error=corrupt\n"
-    assert _recv(tmp_path, data, len(data) + 10).endswith("error=short\n")
+    assert _recv(tmp_path, raw_block(data) + b"0" * 64 + b"\n", len(data)) == "error=corrupt\n"
+    assert _recv(tmp_path, raw_block(data), len(data) + 10).endswith("error=short\n")
     assert list(tmp_path.iterdir()) == []
 
 

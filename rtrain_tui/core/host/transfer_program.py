@@ -21,11 +21,19 @@ failed to read (the bytes were padded). `S` num: the file is gone or is no longe
 regular file. `B` ends a batch. Only regular files are ever opened (O_NONBLOCK and
 O_NOFOLLOW too), so a FIFO can never hang the stream.
 
-`recv DIR SIZE`: reads SIZE bytes and then a hex SHA-256 line from stdin into a
-temporary name of its own in DIR, hashing in the same pass; if the hashes agree the
-file is published as DIR/<sha256> (the first to publish wins, the others find it
-there), and it prints `ok=<sha256>`; else `error=...`. Every failure removes the
-temporary file; a full disk says `error=nospace`.
+`recv DIR SIZE`: reads SIZE bytes (as blocks, below) and then a hex SHA-256 line from
+stdin into a temporary name of its own in DIR, hashing in the same pass; if the hashes
+agree the file is published as DIR/<sha256> (the first to publish wins, the others find
+it there), and it prints `ok=<sha256>`; else `error=...`. Every failure removes the
+temporary file; a full disk says `error=nospace`, a block that does not decode to its
+length `error=corrupt`.
+
+Blocks (`send` and `recv`; section "compressed blocks" below): a file's bytes travel as
+blocks of at most BLOCK raw bytes, each `HEAD` (codec, raw length, wire length) and its
+wire bytes, raw or compressed on its own. `recv` and `send` greet with what this host
+can decode and encode (`rtrain-transfer 2 d=zstd,zlib e=zlib`); `send` takes a 4th
+argument, the codecs the client decodes, and picks from them; the client picks for
+`recv`. SHA-256 is always of the raw bytes.
 
 `delta STORE CHUNKS SIZE SHA256` (core/transfers/delta.py): a new dataset of SIZE bytes
 whose whole hash is SHA256, built from the chunks the host already holds. stdin: a chunk
@@ -54,6 +62,7 @@ import stat
 import struct
 import sys
 import time
+import zlib
 
 # Where answers go: the process's stdout, bound in main() (tests give a buffer).
 out = None
@@ -62,7 +71,7 @@ out = None
 PIECE = 1 << 16
 # The first line, before anything else: a login banner on stdout or another program is
 # told apart from the answers.
-GREETING = b"rtrain-transfer 1"
+GREETING = b"rtrain-transfer 2"
 
 
 def line(*parts):
@@ -157,8 +166,9 @@ def listing(root, rel):
     return files
 
 
-def send(path, num):
-    """Answer file number NUM: `H`, its bytes and `T`, or `S` when it is not a regular file."""
+def send(path, num, enc):
+    """Answer file number NUM: `H`, its bytes as blocks (through `enc`) and `T`, or `S`
+    when it is not a regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -171,18 +181,20 @@ def send(path, num):
             return
         size = left = st.st_size
         out.write(struct.pack(">cIQQ", b"H", num, size, st.st_mtime_ns))
+        enc.start_file(path)
         h = hashlib.sha256()
         ok = 1
         while left:
+            want = min(left, enc.want())
             try:
-                b = os.read(fd, min(left, PIECE)) if ok else b""
+                b = os.read(fd, want) if ok else b""
             except OSError:
                 b = b""
             if not b:
                 ok = 0
-                b = bytes(min(left, PIECE))
+                b = bytes(want)
             h.update(b)
-            out.write(b)
+            write_block(enc, b)
             left -= len(b)
         out.write(struct.pack(">cB", b"T", ok) + h.digest())
     finally:
@@ -196,17 +208,16 @@ def recv(d, size, inp=0):
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         h = hashlib.sha256()
-        left = size
-        while left:
-            b = os.read(inp, min(left, PIECE))
-            if not b:
-                line(b"error=short")
-                return
+
+        def sink(b):
             h.update(b)
-            left -= len(b)
             mv = memoryview(b)
             while mv:
                 mv = mv[os.write(fd, mv):]
+        why = read_blocks(inp, size, sink)
+        if why is not None:
+            line(b"error=" + why)
+            return
         os.close(fd)
         fd = None
         want = b""
@@ -556,12 +567,335 @@ def copy_chunk(where, sources):
         return b""
 
 
+# -- compressed blocks ------------------------------------------------------------------
+# A file's bytes travel as blocks, each raw or compressed on its own (the client side is
+# core/transfers/codec.py, which imports what follows): data that does not shrink, or a
+# link fast enough that compressing would only cost time, goes raw, block by block.
+RAW, ZLIB, ZSTD = 0, 1, 2
+CODEC_NAMES = {ZSTD: b"zstd", ZLIB: b"zlib"}
+BLOCK = 1 << 20  # raw bytes per block at most: bounded memory, and a bad block is found alone
+HEAD = struct.Struct(">BII")  # codec, raw length, wire length
+SMALL = 512  # a block this short is never worth a compressor's call
+SHRINK = 0.9  # compressed must be at most this share of raw to be sent, or to be worth it
+RECHECK = 32 << 20  # bytes sent raw between two samples of the data's compressibility
+# (level, its speed, its wire size), relative to the codec's fastest level: priors from
+# zstd's and zlib's published benchmarks on text; the fastest level's are measured on the
+# data itself, the others scaled from it.
+LEVELS = {
+    ZSTD: ((1, 1.0, 1.0), (3, 0.6, 0.92), (6, 0.3, 0.86), (9, 0.18, 0.83), (13, 0.06, 0.8),
+           (19, 0.012, 0.74)),
+    ZLIB: ((1, 1.0, 1.0), (6, 0.35, 0.88), (9, 0.15, 0.86)),
+}
+# By name: data already compressed (or weights, which barely shrink) is sent raw untried.
+SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx", ".h5",
+                 ".gz", ".tgz", ".zst", ".zstd", ".xz", ".bz2", ".lz4", ".br", ".zip", ".7z",
+                 ".parquet", ".npz", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4",
+                 ".mp3", ".wav", ".flac")
+BLOCKED = 0.0002  # a write that took longer than this waited for the link
+
+
+def skipped_by_name(name):
+    """True for a file name whose bytes are already compressed (or weights)."""
+    return name.lower().endswith(tuple(s.encode() for s in SKIP_SUFFIXES))
+
+
+def choose(levels, link, ratio, speed):
+    """The level to compress at, or None for raw: the one that moves a byte soonest.
+
+    `ratio` (wire/raw) and `speed` (raw bytes per second) are the fastest level's on this
+    data; `link` is the link's bytes per second, None while unknown. Compressing and
+    writing take turns in one thread, so a raw byte costs 1/link and a compressed one
+    1/speed + ratio/link; compressing must win by 10%, or it is not worth the CPU.
+    """
+    if ratio is None or ratio > SHRINK or not speed:
+        return None
+    if link is None:
+        return levels[0][0]  # the cheapest level until the link is measured
+    best, best_t = None, SHRINK / link
+    for level, fast, small in levels:
+        t = 1.0 / (speed * fast) + ratio * small / link
+        if t < best_t:
+            best, best_t = level, t
+    return best
+
+
+def zstd_module():
+    """(compress(data, level), decompress(data)) from Python 3.14's compression.zstd or
+    an installed zstandard, or None."""
+    try:
+        from compression import zstd as z  # type: ignore[import-not-found]  # Python 3.14
+        return (lambda b, lv: z.compress(b, lv)), z.decompress
+    except ImportError:
+        pass
+    try:
+        import zstandard as z
+    except ImportError:
+        return None
+    made = {}
+
+    def compress(b, lv):
+        if lv not in made:
+            made[lv] = z.ZstdCompressor(level=lv, write_checksum=True)
+        return made[lv].compress(b)
+    d = z.ZstdDecompressor()
+    return compress, (lambda b: d.decompress(b, max_output_size=BLOCK))
+
+
+def zstd_command():
+    """The `zstd` program on the PATH (it decodes, as a pipe), or None."""
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        p = os.path.join(d or ".", "zstd")
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def zlib_compress(b, lv):
+    return zlib.compress(b, lv)
+
+
+def inflate(payload, n):
+    """A zlib block that must hold exactly N bytes: never more is made (a bomb), and any
+    fewer, a trailing remainder or a bad checksum is a ValueError."""
+    d = zlib.decompressobj()
+    raw = d.decompress(payload, n + 1)
+    if len(raw) != n or not d.eof or d.unconsumed_tail or d.unused_data:
+        raise ValueError("bad block")
+    return raw
+
+
+class Encoder:
+    """Chooses, block by block, raw or compressed, and at which level.
+
+    `codec`, `compress`: what to compress with (RAW: never). It measures on the data what
+    the fastest level saves and costs (a sample, again after RECHECK raw bytes, and
+    each new file's first), and the link's speed from the writes that had to wait for it
+    (`sent`), and asks `choose` again at every sample.
+    """
+
+    def __init__(self, codec, compress):
+        self.codec, self.compress = codec, compress
+        self.levels = LEVELS.get(codec, ())
+        self.level = None  # None: raw
+        self.ratio = self.speed = None  # the fastest level's, on the latest data
+        self.link_bytes, self.link_time = 0, 0.0
+        self.until_check = 0
+        self.skip = codec == RAW
+        self.wire = 0  # bytes put on the wire (headers included)
+
+    def start_file(self, name):
+        """A new file: skipped by its name, else its first block is sampled."""
+        self.skip = self.codec == RAW or skipped_by_name(name)
+        self.until_check = 0
+
+    def link(self):
+        if self.link_bytes < BLOCK:
+            return None
+        return self.link_bytes / max(self.link_time, 1e-6)
+
+    def sent(self, nbytes, seconds):
+        """A write of `nbytes` took `seconds`: only one that waited says the link's speed."""
+        self.wire += nbytes
+        if seconds > BLOCKED:
+            self.link_bytes += nbytes
+            self.link_time += seconds
+            if self.link_time > 2.0:  # the last seconds count, so a change of link shows
+                self.link_bytes //= 2
+                self.link_time /= 2
+
+    def want(self):
+        """How many bytes to read for the next block: a pipe's piece while raw."""
+        return BLOCK if (self.level is not None or self.until_check <= 0) and not self.skip \
+            else PIECE
+
+    def _measure(self, level, data):
+        """Compress `data` at `level`; fold what it saved and cost into the fastest
+        level's ratio and speed (scaled by LEVELS), smoothed over recent blocks."""
+        began = time.perf_counter()
+        packed = self.compress(data, level)
+        took = max(time.perf_counter() - began, 1e-6)
+        fast, small = [(f, s) for lv, f, s in self.levels if lv == level][0]
+        ratio, speed = len(packed) / float(len(data)) / small, len(data) / took / fast
+        if self.ratio is None:
+            self.ratio, self.speed = ratio, speed
+        else:  # one odd block does not swing the choice
+            self.ratio = (self.ratio + ratio) / 2
+            self.speed = (self.speed + speed) / 2
+        self.level = choose(self.levels, self.link(), self.ratio, self.speed)
+        if self.level is None:
+            self.until_check = RECHECK
+        return packed
+
+    def encode(self, block):
+        """(codec, wire bytes) for one block of at most BLOCK raw bytes."""
+        if self.skip or len(block) < SMALL:
+            return RAW, block
+        if self.level is None:
+            if self.until_check > 0:
+                self.until_check -= len(block)
+                return RAW, block
+            # A sample: the fastest level on the block's first piece, cheap even where
+            # nothing shrinks (random bytes) and even for zlib.
+            fastest = self.levels[0][0]
+            packed = self._measure(fastest, block[:PIECE])
+            if self.level is None:
+                return RAW, block
+            if len(block) > PIECE or self.level != fastest:
+                packed = self._measure(self.level, block)
+        else:
+            packed = self._measure(self.level, block)
+        if len(packed) <= SHRINK * len(block):
+            return self.codec, packed
+        return RAW, block
+
+
+def host_codecs():
+    """(decodable, encodable): the codec ids this host decodes and encodes, best first."""
+    z = zstd_module()
+    dec = [ZSTD] if z is not None or zstd_command() else []
+    enc = [ZSTD] if z is not None else []
+    return dec + [ZLIB], enc + [ZLIB]
+
+
+def codec_words(ids):
+    return b",".join(CODEC_NAMES[c] for c in ids)
+
+
+def codec_ids(word):
+    names = dict((v, k) for k, v in CODEC_NAMES.items())
+    return [names[w] for w in word.split(b",") if w in names]
+
+
+class ZstdPipe:
+    """The `zstd` program decoding a run of zstd blocks, for a Python without zstd.
+
+    It reads its input in large pieces, so nothing comes out of it until more input or
+    its end: a thread drains its output into `sink` while blocks are fed, and `close`
+    (before a raw block, and at the end) ends its input and waits for the rest.
+    """
+
+    def __init__(self, command, sink):
+        import subprocess
+        import threading
+        self.proc = subprocess.Popen([command, "-d", "-q", "-c"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        self.sink, self.want, self.got, self.error = sink, 0, 0, None
+        self.thread = threading.Thread(target=self._drain)
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _drain(self):
+        fd = self.proc.stdout.fileno()
+        while True:
+            b = os.read(fd, PIECE)
+            if not b:
+                return
+            self.got += len(b)
+            if self.error is None:
+                try:
+                    self.sink(b)
+                except OSError as e:  # a full disk: keep draining, so zstd never blocks
+                    self.error = e
+
+    def feed(self, payload, n):
+        self.want += n
+        try:
+            self.proc.stdin.write(payload)
+            return True
+        except (OSError, ValueError):  # zstd ended: a block it could not decode
+            return False
+
+    def close(self):
+        """True when every block decoded to its length; a sink's OSError is raised."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.thread.join()
+        code = self.proc.wait()
+        if self.error is not None:
+            raise self.error
+        return code == 0 and self.got == self.want
+
+
+def read_blocks(inp, size, sink):
+    """Read SIZE raw bytes as blocks from fd INP into `sink`; None, or why not (b"short",
+    b"corrupt")."""
+    z = zstd_module()
+    pipe = None
+    left = size
+    try:
+        while left:
+            head = readn(inp, HEAD.size)
+            if len(head) < HEAD.size:
+                return b"short"
+            codec, n, wire = HEAD.unpack(head)
+            if not 0 < n <= min(left, BLOCK) or wire > BLOCK + 4096 \
+                    or (codec == RAW and wire != n) or codec not in (RAW, ZLIB, ZSTD):
+                return b"corrupt"
+            if codec != ZSTD and pipe is not None:
+                ok, pipe = pipe.close(), None
+                if not ok:
+                    return b"corrupt"
+            if codec == RAW:
+                while wire:
+                    b = os.read(inp, min(wire, PIECE))
+                    if not b:
+                        return b"short"
+                    sink(b)
+                    wire -= len(b)
+                left -= n
+                continue
+            payload = readn(inp, wire)
+            if len(payload) < wire:
+                return b"short"
+            if codec == ZSTD and z is None:
+                if pipe is None:
+                    pipe = ZstdPipe(zstd_command(), sink)
+                if not pipe.feed(payload, n):
+                    return b"corrupt"
+                left -= n
+                continue
+            try:
+                raw = inflate(payload, n) if codec == ZLIB else z[1](payload)
+            except Exception:  # each codec's own error type: a block that is not one
+                return b"corrupt"
+            if len(raw) != n:
+                return b"corrupt"
+            sink(raw)
+            left -= n
+        if pipe is not None:
+            ok, pipe = pipe.close(), None
+            if not ok:
+                return b"corrupt"
+        return None
+    finally:
+        if pipe is not None:
+            pipe.proc.kill()
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+
+def write_block(enc, block):
+    """Send one block through `enc`, timing the write for its measure of the link."""
+    codec, payload = enc.encode(block)
+    out.write(HEAD.pack(codec, len(block), len(payload)))
+    began = time.perf_counter()
+    out.write(payload)
+    enc.sent(HEAD.size + len(payload), time.perf_counter() - began)
+
 def main():
     global out
     out = sys.stdout.buffer
-    line(GREETING)
-    out.flush()  # before anything else: the client knows it is us, not a banner
     mode = sys.argv[1]
+    if mode in ("recv", "send"):
+        dec, enc = host_codecs()
+        line(GREETING, b"d=" + codec_words(dec), b"e=" + codec_words(enc))
+    else:
+        line(GREETING)
+    out.flush()  # before anything else: the client knows it is us, not a banner
     if mode == "recv":
         return recv(unhex(sys.argv[2]), int(sys.argv[3]))
     if mode == "delta":
@@ -575,11 +909,17 @@ def main():
     out.flush()
     if mode != "send" or files is None:
         return
+    # The first codec both ends have, in this host's order of preference.
+    accepted = codec_ids(unhex(sys.argv[4])) if len(sys.argv) > 4 else []
+    both = [c for c in enc if c in accepted]
+    z = zstd_module()
+    encoder = Encoder(both[0], z[0] if both[0] == ZSTD else zlib_compress) if both \
+        else Encoder(RAW, None)
     for req in sys.stdin.buffer:
         if not req.strip():
             break
         for n in req.split():
-            send(files[int(n)], int(n))
+            send(files[int(n)], int(n), encoder)
         out.write(b"B")
         out.flush()
 

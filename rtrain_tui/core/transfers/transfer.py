@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.safety import validate
+from rtrain_tui.core.transfers import codec
 from rtrain_tui.core.transfers.lander import CHANGED, CORRUPT, LANDED, Lander, fresh_part
+from rtrain_tui.core.transfers.meter import Moving
 from rtrain_tui.core.transport import openssh_pipe
 from rtrain_tui.core.transport.bounded import bounded
 
@@ -44,7 +46,8 @@ if TYPE_CHECKING:
     from rtrain_tui.core.transfers import delta
     from rtrain_tui.core.transport.connection import HostConnection
 
-# progress(label, bytes done, bytes total)
+# progress(label, bytes done, bytes total); the label of an upload or a fetch is a Moving
+# (meter.py): a str that also carries the bytes on the wire.
 Progress = Callable[[str, int, int], None]
 Warn = Callable[[str], None]
 CHUNK = 1 << 20
@@ -89,6 +92,7 @@ class _Stream:
         self.stdin_fd = stdin_fd  # system, for an upload: the pipe to its stdin, blocking
         self._buf = bytearray()
         self._greeted = False
+        self.codecs = codec.HostCodecs()  # what the host program decodes and encodes
         self.stderr_line = ""  # why the program ended early: its stderr's last line
 
     @classmethod
@@ -151,9 +155,17 @@ class _Stream:
 
     async def _greet(self) -> None:
         self._greeted = True
-        if await self.line() != remote_sh.TRANSFER_GREETING:
+        codecs = codec.parse_greeting(await self.line())
+        if codecs is None:
             raise RemoteError(f"{self.conn.alias}: the transfer program answered nonsense; "
                               "is the host's python the trainer's?")
+        self.codecs = codecs
+
+    async def greeted(self) -> codec.HostCodecs:
+        """The host program's codecs, once it greeted."""
+        if not self._greeted:
+            await self._greet()
+        return self.codecs
 
     async def aclose(self, finished: bool = False) -> None:
         """End the program; `finished`: it gave its last answer, so it may end by itself."""
@@ -517,7 +529,8 @@ async def fetch(
     rel = validate.check_fetch_path(rel)
     name = posixpath.basename(rel) if rel != "." else posixpath.basename(run_dir)
     dest = out / name
-    command = remote_sh.transfer_command(python, "send", os.fsencode(run_dir), os.fsencode(rel))
+    command = remote_sh.transfer_command(python, "send", os.fsencode(run_dir), os.fsencode(rel),
+                                         codec.ACCEPT)
     stream = await _Stream.open(conn, command)
     lander = Lander()
     finished = False
@@ -548,7 +561,7 @@ async def fetch(
         parts = await asyncio.to_thread(_part_names, targets, wanted)
         if len(wanted) >= AHEAD_FROM:
             lander.create_ahead(parts)
-        done = [0]
+        done = [0, 0]  # raw bytes landed, bytes on the wire
         for _attempt in range(RETRIES):
             if not wanted:
                 break
@@ -575,7 +588,7 @@ async def fetch(
             if held is not None:
                 await asyncio.to_thread(_unlock_destination, *held)
     if progress:
-        progress(rel, total, total)
+        progress(Moving(rel, done[1]), total, total)
     return dest
 
 
@@ -623,14 +636,32 @@ async def _receive_one(stream: _Stream, lander: Lander, targets: list[Path],
         raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
     target = targets[num]
     landing = lander.begin(parts[num], target, mtime, key=num)
-    async for piece in stream.pieces(size):
-        lander.write(landing, piece)
-        done[0] += len(piece)
-        if progress:
-            progress(rel, min(done[0], total), total)
-        # Pieces already buffered come without a real wait: yield, so a Ctrl-C (a task
-        # cancel) and the TUI's redraws are served meanwhile.
-        await asyncio.sleep(0)
+    left = size
+    while left:  # the file's blocks (transfer_program.py), each raw or compressed
+        kind, n, wire = codec.HEAD.unpack(await stream.exactly(codec.HEAD.size))
+        done[1] += codec.HEAD.size
+        try:
+            codec.check_head(kind, n, wire, left)
+            if kind == codec.RAW:
+                async for piece in stream.pieces(wire):
+                    lander.write(landing, piece)
+                    done[0] += len(piece)
+                    done[1] += len(piece)
+                    if progress:
+                        progress(Moving(rel, done[1]), min(done[0], total), total)
+                    # Pieces already buffered come without a real wait: yield, so a Ctrl-C
+                    # (a task cancel) and the TUI's redraws are served meanwhile.
+                    await asyncio.sleep(0)
+            else:
+                lander.write(landing, codec.decode_block(kind, await stream.exactly(wire), n))
+                done[0] += n
+                done[1] += wire
+                if progress:
+                    progress(Moving(rel, done[1]), min(done[0], total), total)
+                await asyncio.sleep(0)
+        except codec.CorruptBlock:
+            return num, CORRUPT  # its .part is left to the lander's close: never landed
+        left -= n
     trailer = await stream.exactly(34)
     if trailer[:1] != b"T":
         raise RemoteError(f"{stream.conn.alias}: the transfer stream broke; fetch again.")
@@ -782,46 +813,59 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-async def _send_hashed(f: Any, size: int, h: Any, stream: _Stream,
+async def _send_hashed(f: Any, size: int, h: Any, stream: _Stream, enc: Any,
                        progress: Callable[[int], object]) -> int:
-    """Send up to `size` bytes of `f`, hashing them; returns how many were sent.
+    """Send up to `size` bytes of `f` as blocks, hashing them; returns how many were sent.
 
-    Reading the next block and hashing this one run in threads (both release the GIL)
-    while this one is encrypted and sent: on a 2-core machine the three overlap instead of
+    Reading, hashing and encoding the next block run in a thread (all release the GIL)
+    while this one is encrypted and sent: on a 2-core machine they overlap instead of
     taking turns, which is most of the gap to scp.
     """
+
+    def prepare(want: int) -> tuple[int, int, bytes] | None:
+        block = f.read(want)
+        if not block:
+            return None
+        h.update(block)
+        kind, payload = enc.encode(block)
+        return len(block), kind, payload
+
     sent = 0
-    block = await asyncio.to_thread(f.read, min(CHUNK, size))
-    while block:
-        hashing = asyncio.ensure_future(asyncio.to_thread(h.update, block))
-        want = min(CHUNK, size - sent - len(block))
-        reading = asyncio.ensure_future(asyncio.to_thread(f.read, want) if want > 0 else _empty())
+    nxt: Any = asyncio.ensure_future(asyncio.to_thread(prepare, min(CHUNK, size)))
+    while (ready := await nxt) is not None:
+        n, kind, payload = ready
+        sent += n
+        want = min(CHUNK, size - sent)
+        nxt = asyncio.ensure_future(asyncio.to_thread(prepare, want) if want > 0 else _none())
         try:
+            began = time.perf_counter()
+            await stream.write(codec.HEAD.pack(kind, n, len(payload)))
             # In slices, each followed by a turn of the loop: encrypting a whole 1 MiB block
             # at once held the TUI's event loop for ~40 ms.
-            view = memoryview(block)
-            for at in range(0, len(block), SEND_SLICE):
+            view = memoryview(payload)
+            for at in range(0, len(payload), SEND_SLICE):
                 await stream.write(view[at:at + SEND_SLICE])
                 await asyncio.sleep(0)
+            enc.sent(codec.HEAD.size + len(payload), time.perf_counter() - began)
         finally:
             # Never leave a thread touching the file or the hash behind (a failed write).
-            await asyncio.gather(hashing, reading, return_exceptions=True)
-        sent += len(block)
+            if not nxt.done():
+                await asyncio.gather(nxt, return_exceptions=True)
         progress(sent)
-        block = reading.result()
     return sent
 
 
-async def _empty() -> bytes:
-    return b""
+async def _none() -> None:
+    return None
 
 
-def _pump(f: Any, size: int, h: Any, fd: int, sent: list[int]) -> None:
-    """In a thread: read `f`, hash it and write it to the pipe `fd`, then the digest.
+def _pump(f: Any, size: int, h: Any, fd: int, enc: Any, sent: list[int]) -> None:
+    """In a thread: read `f`, hash it and write it as blocks to the pipe `fd`, then the digest.
 
-    Reading, hashing and writing a pipe all release the GIL, so this costs the event
-    loop nothing; `sent[0]` counts for the progress bar. Stops early (no digest) if the
-    file shrank; a killed `ssh` ends it with BrokenPipeError.
+    Reading, hashing, compressing and writing a pipe all release the GIL, so this costs
+    the event loop nothing; `sent[0]` counts for the progress bar. Stops early (no
+    digest) if the file shrank; a killed `ssh` ends it with BrokenPipeError. The time each
+    write waits is the encoder's measure of the link.
     """
     buf = memoryview(bytearray(CHUNK))
     while sent[0] < size:
@@ -829,19 +873,28 @@ def _pump(f: Any, size: int, h: Any, fd: int, sent: list[int]) -> None:
         if not n:
             return
         h.update(buf[:n])
-        piece = buf[:n]
-        while piece:
-            piece = piece[os.write(fd, piece):]
+        kind, payload = enc.encode(buf[:n])
+        began = time.perf_counter()
+        _write_all(fd, codec.HEAD.pack(kind, n, len(payload)))
+        _write_all(fd, payload)
+        enc.sent(codec.HEAD.size + len(payload), time.perf_counter() - began)
         sent[0] += n
     os.write(fd, h.hexdigest().encode() + b"\n")
 
 
-async def _pump_system(stream: _Stream, f: Any, size: int, h: Any,
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    piece = memoryview(data)
+    while piece:
+        piece = piece[os.write(fd, piece):]
+
+
+async def _pump_system(stream: _Stream, f: Any, size: int, h: Any, enc: Any,
                        progress: Callable[[int], object]) -> int:
     """Send `f` to a system `ssh` (see _pump); bounded by time without progress."""
     assert stream.stdin_fd is not None
     sent = [0]
-    pumping = asyncio.ensure_future(asyncio.to_thread(_pump, f, size, h, stream.stdin_fd, sent))
+    pumping = asyncio.ensure_future(asyncio.to_thread(_pump, f, size, h, stream.stdin_fd,
+                                                      enc, sent))
     last, moved_at = -1, time.monotonic()
     try:
         while not pumping.done():
@@ -878,13 +931,17 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
         if progress:
             progress(label, 0, size)
         try:
-            report = lambda n: progress(label, n, size) if progress else None  # noqa: E731
             piped = stream.stdin_fd is not None  # a system ssh: a thread sends it all
+            enc = codec.encoder_for(await stream.greeted(), local.name)
+
+            def report(n: int) -> None:
+                if progress:
+                    progress(Moving(label, enc.wire), n, size)
             with local.open("rb", buffering=0) as f:
                 if piped:
-                    sent = await _pump_system(stream, f, size, h, report)
+                    sent = await _pump_system(stream, f, size, h, enc, report)
                 else:
-                    sent = await _send_hashed(f, size, h, stream, report)
+                    sent = await _send_hashed(f, size, h, stream, enc, report)
             if sent != size:
                 raise RemoteError(f"{local} changed while it was uploaded; start again.")
             if not piped:

@@ -1,0 +1,69 @@
+"""A transfer's progress in words: bytes read, bytes on the wire, ratio, rate and ETA.
+
+`train.jsonl: 412 MB of 1.0 GB · 3.8× compressed · 31 MB/s · 19 s left`, for the CLI's
+progress line and the start form alike (both faces word it the same way). Transfers call
+`Progress(label, done, total)` as they always did; the label they give is a `Moving`: a
+str (the file's name, so every existing callback works unchanged) that also carries the
+bytes on the wire so far, for a caller that words more.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from rtrain_tui.core.metrics.metrics import format_eta
+
+SHOWN_FROM = 0.5  # seconds: before that, a rate is mostly the connection's setup
+
+
+class Moving(str):
+    """A progress label (the file's name) with the bytes on the wire so far (`wire`)."""
+
+    wire: int
+
+    def __new__(cls, name: str, wire: int) -> Moving:
+        self = super().__new__(cls, name)
+        self.wire = wire
+        return self
+
+
+def size_text(n: float) -> str:
+    """Bytes in decimal units, as `scp` and rich word them: 412 MB, 1.0 GB, 980 kB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{int(n)} B"
+
+
+def describe(done: int, total: int, wire: int | None, seconds: float) -> str:
+    """`412 MB of 1.0 GB · 3.8× compressed · 31 MB/s · 19 s left` (each part when known).
+
+    `wire`: bytes on the wire for the `done` bytes (None: not known); the ratio is shown
+    only where compression saved a tenth or more. Rate and ETA from `seconds` elapsed.
+    """
+    parts = [f"{size_text(done)} of {size_text(total)}"]
+    if wire and done and done / wire >= 1.1:
+        parts.append(f"{done / wire:.1f}× compressed")
+    if seconds >= SHOWN_FROM and done:
+        rate = done / seconds
+        parts.append(f"{size_text(rate)}/s")
+        if total > done:
+            left = (total - done) / rate
+            parts.append(f"{round(left)} s left" if left < 60 else f"{format_eta(left)} left")
+    return " · ".join(parts)
+
+
+class Meter:
+    """Words each progress call of one transfer label (rate since its first call)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._began: dict[str, float] = {}
+
+    def line(self, label: str, done: int, total: int) -> str:
+        now = self._clock()
+        began = self._began.setdefault(str(label), now)
+        wire = label.wire if isinstance(label, Moving) else None
+        return describe(done, total, wire, now - began)

@@ -1,0 +1,221 @@
+"""Compressed transfer blocks (core/transfers/codec.py and the host program's "compressed
+blocks" section): the framing both ways, the choice rule, and what a bad block does.
+
+Pure functions and the host program's recv in process; the end-to-end paths (asyncssh
+and the system `ssh`, uploads and fetches) are in tests/test_transfer_compress.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import threading
+import zlib
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core.host import transfer_program as tp
+from rtrain_tui.core.transfers import codec
+
+ZSTD_LEVELS, ZLIB_LEVELS = tp.LEVELS[tp.ZSTD], tp.LEVELS[tp.ZLIB]
+
+
+def jsonl(n: int) -> bytes:
+    return b"".join(b'{"messages": [{"role": "user", "content": "what is %d + %d?"}, '
+                    b'{"role": "assistant", "content": "%d"}]}\n' % (i, i * 7, i * 8)
+                    for i in range(n))
+
+
+# -- the choice rule -----------------------------------------------------------------
+def test_data_that_does_not_shrink_by_a_tenth_goes_raw_whatever_the_link() -> None:
+    for link in (None, 1e5, 1e9):
+        assert tp.choose(ZSTD_LEVELS, link, 0.95, 500e6) is None
+    assert tp.choose(ZSTD_LEVELS, 1e6, None, None) is None  # nothing measured yet
+
+
+def test_an_unmeasured_link_gets_the_fastest_level() -> None:
+    assert tp.choose(ZSTD_LEVELS, None, 0.3, 500e6) == 1
+    assert tp.choose(ZLIB_LEVELS, None, 0.3, 60e6) == 1
+
+
+def test_a_slower_link_affords_a_slower_tighter_level() -> None:
+    links = (200e6, 100e6, 12.5e6, 2.5e6, 1e6)  # bytes/s: 1.6 Gbit/s down to 8 Mbit/s
+    levels = [tp.choose(ZSTD_LEVELS, link, 0.3, 500e6) for link in links]
+    assert levels[0] == 1 and levels[-1] >= 9
+    assert levels == sorted(levels)  # never looser on a slower link
+
+
+def test_a_link_faster_than_the_compressor_goes_raw() -> None:
+    # zlib at 60 MB/s cannot feed a 1 GB/s link: compressing would only cost time.
+    assert tp.choose(ZLIB_LEVELS, 1e9, 0.25, 60e6) is None
+    assert tp.choose(ZSTD_LEVELS, 5e9, 0.25, 500e6) is None
+
+
+def test_names_of_compressed_data_and_weights_are_skipped() -> None:
+    for name in (b"model.safetensors", b"a/B.GZ", b"x.parquet", b"pytorch_model.bin",
+                 b"opt.pth", b"d.zst", b"img.png"):
+        assert tp.skipped_by_name(name), name
+    for name in (b"train.jsonl", b"trainer_state.json", b"train.log", b"config.yaml"):
+        assert not tp.skipped_by_name(name), name
+
+
+# -- the encoder ---------------------------------------------------------------------
+def test_the_encoder_compresses_text_and_sends_random_bytes_raw() -> None:
+    enc = codec.encoder_for(codec.HostCodecs((tp.ZSTD, tp.ZLIB)), "train.jsonl")
+    text = jsonl(30000)[:tp.BLOCK]
+    kind, payload = enc.encode(text)
+    assert kind == tp.ZSTD and len(payload) < len(text) / 3
+    assert codec.decode_block(kind, payload, len(text)) == text
+    noise = os.urandom(tp.BLOCK)
+    assert enc.encode(noise) == (tp.RAW, noise)
+
+
+def test_random_data_is_sampled_again_only_after_recheck_bytes() -> None:
+    enc = codec.encoder_for(codec.HostCodecs((tp.ZLIB,)), "noise.dat")
+    calls = []
+    real = enc.compress
+    enc.compress = lambda b, lv: calls.append(len(b)) or real(b, lv)
+    piece = os.urandom(tp.PIECE)
+    assert enc.encode(os.urandom(tp.BLOCK))[0] == tp.RAW
+    assert calls == [tp.PIECE]  # a piece of the block sampled, not the whole block
+    for _ in range(tp.RECHECK // tp.PIECE):
+        assert enc.encode(piece) == (tp.RAW, piece)
+    assert len(calls) == 1
+    enc.encode(piece)
+    assert len(calls) == 2
+
+
+def test_a_skipped_name_is_never_compressed_and_the_next_file_is_sampled() -> None:
+    enc = codec.encoder_for(codec.HostCodecs((tp.ZSTD,)), "model.safetensors")
+    text = jsonl(20000)[:tp.BLOCK]
+    assert enc.encode(text) == (tp.RAW, text)
+    enc.start_file(b"train.jsonl")
+    assert enc.encode(text)[0] == tp.ZSTD
+
+
+def test_a_host_that_decodes_only_zlib_gets_zlib_and_one_that_decodes_nothing_raw() -> None:
+    text = jsonl(20000)[:tp.BLOCK]
+    kind, payload = codec.encoder_for(codec.HostCodecs((tp.ZLIB,)), "t.jsonl").encode(text)
+    assert kind == tp.ZLIB and zlib.decompress(payload) == text
+    assert codec.encoder_for(codec.HostCodecs(()), "t.jsonl").encode(text) == (tp.RAW, text)
+
+
+def test_the_link_is_measured_only_from_writes_that_waited() -> None:
+    enc = tp.Encoder(tp.ZLIB, tp.zlib_compress)
+    for _ in range(64):
+        enc.sent(tp.BLOCK, 0.00001)  # into an empty buffer: says nothing of the link
+    assert enc.link() is None and enc.wire == 64 * tp.BLOCK
+    for _ in range(4):
+        enc.sent(tp.BLOCK, 0.5)
+    assert enc.link() == pytest.approx(2 * tp.BLOCK, rel=0.01)
+
+
+# -- greeting and decoding -----------------------------------------------------------
+def test_the_greeting_says_the_codecs_and_anything_else_is_refused() -> None:
+    assert codec.parse_greeting(b"rtrain-transfer 2 d=zstd,zlib e=zlib") == \
+        codec.HostCodecs((tp.ZSTD, tp.ZLIB), (tp.ZLIB,))
+    assert codec.parse_greeting(b"rtrain-transfer 2") == codec.HostCodecs()
+    for other in (b"rtrain-transfer 1", b"rtrain-transfer 22", b"Welcome to Ubuntu", b""):
+        assert codec.parse_greeting(other) is None, other
+
+
+def test_a_block_is_decoded_to_exactly_its_length_or_refused() -> None:
+    text = jsonl(1000)
+    packed = zlib.compress(text, 1)
+    assert codec.decode_block(tp.ZLIB, packed, len(text)) == text
+    bad = bytearray(packed)
+    bad[len(bad) // 2] ^= 0xFF
+    for kind, payload, n in ((tp.ZLIB, bytes(bad), len(text)),  # a flipped byte
+                             (tp.ZLIB, packed, len(text) - 1),  # longer than it says
+                             (tp.ZLIB, packed, len(text) + 1),  # shorter
+                             (tp.ZLIB, zlib.compress(bytes(64 << 20)), 100),  # a bomb
+                             (tp.ZSTD, codec._zstd_compress(text, 3)[:-4], len(text)),
+                             (7, packed, len(text))):
+        with pytest.raises(codec.CorruptBlock):
+            codec.decode_block(kind, payload, n)
+    assert codec.decode_block(tp.ZSTD, codec._zstd_compress(text, 3), len(text)) == text
+
+
+def test_a_header_that_does_not_fit_the_file_is_refused() -> None:
+    codec.check_head(tp.RAW, 10, 10, 10)
+    for head in ((tp.RAW, 10, 11, 10), (tp.RAW, 11, 11, 10), (tp.ZLIB, 0, 5, 10),
+                 (tp.ZLIB, tp.BLOCK + 1, 5, 2 * tp.BLOCK), (tp.ZLIB, 5, codec.MAX_WIRE + 1, 5),
+                 (9, 5, 5, 5)):
+        with pytest.raises(codec.CorruptBlock):
+            codec.check_head(*head)
+
+
+# -- the host's recv of compressed blocks --------------------------------------------
+@pytest.fixture
+def out(monkeypatch: pytest.MonkeyPatch) -> io.BytesIO:
+    buf = io.BytesIO()
+    monkeypatch.setattr(tp, "out", buf)
+    return buf
+
+
+def blocks(data: bytes, enc: tp.Encoder) -> bytes:
+    wire = b""
+    for at in range(0, len(data), tp.BLOCK):
+        block = data[at:at + tp.BLOCK]
+        kind, payload = enc.encode(block)
+        wire += tp.HEAD.pack(kind, len(block), len(payload)) + payload
+    return wire
+
+
+def recv(store: Path, payload: bytes, size: int) -> str:
+    r, w = os.pipe()
+
+    def feed() -> None:
+        try:
+            os.write(w, payload)
+        except BrokenPipeError:  # recv stopped reading at a bad block
+            pass
+        finally:
+            os.close(w)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        tp.recv(os.fsencode(store), size, r)
+    finally:
+        os.close(r)  # a writer still blocked gets EPIPE
+        writer.join()
+    return tp.out.getvalue().decode()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("host", ["zstd module", "zstd command", "zlib"])
+def test_recv_publishes_compressed_and_raw_blocks_verified(
+    tmp_path: Path, out: io.BytesIO, monkeypatch: pytest.MonkeyPatch, host: str,
+) -> None:
+    data = jsonl(40000)[:2 * tp.BLOCK] + os.urandom(tp.BLOCK) + jsonl(9000)  # text, noise, text
+    if host == "zstd command":  # a Python without zstd: the `zstd` program decodes
+        monkeypatch.setattr(tp, "zstd_module", lambda: None)
+        assert tp.host_codecs()[0] == [tp.ZSTD, tp.ZLIB]
+    codecs = codec.HostCodecs((tp.ZLIB,) if host == "zlib" else (tp.ZSTD, tp.ZLIB))
+    wire = blocks(data, codec.encoder_for(codecs, "train.jsonl"))
+    kinds = set()
+    at = 0
+    while at < len(wire):
+        kind, _, n = tp.HEAD.unpack(wire[at:at + tp.HEAD.size])
+        kinds.add(kind)
+        at += tp.HEAD.size + n
+    assert kinds == {tp.RAW, codecs.decodes[0]}  # both kinds in one stream
+    digest = hashlib.sha256(data).hexdigest()
+    assert recv(tmp_path, wire + digest.encode() + b"\n", len(data)) == f"ok={digest}\n"
+    assert (tmp_path / digest).read_bytes() == data
+
+
+@pytest.mark.parametrize("host", ["zstd module", "zstd command"])
+def test_recv_refuses_a_corrupt_block_and_publishes_nothing(
+    tmp_path: Path, out: io.BytesIO, monkeypatch: pytest.MonkeyPatch, host: str,
+) -> None:
+    if host == "zstd command":
+        monkeypatch.setattr(tp, "zstd_module", lambda: None)
+    data = jsonl(40000)
+    wire = bytearray(blocks(data, codec.encoder_for(codec.HostCodecs((tp.ZSTD,)), "t.jsonl")))
+    wire[tp.HEAD.size + 100] ^= 0xFF  # inside the first block's compressed bytes
+    digest = hashlib.sha256(data).hexdigest()
+    assert recv(tmp_path, bytes(wire) + digest.encode() + b"\n", len(data)) == "error=corrupt\n"
+    assert list(tmp_path.iterdir()) == []
