@@ -21,7 +21,15 @@ import hashlib
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -63,7 +71,7 @@ from rtrain_tui.core.transfers.transfer import (
     upload_file,
 )
 from rtrain_tui.core.transport.bounded import bounded
-from rtrain_tui.core.transport.connection import ConnectionPool, HostConnection
+from rtrain_tui.core.transport.connection import BoundedSFTP, ConnectionPool, HostConnection
 
 StepCallback = Callable[[str], None]
 CreatedCallback = Callable[[str, str], None]  # (run id, run dir): the run now exists
@@ -421,13 +429,17 @@ class Engine:
         # removes its part file); nothing is launched before the preflight said yes.
         storing = (asyncio.ensure_future(self._store(req, req.dataset, progress))
                    if req.dataset is not None else None)
+        # The SFTP channel the config and the launch files go over opens meanwhile too
+        # (a few round trips of its own).
+        opening = asyncio.ensure_future(self.host(req.host).sftp())
+        early = [task for task in (storing, opening) if task is not None]
         try:
-            return await self._start_checked(req, kind, options, ship, storing, progress, step,
-                                             on_created, trace)
+            return await self._start_checked(req, kind, options, ship, storing, opening,
+                                             progress, step, on_created, trace)
         finally:
-            if storing is not None:
-                storing.cancel()  # a no-op once it is done
-                await asyncio.gather(storing, return_exceptions=True)
+            for task in early:
+                task.cancel()  # a no-op once it is done
+            await asyncio.gather(*early, return_exceptions=True)
 
     async def _store(self, req: StartRequest, dataset: Path,
                      progress: Progress | None) -> tuple[str, str]:
@@ -439,10 +451,12 @@ class Engine:
 
     async def _start_checked(
         self, req: StartRequest, kind: Backend, options: BackendOptions | None, ship: int,
-        storing: asyncio.Future[tuple[str, str]] | None, progress: Progress | None,
-        step: StepCallback, on_created: CreatedCallback | None, trace: StartTrace,
+        storing: asyncio.Future[tuple[str, str]] | None, opening: asyncio.Future[BoundedSFTP],
+        progress: Progress | None, step: StepCallback, on_created: CreatedCallback | None,
+        trace: StartTrace,
     ) -> StartedRun:
-        """The start from its preflight on (see `start`); `storing` sends the dataset."""
+        """The start from its preflight on (see `start`); `storing` sends the dataset,
+        `opening` opens the SFTP channel."""
         report = await self.preflight(req.host, req.gpus, req.python, req.workdir,
                                       ship_bytes=ship, backend=kind.name, options=options)
         if not report.ok:
@@ -483,8 +497,7 @@ class Engine:
                     if on_created:
                         on_created(run_id, run_dir)
                     step(f"uploading to {run_dir}")
-                    sftp = await conn.sftp()
-                    await upload_file(conn, sftp, req.config, f"{run_dir}/config.yaml", progress)
+                    sftp = await opening
                     dataset_name = req.dataset.name if req.dataset is not None else None
                     spec = LaunchSpec(run_id, token, req.trainer, req.python, dataset_name,
                                       req.gpus, env, options, retries=req.retries or 0, queue=queue,
@@ -494,19 +507,23 @@ class Engine:
                                       gpus_idle_s=retry_rule.gpus_idle_seconds(),
                                       on_stall=req.on_stall)
                     spec = await self._notify_from_host(sftp, run_dir, spec, req, kind)
-                    await _write_remote_files(sftp, run_dir, kind.launch_files(spec))
-                    await _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec))
                     # What was launched, for a later resume (core/resume.py): the user's env,
                     # not the GPUs chosen now; a resume chooses them again.
-                    await _write_remote_text(sftp, f"{run_dir}/{resume_mod.LAUNCH_JSON}", resume_mod.launch_json(
+                    launched_as = resume_mod.launch_json(
                         req.trainer, req.python, dataset_name, req.gpus, dict(req.env),
                         req.gpu_ids, req.allow_busy, options, retries=req.retries or 0,
                         retry_base_s=spec.retry_base_s, stall=(spec.stall_after_s,
-                                                               spec.stall_check_s, spec.on_stall)))
-                    if storing is not None and dataset_name is not None:
-                        # The launch files are written while the dataset still arrives.
-                        workdir_path, digest = await storing
-                        await place_dataset(conn, dataset_name, workdir_path, digest, run_dir)
+                                                               spec.stall_check_s, spec.on_stall))
+                    # The config, the launch files and the dataset (once it is stored: a big
+                    # one still arrives) side by side: each is a few round trips, which add
+                    # up on a distant host.
+                    await _together(
+                        upload_file(conn, sftp, req.config, f"{run_dir}/config.yaml", progress),
+                        _write_remote_files(sftp, run_dir, kind.launch_files(spec)),
+                        _write_remote_text(sftp, f"{run_dir}/{kind.launch_file}", kind.launch_text(spec)),
+                        _write_remote_text(sftp, f"{run_dir}/{resume_mod.LAUNCH_JSON}", launched_as),
+                        *([] if storing is None or dataset_name is None else
+                          [_place_when_stored(conn, storing, dataset_name, run_dir)]))
                     step(kind.launch_step)
                     launching, trace.stage = True, LAUNCHING
                     out = dict(probes.parse_key_values(await conn.run(kind.launch_script(run_dir, token))))
@@ -1448,5 +1465,25 @@ async def _write_remote_text(sftp, path: str, text: str | bytes,  # type: ignore
 
 async def _write_remote_files(sftp, run_dir: str, files: Mapping[str, bytes]) -> None:  # type: ignore[no-untyped-def]
     """A backend's extra launch files (`Backend.launch_files`), each written as above."""
-    for name, data in files.items():
-        await _write_remote_text(sftp, f"{run_dir}/{name}", data)
+    await _together(*(_write_remote_text(sftp, f"{run_dir}/{name}", data)
+                      for name, data in files.items()))
+
+
+async def _place_when_stored(conn: HostConnection, storing: Awaitable[tuple[str, str]],
+                             name: str, run_dir: str) -> None:
+    """Link the dataset into the run dir once `storing` (Engine._store) has it in the store."""
+    workdir, digest = await storing
+    await place_dataset(conn, name, workdir, digest, run_dir)
+
+
+async def _together(*steps: Awaitable[object]) -> None:
+    """Run `steps` side by side. The first to fail cancels the others, is waited for with
+    them (none is left writing into a run dir being removed), and is raised as it is:
+    callers catch RemoteError and asyncssh's errors, never an ExceptionGroup."""
+    tasks = [asyncio.ensure_future(step) for step in steps]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()  # a no-op on those that are done
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -15,5 +15,7 @@ if mkdir launch.lock 2>/dev/null; then
   fi
 fi
 i=0
-while [ ! -s train.pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+# Polled every 10 ms (at most 5 s): the wrapper writes it within a few ms, and every
+# start waits for this line.
+while [ ! -s train.pid ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i + 1)); done
 echo "pid=$(cat train.pid 2>/dev/null)"
