@@ -506,7 +506,7 @@ class Engine:
                                       stall_check_s=retry_rule.stall_check_seconds(),
                                       gpus_idle_s=retry_rule.gpus_idle_seconds(),
                                       on_stall=req.on_stall)
-                    spec = await self._notify_from_host(sftp, run_dir, spec, req, kind)
+                    spec = await self._notify_from_host(sftp, run_dir, spec, record, kind)
                     # What was launched, for a later resume (core/resume.py): the user's env,
                     # not the GPUs chosen now; a resume chooses them again.
                     launched_as = resume_mod.launch_json(
@@ -547,21 +547,22 @@ class Engine:
                               submit_message=launched.message, unrecorded=unrecorded)
 
     async def _notify_from_host(self, sftp, run_dir: str, spec: LaunchSpec,  # type: ignore[no-untyped-def]
-                                req: StartRequest, kind: Backend,
-                                started: float | None = None) -> LaunchSpec:
+                                record: RunRecord, kind: Backend) -> LaunchSpec:
         """`spec` with the events the run's host tells itself (`[notify] on_host`), once its
         run dir holds what it sends them with: notify.pyz and notify.json (the webhook
         URLs: created 0600, never readable by another user for an instant); `spec` as it
         is when the host tells nothing (no URL it can send, a backend that cannot).
-        `started`: when the run first started (a resume's; else now), for its elapsed time
-        and its first attempt's cost."""
+        `record` is the run's: its first start (for the elapsed time and the first
+        attempt's cost) and the GPUs it holds (for a price per GPU-hour)."""
         config = self.hosts
-        urls = host_send.host_urls(config.notify_urls(req.host))
+        urls = host_send.host_urls(config.notify_urls(record.host))
         if not (kind.notifies_on_host and config.notify.on_host and urls and config.notify.on):
             return spec
-        price = config.price_of(req.host)
-        settings = host_send.settings(req.host, spec.run_id, urls, time.time() if started is None else started,
-                                      run_cost.rate_per_hour(price, req.gpus) if price else None,
+        price = config.price_of(record.host)
+        started = run_cost.when(record.started_at)
+        settings = host_send.settings(record.host, spec.run_id, urls,
+                                      started.timestamp() if started else time.time(),
+                                      run_cost.rate_per_hour(price, run_cost.gpus_held(record)) if price else None,
                                       price.currency if price else config.currency)
         await _write_remote_text(sftp, f"{run_dir}/{host_send.PROGRAM}", host_files.bundle(*host_send.MODULES))
         await _write_remote_text(sftp, f"{run_dir}/{host_send.SETTINGS}", settings, mode=0o600)

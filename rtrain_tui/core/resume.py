@@ -43,7 +43,6 @@ from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.logs import reasons
 from rtrain_tui.core.logs.retry_rule import separator  # one wording for resume and retry
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
-from rtrain_tui.core.runs import cost as run_cost
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
@@ -366,9 +365,7 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             try:
                 sftp = await conn.sftp()
                 try:
-                    first = run_cost.when(base.started_at)
-                    spec_ = await engine._notify_from_host(sftp, run_dir, spec_, req, kind,
-                                                           first.timestamp() if first else None)
+                    spec_ = await engine._notify_from_host(sftp, run_dir, spec_, record, kind)
                     await engine_mod._write_remote_files(sftp, run_dir, kind.launch_files(spec_))
                     await engine_mod._write_remote_text(
                         sftp, f"{run_dir}/{kind.launch_file}.{token}", kind.launch_text(spec_))
