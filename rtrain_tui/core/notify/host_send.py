@@ -80,7 +80,9 @@ class _Spent:
 
 
 def _when(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+    # (int, float), not `int | float`: the host's Python may be older than 3.10.
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0  # noqa: UP038
+    return float(value) if ok else None  # type: ignore[arg-type]
 
 
 def billed_seconds(started: float, attempts: Sequence[Mapping[str, object]], now: float) -> float:
