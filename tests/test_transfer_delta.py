@@ -306,3 +306,66 @@ def test_keepalives_while_the_host_copies_are_passed_over(
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "delta"
     assert (work / "b" / "train.jsonl").read_bytes() == new
+
+
+def test_a_host_slow_to_copy_before_the_sent_chunks_is_not_taken_for_a_stall(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An edit near the end and new data after it: the host copies every stored chunk
+    before the edited one while the client still has megabytes to send (more than the
+    channel's window). Its keepalives say it is busy, so the client's stall bound must not
+    end the delta while the host copies (a slow disk, a network file system)."""
+    from rtrain_tui.core.host import remote_sh
+
+    program = remote_sh.TRANSFER_PY
+    for old, new in (("\nKEEPALIVE = 2.0", "\nKEEPALIVE = 0.05"),
+                     ('    path, off, length = where\n',
+                      '    path, off, length = where\n    time.sleep(0.03)\n')):
+        assert old in program
+        program = program.replace(old, new)
+    work = tmp_path / "work"
+    first = tmp_path / "train.jsonl"
+    first.write_bytes(base)
+    ship(hosts, first, work / "a")
+    # About a hundred stored chunks to copy (3 s here), then 6 MiB that are new.
+    new = base[:len(base) - 1000] + b'{"messages": []}\n' + jsonl(6 << 20, 8)
+    edited = tmp_path / "edited" / "train.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(new)
+    monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
+    monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
+    shipped = ship(hosts, edited, work / "b")
+    assert shipped.how == "delta"
+    assert (work / "b" / "train.jsonl").read_bytes() == new
+
+
+def test_a_host_slow_to_hash_the_file_again_after_a_resend_is_not_taken_for_a_stall(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stored chunk that no longer hashes right is sent again, and the host then hashes
+    the whole file once more: a big file on a slow disk takes longer than the client's
+    stall bound, and the host says it is busy meanwhile."""
+    from rtrain_tui.core.host import remote_sh
+
+    program = remote_sh.TRANSFER_PY
+    for old, new in (("\nKEEPALIVE = 2.0", "\nKEEPALIVE = 0.05"),
+                     ("            while off < size:\n",
+                      "            while off < size:\n                time.sleep(0.3)\n")):
+        assert program.count(old) == 1, old
+        program = program.replace(old, new)
+    work = tmp_path / "work"
+    first = tmp_path / "train.jsonl"
+    first.write_bytes(base)
+    ship(hosts, first, work / "a")
+    with (work / ".datasets" / sha(base)).open("r+b") as f:  # one stored chunk rots
+        f.seek(1 << 20)
+        f.write(b"#")
+    new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
+    edited = tmp_path / "edited" / "train.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(new)
+    monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
+    monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
+    shipped = ship(hosts, edited, work / "b")
+    assert shipped.how == "delta"
+    assert (work / "b" / "train.jsonl").read_bytes() == new

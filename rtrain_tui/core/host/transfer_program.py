@@ -46,7 +46,8 @@ list. A copied chunk whose bytes no longer hash right is left a hole and asked f
 again: `again I J ...`, whose bytes follow in that order, then `E`. The whole file's
 hash is checked before it is published as STORE/<sha256> (first to publish wins), its
 manifest then written; it prints `ok=<sha256>` or `error=...` (`p` lines meanwhile are a
-keepalive, every few seconds of copying). Every failure removes the temporary file.
+keepalive, every few seconds of copying or hashing, which the client counts as progress
+even while its own writes wait). Every failure removes the temporary file.
 
 A manifest (`manifest_bytes`) is text: `rtrain-cdc 1 SIZE COUNT`, then `LENGTH HEX` per
 chunk, in order. It is a list of where chunks were: every chunk copied from it is hashed
@@ -437,11 +438,16 @@ class Assembly:
             write_at(self.fd, b, off)
             if self.whole is not None:
                 self.whole.update(b)
-            if time.time() - self.beat > KEEPALIVE:
-                line(b"p")
-                out.flush()
-                self.beat = time.time()
+            self.busy()
         self.copied_to = max(self.copied_to, end)
+
+    def busy(self):
+        """A `p` line when KEEPALIVE seconds passed since the last: the client, whose bytes
+        are not read meanwhile, is told the host works, not stalls."""
+        if time.time() - self.beat > KEEPALIVE:
+            line(b"p")
+            out.flush()
+            self.beat = time.time()
 
     def take(self, b):
         """Bytes of the chunks in `order`, in order, any size: each chunk is checked and
@@ -527,6 +533,7 @@ def delta(store, chunkdir, size, want, inp=0):
                     break
                 whole.update(b)
                 off += len(b)
+                asm.busy()
         os.close(fd)
         fd = None
         if whole.hexdigest() != want.decode():

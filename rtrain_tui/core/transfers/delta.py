@@ -247,6 +247,9 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
             (lambda n: progress(name, n, sending)) if progress else (lambda n: None))
         try:
             if had:
+                # Copying stored chunks, the host reads none of ours: its `p` lines say
+                # it is busy, not stalled, while the channel is full.
+                stream.keepalive = b"p"
                 report(0)
                 with local.open("rb", buffering=0) as f:
                     wire += await _send_ranges(stream, f.fileno(), to_send(chunks, missing), report)
