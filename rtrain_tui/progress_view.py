@@ -1,6 +1,8 @@
 """Transfer progress for the command line: a rich bar on a terminal, silence otherwise.
 
-Kept out of `core/` (which renders nothing); the engine only calls `update`.
+Kept out of `core/` (which renders nothing); the engine only calls `update`. The words
+after the bar are core's (transfers/meter.py), as the start form says them:
+`412 MB of 1.0 GB · 3.8× compressed · 31 MB/s · 19 s left`.
 """
 
 from __future__ import annotations
@@ -9,28 +11,27 @@ import sys
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TransferSpeedColumn,
-)
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+
+from rtrain_tui.core.transfers.meter import Meter
 
 
 class TerminalProgress:
-    def __init__(self) -> None:
-        self._enabled = sys.stderr.isatty()
+    def __init__(self, console: Console | None = None) -> None:
+        """`console`: where to draw (tests); by default stderr, when it is a terminal."""
+        self._console = console
+        self._enabled = console is not None or sys.stderr.isatty()
         self._progress: Progress | None = None
         self._tasks: dict[str, TaskID] = {}
+        self._meter = Meter()
 
     def __enter__(self) -> TerminalProgress:
         if self._enabled:
             self._progress = Progress(
                 # markup=False: a file name such as `x[@click(].jsonl` is shown as it is.
-                TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
-                TransferSpeedColumn(), console=Console(stderr=True), transient=True,
+                TextColumn("{task.description}", markup=False), BarColumn(),
+                TextColumn("{task.fields[detail]}", markup=False),
+                console=self._console or Console(stderr=True), transient=True,
             )
             self._progress.start()
         return self
@@ -38,9 +39,11 @@ class TerminalProgress:
     def update(self, label: str, done: int, total: int) -> None:
         if self._progress is None:
             return
+        detail = self._meter.line(label, done, total)
         if label not in self._tasks:
-            self._tasks[label] = self._progress.add_task(label, total=total or None)
-        self._progress.update(self._tasks[label], completed=done, total=total or None)
+            self._tasks[label] = self._progress.add_task(label, total=total or None, detail=detail)
+        self._progress.update(self._tasks[label], completed=done, total=total or None,
+                              detail=detail)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -29,6 +29,7 @@ from rtrain_tui.core.engine import Engine, StartedRun, StartRequest, StartTrace
 from rtrain_tui.core.errors import GpusBusyError, RemoteError, ValidationError
 from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.sanitize import safe_line, safe_text
+from rtrain_tui.core.transfers.meter import Meter
 
 
 @dataclass(frozen=True)
@@ -407,10 +408,13 @@ class StartScreen(ModalScreen[StartedRun | None]):
         bar = self.query_one("#upload", ProgressBar)
         step = self.query_one("#step", Static)
 
+        meter = Meter()
+
         def progress(label: str, done: int, total: int) -> None:
             bar.display = True
             bar.update(total=max(total, 1), progress=done)
-            step.update(Text(f"uploading {label}"))
+            # `uploading train.jsonl: 412 MB of 1.0 GB · 3.8× compressed · 31 MB/s · 19 s left`
+            step.update(Text(f"uploading {label}: {meter.line(label, done, total)}"))
 
         try:
             assert self.engine is not None
