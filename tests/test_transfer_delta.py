@@ -17,7 +17,9 @@ import pytest
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.transfers import delta, transfer
+from rtrain_tui.core.transfers.meter import size_text
 from rtrain_tui.core.transport.connection import HostConnection
+from tests.conftest import Throttled
 from tests.small_disk import small_tmpfs
 from tests.sshd import SshHosts
 
@@ -101,7 +103,7 @@ def test_an_edited_dataset_sends_few_bytes_and_lands_identical(
     assert (work / "b" / "train.jsonl").read_bytes() == new
     assert (work / ".datasets" / sha(new)).read_bytes() == new
     assert labels[-1].startswith("train.jsonl: delta, ") and labels[-1].endswith(
-        f" of {delta.size_words(len(new))} to send")
+        f" of {size_text(len(new))} to send")
     assert sorted(p.name for p in (work / delta.CHUNKS_DIR).iterdir()) == sorted(
         [sha(base), sha(new)])
     assert leftovers(work) == []
@@ -369,3 +371,36 @@ def test_a_host_slow_to_hash_the_file_again_after_a_resend_is_not_taken_for_a_st
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "delta"
     assert (work / "b" / "train.jsonl").read_bytes() == new
+
+
+def test_the_missing_chunks_go_compressed_over_a_slow_link(
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path, base: bytes,
+) -> None:
+    """The chunks travel as the transfer's blocks: JSONL shrinks on a 50 Mbit/s link."""
+    work = tmp_path / "work"
+    first = tmp_path / "train.jsonl"
+    first.write_bytes(base)
+    ship(hosts, first, work / "a")
+    new = base + jsonl(1 << 20, 8)
+    edited = tmp_path / "edited" / "train.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(new)
+    link = throttled("gpu", rate_mbit=50)
+    totals: list[int] = []
+
+    (work / "b").mkdir()
+
+    async def main() -> delta.Shipped:
+        conn = HostConnection(link.alias, link.ssh_config)
+        try:
+            return await transfer.ship_dataset(conn, None, edited, str(work / "b"),
+                                               lambda label, done, total: totals.append(total))
+        finally:
+            await conn.close()
+
+    shipped = asyncio.run(main())
+    assert shipped.how == "delta" and (work / "b" / "train.jsonl").read_bytes() == new
+    sending = totals[-1]  # the raw bytes of the chunks sent
+    assert sending >= 1 << 20
+    up, _ = link.proxy.counts()  # everything this connection sent, SSH's framing too
+    assert shipped.wire < sending * 0.6 and up < sending * 0.6, (shipped.wire, up, sending)

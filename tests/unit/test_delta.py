@@ -166,8 +166,14 @@ def _fresh(c: delta.Chunks, stored: delta.Chunks) -> list[int]:
 
 
 def _bytes_of(data: bytes, c: delta.Chunks, picks: list[int]) -> bytes:
+    """The chunks `picks` of `data` as the client sends them: raw blocks, one run."""
     offsets = c.offsets()
-    return b"".join(data[offsets[i]:offsets[i] + c.lengths[i]] for i in picks)
+    return _blocks(b"".join(data[offsets[i]:offsets[i] + c.lengths[i]] for i in picks))
+
+
+def _blocks(raw: bytes) -> bytes:
+    return b"".join(tp.HEAD.pack(tp.RAW, len(raw[at:at + tp.BLOCK]), len(raw[at:at + tp.BLOCK]))
+                    + raw[at:at + tp.BLOCK] for at in range(0, len(raw), tp.BLOCK))
 
 
 def test_delta_builds_the_file_from_stored_chunks_and_the_sent_ones(tmp_path: Path,
@@ -243,7 +249,7 @@ def test_delta_refuses_bytes_that_are_not_the_chunk_listed(tmp_path: Path,
     wrong = bytearray(new)
     wrong[100] ^= 1
     answer = _run_delta(tmp_path, store, chunkdir, c,
-                        delta.encode_list(c) + bytes(wrong) + b"E")
+                        delta.encode_list(c) + _blocks(bytes(wrong)) + b"E")
     assert answer[-1] == b"error=corrupt"
     assert list(store.iterdir()) == []
 
@@ -275,7 +281,8 @@ def test_the_host_program_takes_only_a_hex_digest_as_the_name_to_publish(tmp_pat
                                              os.fsencode(tmp_path / "c"), 10, bad)
         r = subprocess.run(["/bin/sh", "-c", command], input=b"", capture_output=True,
                            timeout=30)
-        assert r.stdout == tp.GREETING + b"\nerror=digest\n", (bad, r.stderr)
+        assert r.stdout.startswith(tp.GREETING + b" ") and r.stdout.endswith(
+            b"\nerror=digest\n") and r.stdout.count(b"\n") == 2, (bad, r.stdout, r.stderr)
     assert list(store.iterdir()) == [] and not (tmp_path / "c").exists()
 
 

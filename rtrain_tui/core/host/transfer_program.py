@@ -40,7 +40,8 @@ whose whole hash is SHA256, built from the chunks the host already holds. stdin:
 list (`>I` count, then per chunk `>I` length and its 32-byte SHA-256: LIST below). It
 answers `have HEX`, a bitmap (bit i of byte i//8, low bit first) of the chunks it will
 copy from stored datasets, found through their manifests in CHUNKS/<sha256>. Then it
-reads, in order, the bytes of every chunk not marked, then `E`; it assembles the file
+reads, in order, the bytes of every chunk not marked (as blocks, one run of them: it
+greets with its codecs as `recv` does), then `E`; it assembles the file
 under a temporary name in STORE, hashing each chunk (copied or received) against the
 list. A copied chunk whose bytes no longer hash right is left a hole and asked for
 again: `again I J ...`, whose bytes follow in that order, then `E`. The whole file's
@@ -398,10 +399,6 @@ def failed(e):
     return b"error=" + str(e).replace("\n", " ").encode("utf-8", "replace")
 
 
-class Refused(Exception):
-    """A sent chunk is not the one listed: the client's file changed under it."""
-
-
 class Assembly:
     """Writes the new file at its chunks' offsets: the sent chunks as their bytes arrive
     (`take`, in file order), each stored chunk copied in its turn between them, so the
@@ -419,6 +416,7 @@ class Assembly:
         self.copied_to = 0  # chunks before this one are written (or stale)
         self.whole = hashlib.sha256()
         self.stale = []
+        self.refused = False  # a sent chunk was not the one listed: the file changed
         self.beat = time.time()
 
     def marked(self, i):
@@ -451,9 +449,9 @@ class Assembly:
 
     def take(self, b):
         """Bytes of the chunks in `order`, in order, any size: each chunk is checked and
-        written once complete."""
+        written once complete. It raises only OSError: it may run in ZstdPipe's thread."""
         mv = memoryview(b)
-        while mv:
+        while mv and not self.refused:
             i = self.order[self.k]
             off, length, digest = self.chunks[i]
             part = mv[:length - self.got]
@@ -465,7 +463,8 @@ class Assembly:
             data = b"".join(self.parts)
             self.parts, self.got, self.k = [], 0, self.k + 1
             if hashlib.sha256(data).digest() != digest:
-                raise Refused()
+                self.refused = True
+                return
             if self.order is self.sent:
                 self.copy_until(i)
                 self.copied_to = i + 1
@@ -476,17 +475,6 @@ class Assembly:
     def refill(self):
         """From now on `take` fills the stale chunks (asked for again)."""
         self.order, self.k = self.stale, 0
-
-
-def read_raw(inp, n, sink):
-    """N bytes from fd INP to SINK as they come; None, or why not (`short`)."""
-    while n:
-        b = os.read(inp, min(n, PIECE))
-        if not b:
-            return b"short"
-        sink(b)
-        n -= len(b)
-    return None
 
 
 def delta(store, chunkdir, size, want, inp=0):
@@ -508,7 +496,9 @@ def delta(store, chunkdir, size, want, inp=0):
         out.flush()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         asm = Assembly(fd, chunks, marks, have, sources)
-        why = read_raw(inp, sum(chunks[i][1] for i in asm.sent), asm.take)
+        why = read_blocks(inp, sum(chunks[i][1] for i in asm.sent), asm.take)
+        if why is None and asm.refused:
+            why = b"corrupt"
         if why is None:
             asm.copy_until(len(chunks))
             if readn(inp, 1) != b"E":
@@ -517,7 +507,9 @@ def delta(store, chunkdir, size, want, inp=0):
             line(b"again", *[str(i).encode() for i in asm.stale])
             out.flush()
             asm.refill()
-            why = read_raw(inp, sum(chunks[i][1] for i in asm.stale), asm.take)
+            why = read_blocks(inp, sum(chunks[i][1] for i in asm.stale), asm.take)
+            if why is None and asm.refused:
+                why = b"corrupt"
             if why is None and readn(inp, 1) != b"E":
                 why = b"short"
         if why is not None:
@@ -542,8 +534,6 @@ def delta(store, chunkdir, size, want, inp=0):
         publish(tmp, os.path.join(store, want), size)
         write_manifest(chunkdir, want.decode(), size, chunks)
         line(b"ok=" + want)
-    except Refused:
-        line(b"error=corrupt")
     except OSError as e:
         line(failed(e))
     finally:
@@ -897,7 +887,7 @@ def main():
     global out
     out = sys.stdout.buffer
     mode = sys.argv[1]
-    if mode in ("recv", "send"):
+    if mode in ("recv", "send", "delta"):
         dec, enc = host_codecs()
         line(GREETING, b"d=" + codec_words(dec), b"e=" + codec_words(enc))
     else:

@@ -32,14 +32,16 @@ import hashlib
 import os
 import posixpath
 import struct
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.host import remote_sh, transfer_program
-from rtrain_tui.core.transfers import transfer
+from rtrain_tui.core.transfers import codec, transfer
+from rtrain_tui.core.transfers.meter import Moving, size_text
 
 if TYPE_CHECKING:
     from rtrain_tui.core.transport.connection import HostConnection
@@ -147,17 +149,9 @@ def _pieces(ranges: list[tuple[int, int]], most: int) -> Iterator[tuple[int, int
             yield start, min(most, at + length - start)
 
 
-def size_words(n: int) -> str:
-    """A byte count as a person reads it in a progress line: 2.1 MB, 1.0 GB."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def label(name: str, sending: int, size: int) -> str:
     """The progress label of a delta: `train.jsonl: delta, 2.1 MB of 1.0 GB to send`."""
-    return f"{name}: delta, {size_words(sending)} of {size_words(size)} to send"
+    return f"{name}: delta, {size_text(sending)} of {size_text(size)} to send"
 
 
 @dataclass(frozen=True)
@@ -243,8 +237,12 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
         missing = [i for i, has in enumerate(had) if not has]
         sending = sum(chunks.lengths[i] for i in missing)
         name = label(local.name, sending, chunks.size)
-        report: Callable[[int], object] = (
-            (lambda n: progress(name, n, sending)) if progress else (lambda n: None))
+        enc = codec.encoder_for(await stream.greeted(), local.name)
+        base = wire
+
+        def report(n: int) -> None:
+            if progress:
+                progress(Moving(name, enc.wire), n, sending)
         try:
             if had:
                 # Copying stored chunks, the host reads none of ours: its `p` lines say
@@ -252,9 +250,8 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
                 stream.keepalive = b"p"
                 report(0)
                 with local.open("rb", buffering=0) as f:
-                    wire += await _send_ranges(stream, f.fileno(), to_send(chunks, missing), report)
+                    await _send_ranges(stream, f.fileno(), to_send(chunks, missing), enc, report)
                     await stream.write(b"E")
-                    wire += 1
                     while not answer:
                         row = await stream.line()
                         if row == b"p":  # the host is copying: a keepalive
@@ -267,19 +264,19 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
                         except ValueError:
                             answer = b"error=" + row[:200]
                             break
-                        wire += await _send_ranges(stream, f.fileno(), to_send(chunks, again),
-                                                   lambda n: None)
+                        await _send_ranges(stream, f.fileno(), to_send(chunks, again), enc,
+                                           lambda n: None)
                         await stream.write(b"E")
-                        wire += 1
         except (asyncssh.Error, OSError, ConnectionError):
             pass  # the host program ended early: its answer says why
+        wire = base + enc.wire
         if not answer:
             answer = await stream.line()
     finally:
         await stream.aclose(finished=bool(answer))
     if answer == b"ok=" + chunks.digest.encode():
         if progress:
-            progress(name, sending, sending)
+            progress(Moving(name, enc.wire), sending, sending)
         return wire
     _refuse(conn, local, answer.decode("utf-8", "replace"), workdir)
     return None  # not reached: _refuse raises
@@ -298,33 +295,38 @@ def _refuse(conn: HostConnection, local: Path, answer: str, workdir: str) -> Non
 
 
 async def _send_ranges(stream: transfer._Stream, fd: int, ranges: list[tuple[int, int]],
-                       report: Callable[[int], object]) -> int:
-    """Send the bytes of `ranges` of the file `fd` in order, read a piece ahead in a
-    thread; bounded by the channel's flow control. Returns how many were sent."""
-    sent = 0
-    pieces = _pieces(ranges, transfer.CHUNK)
-    nxt = next(pieces, None)
-    reading = asyncio.ensure_future(asyncio.to_thread(os.pread, fd, nxt[1], nxt[0])) if nxt else None
-    while reading is not None:
-        try:
-            block = await reading
-        finally:
-            reading = None
-        want = nxt[1] if nxt else 0
-        if len(block) != want:
+                       enc: Any, report: Callable[[int], object]) -> None:
+    """Send the bytes of `ranges` of the file `fd` in order as blocks through `enc` (raw
+    or compressed, transfer_program's rule), the next read and encoded in a thread while
+    this one goes; bounded by the channel's flow control."""
+
+    def prepare(at: int, n: int) -> tuple[int, int, bytes]:
+        block = os.pread(fd, n, at)
+        if len(block) != n:
             raise RemoteError("the dataset changed while it was uploaded; start again.")
+        kind, payload = enc.encode(block)
+        return n, kind, payload
+
+    sent = 0
+    pieces = _pieces(ranges, codec.BLOCK)
+    nxt = next(pieces, None)
+    ready: Any = asyncio.ensure_future(asyncio.to_thread(prepare, *nxt)) if nxt else None
+    while ready is not None:
+        n, kind, payload = await ready
         nxt = next(pieces, None)
-        if nxt is not None:
-            reading = asyncio.ensure_future(asyncio.to_thread(os.pread, fd, nxt[1], nxt[0]))
+        ready = asyncio.ensure_future(asyncio.to_thread(prepare, *nxt)) if nxt else None
         try:
-            view = memoryview(block)
-            for at in range(0, len(block), transfer.SEND_SLICE):
+            began = time.perf_counter()
+            await stream.write(codec.HEAD.pack(kind, n, len(payload)))
+            view = memoryview(payload)
+            for at in range(0, len(payload), transfer.SEND_SLICE):
                 await stream.write(view[at:at + transfer.SEND_SLICE])
                 await asyncio.sleep(0)
+            enc.sent(codec.HEAD.size + len(payload), time.perf_counter() - began)
         except BaseException:
-            if reading is not None:
-                await asyncio.gather(reading, return_exceptions=True)
+            # Never leave a thread reading the file behind (a failed write, a cancel).
+            if ready is not None:
+                await asyncio.gather(ready, return_exceptions=True)
             raise
-        sent += len(block)
+        sent += n
         report(sent)
-    return sent
