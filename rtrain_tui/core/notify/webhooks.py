@@ -158,7 +158,9 @@ def curl_config(post: Post, body: bytes, timeout_s: float = TIMEOUT_S) -> str:
              'header = "Content-Type: application/json"',
              f"data-binary = {_curl_quoted(body.decode())}",
              f'max-time = "{timeout_s:g}"', f'connect-timeout = "{min(timeout_s, 5.0):g}"',
-             'output = "/dev/null"', 'write-out = "%{http_code}"', "silent", "show-error"]
+             'output = "/dev/null"', 'write-out = "%{http_code}"', "silent", "show-error",
+             # `{a,b}` and `[1-9]` in a URL are curl's globs (several POSTs, to other paths)
+             "globoff"]
     if post.user:
         lines.append(f"user = {_curl_quoted(post.user)}")
     return "\n".join(lines) + "\n"
