@@ -110,8 +110,10 @@ def test_queued_for_resources_then_running_then_completed(scli: SlurmCli, tmp_pa
     assert "{'loss': 0.2000, 'step': 10, 'epoch': 1.00}" in (run_dir / "train.log").read_text()
     records = {r["run_id"]: r for r in json.loads(scli("runs", "--json").out)}
     assert records["small"]["backend"] == "slurm" and records["small"]["slurm_job_id"] == job
-    # Never the login node: Slurm ran it, and the compute side saw its GPU.
-    assert "CUDA_VISIBLE_DEVICES" not in (run_dir / "run.sbatch").read_text()
+    # Never the login node: Slurm ran it, and the compute side saw its GPU (the client
+    # sets none; the stall watchdog only reads the GPUs Slurm gave).
+    assert "CUDA_VISIBLE_DEVICES=" not in (run_dir / "run.sbatch").read_text()
+    assert "wd_gpus=${CUDA_VISIBLE_DEVICES-}" in (run_dir / "run.sbatch").read_text()
     assert "JobState=COMPLETED" in slurm.client("scontrol", "-o", "show", "job", job)
 
 

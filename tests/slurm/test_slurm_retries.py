@@ -1,29 +1,36 @@
 """`start --retries N` on the real test Slurm (issue 18): the job's batch script runs the
 trainer inside the box's retry loop (core/host/retry.sh), so a failed attempt is resumed
 within the same job, on the GPUs it holds; the attempt count is the run's, not Slurm's
-requeue count; while the loop waits the run reads `queued` with why, as on a box."""
+requeue count; while the loop waits the run reads `queued` with why, as on a box. The
+box's stall watchdog (core/host/watch.sh) runs beside the trainer on the batch node: a
+silent job reads `running` with `stalled: …`; `--on-stall stop` ends the job, `restart`
+resumes it through the same retry loop."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from rtrain_tui.core.logs import retry_rule
 from tests.conftest import write_config
 from tests.slurm.conftest import LOGIN, SlurmCli
 from tests.slurm.test_slurm_cli import status, wait_for
+from tests.slurm_cluster import SlurmCluster
 
 NCCL = "NCCL timeout: ALLREDUCE collective did not finish after 600 s"
 
 
 def start(scli: SlurmCli, tmp_path: Path, workdir: str, run_id: str, *flags: str,
-          base: str = "", **cfg: object) -> str:
+          base: str = "", stall_check: str = "", **cfg: object) -> str:
     """Start with --gpus 0 and `flags`; `base`: the retry wait's base in seconds (else
-    the real 30 s). Answers the job id."""
+    the real 30 s); `stall_check`: how often the watchdog looks (else every minute).
+    Answers the job id."""
     config = write_config(tmp_path / f"{run_id}.yaml", step_seconds=0.05, **cfg)
+    env = {retry_rule.BASE_ENV: base, retry_rule.STALL_CHECK_ENV: stall_check}
     r = scli("start", LOGIN, "-c", str(config), "--workdir", workdir, "--run-id", run_id,
              "--no-follow", "--gpus", "0", *flags, timeout=180,
-             env={retry_rule.BASE_ENV: base} if base else None)
+             env={k: v for k, v in env.items() if v})
     assert r.rc == 0, r.err
     assert r.out.startswith(f"started {run_id} on {LOGIN} (Slurm job ")
     return (Path(workdir) / run_id / "slurm_job_id").read_text().strip()
@@ -93,4 +100,64 @@ def test_retries_are_refused_for_a_job_of_several_nodes_before_anything_is_made(
     assert r.err == ("rtrain-tui: --retries works in a job of one node, not 2: leave out "
                      "--retries (and config.toml's `retries`) and use `rtrain-tui resume HOST "
                      "RUN` after a failure.\n")
+    assert not workdir.exists()
+
+
+# A trainer that goes silent at step 3, watched with --stall-after 3s (the log's age is
+# read in whole seconds: 1 s could be 0.05 s), looked at every 0.2 s.
+STALL = ("--stall-after", "3s")
+
+
+def test_a_silent_job_reads_running_with_a_stall_reason(
+        scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
+    start(scli, tmp_path, workdir, "sw", *STALL, stall_check="0.2", steps=100, hang_at=3)
+    got = wait_for(scli, "sw", workdir, lambda s: s["stalled_for"] is not None, timeout=60)
+    assert got["state"] == "running" and got["stalled_for"] >= 3
+    assert got["reason"] == f"stalled: no output for {got['stalled_for']}s"
+    r = scli("status", LOGIN, "sw", "--workdir", workdir)
+    assert r.out == "running\n" and r.err.startswith("rtrain-tui: sw on cluster: stalled: no output for ")
+    assert scli("stop", LOGIN, "sw", "--workdir", workdir, "--grace", "2", timeout=120).rc == 0
+
+
+def test_on_stall_stop_ends_the_job(scli: SlurmCli, tmp_path: Path, workdir: str,
+                                    slurm: SlurmCluster) -> None:
+    run = Path(workdir) / "ss"
+    job = start(scli, tmp_path, workdir, "ss", *STALL, "--on-stall", "stop", stall_check="0.2",
+                steps=100, hang_at=3)
+    wait_for(scli, "ss", workdir, lambda s: s["state"] == "stopped", timeout=60)
+    assert "; stopping the run (--on-stall stop)" in (run / "train.log").read_text()
+    assert (run / "status").read_text().strip() == "143"
+    # The job itself ended: Slurm holds nothing of it any more.
+    deadline = time.monotonic() + 30
+    while (state := slurm.client("squeue", "-h", "-t", "all", "-j", job, "-o", "%T").strip()) in (
+            "RUNNING", "COMPLETING"):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.2)
+    assert state == "FAILED"  # the batch script's exit 143: the trainer's end, recorded
+
+
+def test_on_stall_restart_resumes_the_job_from_its_checkpoint_in_the_same_job(
+        scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
+    run = Path(workdir) / "sr"
+    job = start(scli, tmp_path, workdir, "sr", *STALL, "--on-stall", "restart", "--retries", "1",
+                base="0", stall_check="0.2", steps=6, save_steps=2, hang_at=3, hang_once=True)
+    done = wait_for(scli, "sr", workdir, lambda s: s["state"] == "completed", timeout=90)
+    assert done["slurm_job_id"] == job and done["attempt"] == 2
+    log = (run / "train.log").read_text()
+    before, sep, after = log.partition("=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
+    assert sep and "; restarting it (--on-stall restart)" in before
+    assert "Continuing training from global step 2" in after and "training done, exit 0" in after
+    first = done["attempts"][0]
+    assert first["reason"].startswith("stalled: no output for ") and first["exit"] == 143
+
+
+def test_on_stall_stop_is_refused_for_a_job_of_several_nodes(scli: SlurmCli, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.yaml")
+    workdir = tmp_path / "work"
+    r = scli("start", LOGIN, "-c", str(config), "--workdir", str(workdir), "--run-id", "r1",
+             "--no-follow", "--partition", "multi", "--nodes", "2", "--on-stall", "stop")
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: --on-stall stop works in a job of one node, not 2: leave out "
+                     "--on-stall (a stall is still said) and end a stalled job with "
+                     "`rtrain-tui stop`.\n")
     assert not workdir.exists()

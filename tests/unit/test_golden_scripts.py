@@ -50,11 +50,13 @@ GOLDENS: dict[str, Callable[[], str]] = {
         "r1", TOKEN, TRAINER, ENV,
         slurm.SlurmOptions(partition="gpu", time="1-00:00:00", account="lab",
                            sbatch_args=("--constraint=a100",)), 2),
-    # `start --retries 2` on one node: the box's retry loop inside the job.
+    # `start --retries 2 --on-stall restart` on one node: the box's retry loop and stall
+    # watchdog inside the job.
     "run-retries.sbatch": lambda: SlurmBackend().launch_text(LaunchSpec(
         "r1", TOKEN, "{python} -m praisonai_train llm {dataset} --config {config}",
         "~/venv/bin/python", "data set's.jsonl", 1, ENV,
-        options=slurm.SlurmOptions(partition="gpu"), retries=2, retry_base_s=30.0)),
+        options=slurm.SlurmOptions(partition="gpu"), retries=2, retry_base_s=30.0,
+        stall_after_s=900, on_stall="restart")),
     # The job telling its end itself ([notify] on_host).
     "run-notify.sbatch": lambda: SlurmBackend().launch_text(LaunchSpec(
         "r1", TOKEN, "{python} -m praisonai_train llm {dataset} --config {config}",

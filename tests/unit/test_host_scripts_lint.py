@@ -116,7 +116,11 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
         "r1", TOKEN, TRAINER, ENV, SLURM, 2)),
     "slurm.batch_script_retries": (slurm.batch_script, lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV, SLURM, 2, attempt=2, retry=direct_sh.Retry(
-            2, 30.0, 2, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT))),
+            2, 30.0, 2, "python3", True, TRAINER, TRAINER + " --resume " + direct_sh.RESUME_SLOT),
+        watch=direct_sh.Watch(900, 60.0, "restart"))),
+    "slurm.batch_script_watch": (slurm.batch_script, lambda: slurm.batch_script(
+        "r1", TOKEN, TRAINER, {}, SLURM, 1, watch=direct_sh.Watch(900, 60.0, "stop"),
+        notify=remote_sh.Notify("python3", ("stalled",)))),
     "slurm.batch_script_notify": (slurm.batch_script, lambda: slurm.batch_script(
         "r1", TOKEN, TRAINER, ENV, SLURM, 2, notify=remote_sh.Notify("python3", ("failed", "completed")))),
     "slurm.batch_script_nodes": (slurm.batch_script, lambda: slurm.batch_script(

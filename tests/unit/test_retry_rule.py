@@ -121,6 +121,12 @@ def test_retries_on_slurm_are_for_one_node_and_bounded(monkeypatch: pytest.Monke
         "--retries works in a job of one node, not 2: leave out --retries (and config.toml's "
         "`retries`) and use `rtrain-tui resume HOST RUN` after a failure.")
     backends.get("slurm").check_retries(0, "warn", SlurmOptions(nodes=2))
+    backends.get("slurm").check_retries(1, "restart", SlurmOptions())
+    with pytest.raises(ValidationError) as caught:
+        backends.get("slurm").check_retries(0, "stop", SlurmOptions(nodes=3))
+    assert str(caught.value) == (
+        "--on-stall stop works in a job of one node, not 3: leave out --on-stall (a stall is "
+        "still said) and end a stalled job with `rtrain-tui stop`.")
     monkeypatch.setenv(retry_rule.BASE_ENV, "0.5")
     assert retry_rule.base_seconds() == 0.5
     assert retry_rule.base_seconds({retry_rule.BASE_ENV: "-1"}) == retry_rule.DEFAULT_BASE_S

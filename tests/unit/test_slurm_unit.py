@@ -92,6 +92,21 @@ def test_the_jobs_retry_loop_is_said_as_a_boxes_is(run: str, slurm_line: str, wo
     assert (probe.state, probe.reason) == (word, reason)
 
 
+@pytest.mark.parametrize("facts, slurm_line, word, reason, stalled, idle", [
+    ("\tstalled=1020\tgpus_idle=", "J\t7|RUNNING|None|0|0|", "running", "stalled: no output for 17m", 1020, None),
+    ("\tstalled=\tgpus_idle=720", "J\t7|RUNNING|None|0|0|", "running", "GPUs idle for 12m", None, 720),
+    ("\tstalled=\tgpus_idle=", "J\t7|RUNNING|None|0|0|", "running", "", None, None),
+    # The watchdog's file outlives a job Slurm ended: it says nothing then.
+    ("\tstalled=1020", "J\t7|PENDING|Priority|0|0|", "queued", "Priority", None, None),
+])
+def test_the_jobs_stall_watchdog_is_said_as_a_boxes_is(facts: str, slurm_line: str, word: str,
+                                                       reason: str, stalled: int | None,
+                                                       idle: int | None) -> None:
+    [probe] = parse_run_states(f"{run_line(0)}{facts}\n{slurm_line}\n", 1)
+    assert (probe.state, probe.reason, probe.stalled_for, probe.gpus_idle_for) == (
+        word, reason, stalled, idle)
+
+
 @pytest.mark.parametrize("attempt, slurm_line, word", [
     # `scontrol requeue`: attempt 0 wrote 143 when the requeue's SIGTERM ended it
     ("0", "J\t7|PENDING|BeginTime|0|1|", "queued"),

@@ -65,10 +65,12 @@ class SlurmBackend(Backend):
     def check_retries(self, retries: int, on_stall: str = "warn",
                       options: BackendOptions | None = None) -> None:
         nodes = options.nodes if isinstance(options, SlurmOptions) else 1
-        if on_stall != "warn":
+        if on_stall != "warn" and nodes > 1:
+            # The watchdog runs on the batch node: it sees the shared log, but ends only
+            # the processes of that node.
             raise validate.ValidationError(
-                f"--on-stall {on_stall} does not work on a Slurm host: leave out --on-stall "
-                "(and end a stalled job with `rtrain-tui stop`).")
+                f"--on-stall {on_stall} works in a job of one node, not {nodes}: leave out "
+                "--on-stall (a stall is still said) and end a stalled job with `rtrain-tui stop`.")
         if retries and nodes > 1:
             # The loop runs in the batch shell on the first node; the other nodes' launchers
             # and a torchrun rendezvous across them are srun's, which it cannot end and
@@ -106,10 +108,13 @@ class SlurmBackend(Backend):
                 resume_cmd=trainer_template.render(spec.trainer, spec.python, spec.dataset, gpn, values,
                                                    resume=unattended.RESUME_SLOT))
         # On a login node the scheduler hands out GPUs (as CUDA_VISIBLE_DEVICES).
+        watch = unattended.Watch(spec.stall_after_s, spec.stall_check_s, spec.on_stall,
+                                 spec.gpus_idle_s)
         notify = (remote_sh.Notify(trainer_template.python_word(spec.python), spec.notify_on)
                   if spec.notify_on else None)
         return scripts.batch_script(spec.run_id, spec.token, command, spec.env, options, spec.gpus,
-                                    attempt=spec.attempt, retry=retry, notify=notify)
+                                    attempt=spec.attempt, retry=retry, watch=watch,
+                                    notify=notify)
 
     def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
         # The retry loop's decision runs in the job with the client's own rules.

@@ -91,7 +91,8 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[pr
     - our stop verified (`stopped`), or issued and the job ended: `stopped`.
     - pending: `queued` with Slurm's reason; running-ish: `running`, or `queued` while
       the job's retry loop waits to try again (its reason says why and when); a failed
-      run whose loop gave up has why as its reason.
+      run whose loop gave up has why as its reason; a running job's watchdog's stall
+      (`stalled: no output for 17m`, `GPUs idle for 12m`) is its reason.
     - ended without an exit recorded: `failed (exit N)` from Slurm's exit code or signal
       when Slurm calls it a failure (the reason says which); else `lost`.
     - a job Slurm no longer knows and nothing recorded: `lost`.
@@ -160,12 +161,15 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
     if state in _ACTIVE and retry:
         # Alive, between attempts: waiting as a box's run does, `queued` with why.
         return replace(base, alive=True, queued=True, reason=retry, scheduler_state=state)
+    if state in _ACTIVE:
+        # Its watchdog's word (a silent log, idle GPUs): `running`, with why, as on a box.
+        stalled, idle = _int(facts.get("stalled", "")), _int(facts.get("gpus_idle", ""))
+        return replace(base, alive=True, scheduler_state=state, stalled_for=stalled,
+                       gpus_idle_for=idle, reason=probes.stall_reason(stalled, idle))
     if state in _PENDING:
         place = (places or {}).get(job_id)
         why = f"{info.reason}, {_ordinal(place)} in the queue" if place else info.reason
         return replace(base, queued=True, reason=why, scheduler_state=state, queue_place=place)
-    if state in _ACTIVE:
-        return replace(base, alive=True, scheduler_state=state)
     if state == "CANCELLED" and not base.stop_requested:
         return replace(base, reason="CANCELLED", scheduler_state=state)  # someone else's scancel: lost
     if state in FAILURE_STATES and not base.stop_requested:

@@ -16,6 +16,9 @@ probe() {
   ## run that gave up says why it did not retry.
   rw=; if [ -z "$code" ]; then read_file "$rd/retry_wait"; rw=$rf
   elif [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
+  ## Its stall watchdog (core/host/watch.sh) keeps the log's age in `stalled`, and how
+  ## long the job's GPUs idled in `gpus_idle`: read only while the job runs.
+  st=; gi=; if [ -z "$code" ]; then read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
   stop=0; [ -s "$rd/stop_requested" ] && stop=1
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
@@ -26,8 +29,8 @@ probe() {
   fi
   read_file "$rd/running_since"  # `ATTEMPT EPOCH`: when the job left Slurm's queue
   [ -n "$rf" ] && printf '%s\trunning_since=%s\n' "$1" "$rf"
-  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tretry=%s\n' \
-    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$rw"
+  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tretry=%s\tstalled=%s\tgpus_idle=%s\n' \
+    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$rw" "$st" "$gi"
 }
 #@ runs
 mt_flush

@@ -11,8 +11,10 @@
 ## core/host's liveness.sh and end_rest.sh when the job retries or watches for a stall;
 ## `#@ watch`, `#@ watched` and `#@ retry` are the same watchdog and retry loop a box's
 ## run.sh has (core/host/watch.sh, retry.sh), so a failed attempt is tried again inside
-## this job, on the GPUs it holds. `#@ notify` and `#@ notify_end`: the job tells its
-## end itself, as a box's wrapper does (core/host/notify_send.sh, [notify] on_host).
+## this job, on the GPUs it holds, and a stall is noticed (and acted on) on the batch
+## node; `#@ end_rest` then ends what is left (the watchdog, a trainer's stray children).
+## `#@ notify` and `#@ notify_end`: the job tells its end itself, as a box's wrapper does
+## (core/host/notify_send.sh, [notify] on_host).
 #@ token
 export RTRAIN_RUN
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
@@ -21,8 +23,9 @@ rt_at=$(date +%s)
 printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$rt_at" >> attempts.jsonl
 ## The same, one line the refresh probe reads: the index keeps it for `runs` and `costs`.
 echo "$rt_attempt $rt_at" > running_since.tmp && mv running_since.tmp running_since
-# What an earlier job of this run dir (before a resume) said of its retries is not ours.
-rm -f retry_wait retry_gave_up
+# What an earlier job of this run dir (before a resume) said of its retries or a stall
+# is not ours.
+rm -f retry_wait retry_gave_up stalled gpus_idle
 #@ unbuffered
 #@ exports
 #@ unattended
@@ -43,6 +46,7 @@ rt_trained() {
 rt_trained
 #@ watched
 #@ retry
+#@ end_rest
 echo $rc > status.tmp && mv status.tmp status
 # Which attempt wrote `status` (Slurm runs this script again for a requeued job): an exit
 # code counts only while the job is still on that attempt. Written second, so a probe

@@ -24,6 +24,7 @@ def _file(name: str) -> str:
 def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, str],
                  options: SlurmOptions, gpus: int, attempt: int = 1,
                  retry: unattended.Retry | None = None,
+                 watch: unattended.Watch | None = None,
                  notify: remote_sh.Notify | None = None) -> str:
     """The `run.sbatch` submitted for one run (run.sbatch.sh).
 
@@ -34,6 +35,8 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
     it records in attempts.jsonl that attempt `attempt` launched (its queue wait costs
     nothing). With `retry` (one node), a failed attempt is tried again inside the job by
     the retry loop a box's wrapper runs (core/host/retry.sh): same job id, same GPUs.
+    With `watch`, the box's stall watchdog (core/host/watch.sh) runs beside each attempt
+    on the batch node; it acts on a stall (`stop`, `restart`) on one node only.
     With `notify`, the job tells its end itself (core/host/notify_send.sh), in the
     foreground (the scheduler ends what a job leaves behind), unless a signal ended it:
     a time limit, a preemption or a cancel is better told by a client, in the
@@ -41,20 +44,24 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
     """
     tok = remote_sh.check_token(token)
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
-    if options.nodes > 1 and retry is not None and retry.retries > 0:
-        raise ValueError("a retry loop runs in a job of one node only")  # check_retries says why
-    retry_text = unattended.retry_loop(retry, None, lambda cmd: _one_attempt(cmd, options)) \
+    if options.nodes > 1 and ((retry is not None and retry.retries > 0)
+                              or (watch is not None and watch.on_stall != "warn")):
+        raise ValueError("a retry loop or a stall's stop runs in a job of one node only")  # check_retries says why
+    retry_text = unattended.retry_loop(retry, watch, lambda cmd: _one_attempt(cmd, options)) \
         if retry is not None else ""
     if retry_text:
         # Where the loop goes back to after an attempt (the trainer runs in a subshell
         # here, so a template's `cd` never moves this shell: kept for retry.sh's sake).
         retry_text = "rt_dir=$PWD\n" + retry_text
+    watching = unattended.watch_start(watch)
+    looks_after = bool(retry_text or watching)
     return host.render(
         "run.sbatch.sh", __package__,
         sbatch="".join(f"{line}\n" for line in options.sbatch_lines(run_id, gpus)),
         token=host.assign(RTRAIN_RUN=tok, rt_attempt=int(attempt)), unbuffered=remote_sh.UNBUFFERED, exports=exports,
-        unattended=unattended.LIVENESS + unattended.END_REST if retry_text else "",
-        watch="", launch=_launch(trainer_cmd, options), watched="", retry=retry_text,
+        unattended=unattended.LIVENESS + unattended.END_REST if looks_after else "",
+        watch=watching, launch=_launch(trainer_cmd, options), watched=unattended.watched(watch),
+        retry=retry_text, end_rest="end_rest\n" if looks_after else "",
         notify=remote_sh.notify_hook(notify.python_word, notify.events, foreground=True) if notify else "",
         notify_end='[ -n "$rt_signalled" ] || rt_notify_end "$rc"\n' if notify else "")
 
