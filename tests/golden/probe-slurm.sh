@@ -32,6 +32,7 @@ probe() {
   read_file "$rd/status_attempt"; attempt=$rf
   rw=; if [ -z "$code" ]; then read_file "$rd/retry_wait"; rw=$rf
   elif [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
+  st=; gi=; if [ -z "$code" ]; then read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
   stop=0; [ -s "$rd/stop_requested" ] && stop=1
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
@@ -42,8 +43,8 @@ probe() {
   fi
   read_file "$rd/running_since"  # `ATTEMPT EPOCH`: when the job left Slurm's queue
   [ -n "$rf" ] && printf '%s\trunning_since=%s\n' "$1" "$rf"
-  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tretry=%s\n' \
-    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$rw"
+  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tretry=%s\tstalled=%s\tgpus_idle=%s\n' \
+    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$rw" "$st" "$gi"
 }
 probe 0 ~/.praisonai-train/r1 0
 probe 1 /data/runs/r2 1
