@@ -5,8 +5,11 @@
 ## ends the attempt as the wrapper's own end does (end_rest: TERM, a grace, KILL; not the
 ## wrapper, not itself): `stop` marks the run stopped as our stop does (`stop_requested`),
 ## `restart` leaves `stall_kill` holding why, for the retry loop (retry.sh) to resume it
-## from its newest complete checkpoint, counted against --retries. A subshell gets the
-## default action for TERM, so a stop or the wrapper's end ends it. It also samples the
+## from its newest complete checkpoint, counted against --retries. A stop or the
+## wrapper's end (TERM to it and its `sleep`) ends it; its trap waits for that `sleep`
+## first, so no child of it is left a zombie under a PID 1 that never reaps (many
+## containers'). `rt_reap` ends the last watchdog and reaps it (a job's batch shell, at
+## its end: a zombie left in the job keeps Slurm from ending it). It also samples the
 ## run's GPUs (CUDA_VISIBLE_DEVICES) at each look: once all stayed under 5% busy for
 ## $rt_gi seconds (600) it keeps how long in `gpus_idle` (a warning only: it stops
 ## nothing). Needs liveness.sh, end_rest.sh, $rt_sa, $rt_wi, $rt_on, $rt_gi.
@@ -18,9 +21,21 @@ rt_noted() {
   cat stall_note >> train.log
   rm -f stall_note
 }
+rt_reap() {
+  [ -n "${rt_wd-}" ] || return 0
+  # Only while it is still this shell's child (its parent is $$): a pid the shell reaped
+  # already may be another process's by now, never signalled.
+  rr_line=; read -r rr_line 2>/dev/null < "$proc/$rt_wd/stat"
+  # shellcheck disable=SC2086  # stat's fields, split on purpose (the name is cut off)
+  set -- ${rr_line##*) }
+  if [ "${2-}" = $$ ]; then kill -TERM "$rt_wd" 2>/dev/null; wait "$rt_wd"; fi
+  rt_wd=
+}
 rt_watch() {
+  rt_reap
   rm -f stalled stall_kill stall_note gpus_idle
   (
+    trap 'exit 0' TERM
     read -r wd_self _ < /proc/self/stat || wd_self=none
     own_pgrp=none sh_pgrp=none  # the run's group is the wrapper's: nothing to spare
     wd_gpus=${CUDA_VISIBLE_DEVICES-} wd_idle0=''
@@ -76,4 +91,5 @@ rt_watch() {
       break
     done
   ) &
+  rt_wd=$!
 }

@@ -61,7 +61,7 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
         token=host.assign(RTRAIN_RUN=tok, rt_attempt=int(attempt)), unbuffered=remote_sh.UNBUFFERED, exports=exports,
         unattended=unattended.LIVENESS + unattended.END_REST if looks_after else "",
         watch=watching, launch=_launch(trainer_cmd, options), watched=unattended.watched(watch),
-        retry=retry_text, end_rest="end_rest\n" if looks_after else "",
+        retry=retry_text, end_rest=("end_rest\n" + ("rt_reap\n" if watching else "")) if looks_after else "",
         notify=remote_sh.notify_hook(notify.python_word, notify.events, foreground=True) if notify else "",
         notify_end='[ -n "$rt_signalled" ] || rt_notify_end "$rc"\n' if notify else "")
 
