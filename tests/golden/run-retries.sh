@@ -200,9 +200,21 @@ rt_noted() {
   cat stall_note >> train.log
   rm -f stall_note
 }
+rt_reap() {
+  [ -n "${rt_wd-}" ] || return 0
+  # Only while it is still this shell's child (its parent is $$): a pid the shell reaped
+  # already may be another process's by now, never signalled.
+  rr_line=; read -r rr_line 2>/dev/null < "$proc/$rt_wd/stat"
+  # shellcheck disable=SC2086  # stat's fields, split on purpose (the name is cut off)
+  set -- ${rr_line##*) }
+  if [ "${2-}" = $$ ]; then kill -TERM "$rt_wd" 2>/dev/null; wait "$rt_wd"; fi
+  rt_wd=
+}
 rt_watch() {
+  rt_reap
   rm -f stalled stall_kill stall_note gpus_idle
   (
+    trap 'exit 0' TERM
     read -r wd_self _ < /proc/self/stat || wd_self=none
     own_pgrp=none sh_pgrp=none  # the run's group is the wrapper's: nothing to spare
     wd_gpus=${CUDA_VISIBLE_DEVICES-} wd_idle0=''
@@ -258,6 +270,7 @@ rt_watch() {
       break
     done
   ) &
+  rt_wd=$!
 }
 rt_watch
 { ~/venv/bin/python train.py --config config.yaml
