@@ -95,7 +95,7 @@ class _Stream:
         self.codecs = codec.HostCodecs()  # what the host program decodes and encodes
         self.stderr_line = ""  # why the program ended early: its stderr's last line
         # A line the program says while it reads nothing, busy (delta's `p`): heard while
-        # a write waits, it counts as progress (_drain_hearing). b"": none.
+        # a write waits, it counts as progress (write). b"": none.
         self.keepalive = b""
 
     @classmethod
@@ -255,60 +255,40 @@ class _Stream:
 
     async def write(self, data: bytes | memoryview) -> None:
         self.process.stdin.write(data)
-        if self.keepalive:
-            return await self._drain_hearing()
-        try:
-            async with asyncio.timeout(STALL_TIMEOUT):  # not wait_for: see _more
-                await self.process.stdin.drain()
-        except TimeoutError:
-            raise RemoteError(f"{self.conn.alias}: the transfer moved no data for "
-                              f"{STALL_TIMEOUT:g} s; it was abandoned.") from None
-
-    async def _drain_hearing(self) -> None:
-        """Drain stdin, bounded by time without progress either way: a host that reads
-        nothing while it works (a delta copying stored chunks) says `keepalive` lines, and
-        each one heard restarts the bound. Any other line is its answer: it is left for
-        `line()`, and the drain is bounded as usual from then on."""
-        draining = asyncio.ensure_future(self.process.stdin.drain())
-        hearing: asyncio.Future[bool] | None = None
-        try:
-            while True:
-                if hearing is None and self.keepalive:
-                    hearing = asyncio.ensure_future(self._heard_keepalive())
-                done, _ = await asyncio.wait({draining} | ({hearing} if hearing else set()),
-                                             timeout=STALL_TIMEOUT,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if draining in done:
-                    return draining.result()
-                if hearing is None or hearing not in done:
+        while True:
+            try:
+                async with asyncio.timeout(STALL_TIMEOUT):  # not wait_for: see _more
+                    await self.process.stdin.drain()
+                return
+            except TimeoutError:
+                # A program that reads nothing while it works (a delta copying stored
+                # chunks) says `keepalive` lines: one heard meanwhile restarts the bound.
+                if not (self.keepalive and await self._heard_keepalives()):
                     raise RemoteError(f"{self.conn.alias}: the transfer moved no data for "
-                                      f"{STALL_TIMEOUT:g} s; it was abandoned.")
-                if not hearing.result():
-                    self.keepalive = b""  # it answered or ended: nothing more to hear
-                hearing = None
-        finally:
-            for task in (draining, hearing):
-                if task is not None and not task.done():
-                    task.cancel()
-                    await asyncio.gather(task, return_exceptions=True)
+                                      f"{STALL_TIMEOUT:g} s; it was abandoned.") from None
 
-    async def _heard_keepalive(self) -> bool:
-        """Read until a whole line is buffered; True (and it is dropped) when it is a
-        keepalive, False when it is anything else (kept) or the program ended."""
+    async def _heard_keepalives(self) -> bool:
+        """Drop the keepalive lines the program has said by now; whether there was one.
+        Any other line is its answer: it is kept for `line()`."""
         import asyncssh
 
-        while (end := self._buf.find(b"\n")) < 0:
+        heard = False
+        while True:
+            end = self._buf.find(b"\n")
+            if end >= 0:
+                if bytes(self._buf[:end]) != self.keepalive:
+                    return heard
+                del self._buf[:end + 1]
+                heard = True
+                continue
             try:
-                data = await self.process.stdout.read(CHUNK)
-            except (asyncssh.Error, OSError):
-                return False
+                async with asyncio.timeout(0.1):  # what is here comes at once
+                    data = await self.process.stdout.read(CHUNK)
+            except (TimeoutError, asyncssh.Error, OSError):
+                return heard
             if not data:
-                return False
+                return heard
             self._buf += data
-        if bytes(self._buf[:end]) != self.keepalive:
-            return False
-        del self._buf[:end + 1]
-        return True
 
 
 # -- listing --------------------------------------------------------------------------
