@@ -80,11 +80,32 @@ def test_random_data_is_sampled_again_only_after_recheck_bytes() -> None:
     piece = os.urandom(tp.PIECE)
     assert enc.encode(os.urandom(tp.BLOCK))[0] == tp.RAW
     assert calls == [tp.PIECE]  # a piece of the block sampled, not the whole block
+    enc.check_at = float("inf")  # the bytes' rule alone (the clock's below)
     for _ in range(tp.RECHECK // tp.PIECE):
         assert enc.encode(piece) == (tp.RAW, piece)
     assert len(calls) == 1
     enc.encode(piece)
     assert len(calls) == 2
+    enc.check_at = 0.0  # RECHECK_S has passed: sampled again however few bytes went
+    enc.encode(piece)
+    assert len(calls) == 3
+
+
+def test_a_small_file_follows_what_the_last_ones_did_and_a_big_one_is_sampled() -> None:
+    enc = codec.encoder_for(codec.HostCodecs((tp.ZLIB,)), "a.json")
+    calls = []
+    real = enc.compress
+    enc.compress = lambda b, lv: calls.append(len(b)) or real(b, lv)
+    enc.check_at = float("inf")
+    small = os.urandom(3000)
+    assert enc.encode(small) == (tp.RAW, small) and len(calls) == 1  # the first is sampled
+    for n in range(100):
+        enc.start_file(b"f%d.json" % n, len(small))
+        assert enc.encode(small) == (tp.RAW, small)
+    assert len(calls) == 1
+    enc.start_file(b"train.log", 10 * tp.BLOCK)
+    text = jsonl(20000)[:tp.BLOCK]
+    assert enc.encode(text)[0] == tp.ZLIB and len(calls) == 3  # sample, then the block
 
 
 def test_a_skipped_name_is_never_compressed_and_the_next_file_is_sampled() -> None:

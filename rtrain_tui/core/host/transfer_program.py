@@ -183,7 +183,7 @@ def send(path, num, enc):
             return
         size = left = st.st_size
         out.write(struct.pack(">cIQQ", b"H", num, size, st.st_mtime_ns))
-        enc.start_file(path)
+        enc.start_file(path, size)
         h = hashlib.sha256()
         ok = 1
         while left:
@@ -574,7 +574,10 @@ BLOCK = 1 << 20  # raw bytes per block at most: bounded memory, and a bad block 
 HEAD = struct.Struct(">BII")  # codec, raw length, wire length
 SMALL = 512  # a block this short is never worth a compressor's call
 SHRINK = 0.9  # compressed must be at most this share of raw to be sent, or to be worth it
-RECHECK = 32 << 20  # bytes sent raw between two samples of the data's compressibility
+# Raw bytes, or seconds, between two samples of the data while it goes raw: a sample costs
+# little (a piece at the fastest level), and a link first taken for fast (its buffers
+# filling) or data that changes is noticed within half a second.
+RECHECK, RECHECK_S = 32 << 20, 0.5
 # (level, its speed, its wire size), relative to the codec's fastest level: priors from
 # zstd's and zlib's published benchmarks on text; the fastest level's are measured on the
 # data itself, the others scaled from it.
@@ -665,9 +668,10 @@ class Encoder:
     """Chooses, block by block, raw or compressed, and at which level.
 
     `codec`, `compress`: what to compress with (RAW: never). It measures on the data what
-    the fastest level saves and costs (a sample, again after RECHECK raw bytes, and
-    each new file's first), and the link's speed from the writes that had to wait for it
-    (`sent`), and asks `choose` again at every sample.
+    the fastest level saves and costs (a sample, again after RECHECK raw bytes or
+    RECHECK_S, and each new file's first unless it is small), and the link's speed from
+    the writes that had to wait for it (`sent`), and asks `choose` again at every block
+    it compresses.
     """
 
     def __init__(self, codec, compress):
@@ -676,14 +680,16 @@ class Encoder:
         self.level = None  # None: raw
         self.ratio = self.speed = None  # the fastest level's, on the latest data
         self.link_bytes, self.link_time = 0, 0.0
-        self.until_check = 0
+        self.until_check, self.check_at = 0, 0.0
         self.skip = codec == RAW
         self.wire = 0  # bytes put on the wire (headers included)
 
-    def start_file(self, name):
-        """A new file: skipped by its name, else its first block is sampled."""
+    def start_file(self, name, size=None):
+        """A new file: skipped by its name, else its first block is sampled, unless it is
+        smaller than a piece (thousands of small files follow what the last ones did)."""
         self.skip = self.codec == RAW or skipped_by_name(name)
-        self.until_check = 0
+        if size is None or size >= PIECE:
+            self.until_check = 0
 
     def link(self):
         if self.link_bytes < BLOCK:
@@ -720,7 +726,7 @@ class Encoder:
             self.speed = (self.speed + speed) / 2
         self.level = choose(self.levels, self.link(), self.ratio, self.speed)
         if self.level is None:
-            self.until_check = RECHECK
+            self.until_check, self.check_at = RECHECK, time.perf_counter() + RECHECK_S
         return packed
 
     def encode(self, block):
@@ -728,7 +734,7 @@ class Encoder:
         if self.skip or len(block) < SMALL:
             return RAW, block
         if self.level is None:
-            if self.until_check > 0:
+            if self.until_check > 0 and time.perf_counter() < self.check_at:
                 self.until_check -= len(block)
                 return RAW, block
             # A sample: the fastest level on the block's first piece, cheap even where
