@@ -803,8 +803,10 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
 
     # Engine.fetch validates the path, run id and workdir before it connects.
     rel = validate.check_fetch_path(args.path)  # a bad path is said before the host is asked
-    await engine.require_run(args.host, args.workdir, args.run_id)
-    await _check_checkpoint(engine, args, rel)
+    checkpoint = _checkpoint_step(rel) is not None
+    if checkpoint:  # an incomplete one is refused before any of it is fetched
+        await engine.require_run(args.host, args.workdir, args.run_id)
+        await _check_checkpoint(engine, args, rel)
     warnings: list[str] = []
     landed: list[Path] = []
     try:
@@ -812,6 +814,13 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
             dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
                                       progress.update, on_warning=warnings.append,
                                       on_landed=landed.append)
+    except RemoteError:
+        # Whether the run exists is asked only now: a fetch that works needs no probe
+        # (one round trip less before the first byte), and a run that is not there
+        # fails the fetch's listing, which is then said in the run's words.
+        if not checkpoint:
+            await engine.require_run(args.host, args.workdir, args.run_id)
+        raise
     except asyncio.CancelledError:
         # By now every partial file is removed (the fetch's cleanup ran before this).
         where = args.out / (Path(args.path).name if args.path != "." else args.run_id)
@@ -824,12 +833,17 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
     return 0
 
 
+def _checkpoint_step(rel: str) -> int | None:
+    """The N of a `checkpoint-N` path, else None (checkpoints.step_of, imported when used)."""
+    from rtrain_tui.core.runs import checkpoints
+
+    return checkpoints.step_of(rel)
+
+
 async def _check_checkpoint(engine: Engine, args: argparse.Namespace, rel: str) -> None:
     """An incomplete `checkpoint-N` (cut off mid-save) is fetched only with --incomplete."""
     from rtrain_tui.core.runs import checkpoints
 
-    if checkpoints.step_of(rel) is None:
-        return  # not a checkpoint directory: no extra round trip
     note = checkpoints.incomplete_note(
         await engine.checkpoints(args.host, args.workdir, args.run_id), rel)
     if note and not args.incomplete:

@@ -1199,7 +1199,9 @@ class Engine:
     async def _run_python(self, host: str, workdir: str, run_id: str) -> str:
         """The run's own interpreter: transfers run a small program with it on the host."""
         try:
-            records = await asyncio.to_thread(self.index.load)
+            # Its own record only (the live file, then the archives newest first, until
+            # found): a year of archives is not read for one run's interpreter.
+            records = await asyncio.to_thread(self.index.find, [(host, workdir, run_id)])
         except RemoteError:
             return validate.DEFAULT_PYTHON
         return next((r.python for r in records if r.key == (host, workdir, run_id) and r.python),
