@@ -222,13 +222,13 @@ def test_a_disk_full_during_assembly_is_named_and_publishes_nothing(
         edited = tmp_path / "edited" / "train.jsonl"
         edited.parent.mkdir()
         edited.write_bytes(new)
-        chunks = delta.chunk_file(edited)
         store = str(work / ".datasets")
 
         async def go(conn: HostConnection) -> str:
             try:
-                await delta._delta(conn, edited, store, str(work / delta.CHUNKS_DIR), chunks,
-                                   None, "python3", str(work))
+                await delta._delta(conn, edited, store, str(work / delta.CHUNKS_DIR), len(new),
+                                   asyncio.to_thread(delta.chunk_file, edited), None,
+                                   "python3", str(work))
             except RemoteError as exc:
                 return str(exc)
             return "no error"

@@ -35,9 +35,10 @@ can decode and encode (`rtrain-transfer 2 d=zstd,zlib e=zlib`); `send` takes a 4
 argument, the codecs the client decodes, and picks from them; the client picks for
 `recv`. SHA-256 is always of the raw bytes.
 
-`delta STORE CHUNKS SIZE SHA256` (core/transfers/delta.py): a new dataset of SIZE bytes
-whose whole hash is SHA256, built from the chunks the host already holds. stdin: a chunk
-list (`>I` count, then per chunk `>I` length and its 32-byte SHA-256: LIST below). It
+`delta STORE CHUNKS SIZE` (core/transfers/delta.py): a new dataset of SIZE bytes built
+from the chunks the host already holds. stdin: LIST, `>I` count and the whole file's
+32-byte SHA-256, then per chunk `>I` length and its SHA-256 (it comes after the command,
+so the program starts while the client still cuts the file). It
 answers `have HEX`, a bitmap (bit i of byte i//8, low bit first) of the chunks it will
 copy from stored datasets, found through their manifests in CHUNKS/<sha256>. Then it
 reads, in order, the bytes of every chunk not marked (as blocks, one run of them: it
@@ -320,14 +321,16 @@ def parse_manifest(data, size):
 
 
 def read_list(inp, size):
-    """The client's chunk list from fd INP, or None when it is not one for SIZE bytes."""
-    head = readn(inp, 4)
-    if len(head) != 4:
+    """The client's LIST from fd INP: (the whole file's hex SHA-256, its chunks), or None
+    when it is not one for SIZE bytes."""
+    head = readn(inp, 36)
+    if len(head) != 36:
         return None
-    (count,) = struct.unpack(">I", head)
+    count, whole = struct.unpack(">I32s", head)
     if count > MAX_CHUNKS or count > size + 1:
         return None
-    return parse_records(readn(inp, count * REC.size), count, size)
+    chunks = parse_records(readn(inp, count * REC.size), count, size)
+    return None if chunks is None else (whole.hex().encode(), chunks)
 
 
 def known_chunks(store, chunkdir, wanted):
@@ -477,16 +480,18 @@ class Assembly:
         self.order, self.k = self.stale, 0
 
 
-def delta(store, chunkdir, size, want, inp=0):
-    """Assemble the dataset WANT from stored chunks and the ones sent; print the verdict."""
+def delta(store, chunkdir, size, inp=0):
+    """Assemble the dataset the list read from INP names from stored chunks and the ones
+    sent; print the verdict."""
     tmp = os.path.join(store, b".up-%s.part" % os.urandom(8).hex().encode())
     fd = None
     sources = {}
     try:
-        chunks = read_list(inp, size)
-        if chunks is None:
+        listed = read_list(inp, size)
+        if listed is None:
             line(b"error=list")
             return
+        want, chunks = listed  # the digest is the file's name in the store: hex, always
         have = known_chunks(store, chunkdir, set(c[2] for c in chunks))
         marks = bytearray((len(chunks) + 7) // 8)
         for i, (_, length, digest) in enumerate(chunks):
@@ -902,11 +907,7 @@ def main():
     if mode == "recv":
         return recv(unhex(sys.argv[2]), int(sys.argv[3]))
     if mode == "delta":
-        digest = unhex(sys.argv[5])  # a file name in the store: 64 hex digits, nothing else
-        if len(digest) != 64 or digest.strip(b"0123456789abcdef"):
-            line(b"error=digest")
-            return None
-        return delta(unhex(sys.argv[2]), unhex(sys.argv[3]), int(sys.argv[4]), digest)
+        return delta(unhex(sys.argv[2]), unhex(sys.argv[3]), int(sys.argv[4]))
     files = listing(unhex(sys.argv[2]), unhex(sys.argv[3]))
     line(b"e")
     out.flush()

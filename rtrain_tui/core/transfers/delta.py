@@ -33,7 +33,7 @@ import os
 import posixpath
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,8 +99,8 @@ def _chunker() -> bool:
 
 
 def encode_list(chunks: Chunks) -> bytes:
-    """The chunk list as the host program reads it (its LIST)."""
-    return struct.pack(">I", len(chunks.lengths)) + b"".join(
+    """The chunk list as the host program reads it (its LIST): the whole file's digest too."""
+    return struct.pack(">I32s", len(chunks.lengths), bytes.fromhex(chunks.digest)) + b"".join(
         _REC.pack(length, digest) for length, digest in zip(chunks.lengths, chunks.digests))
 
 
@@ -174,10 +174,15 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         digest = await transfer._stream_upload(conn, local, store, size, progress, python, workdir)
         return Shipped(digest, "whole", size)
     if manifests:
-        chunks = await asyncio.to_thread(chunk_file, local)
-        if chunks.size != size:
-            raise RemoteError(f"{local} changed while it was uploaded; start again.")
-        wire = await _delta(conn, local, store, chunks_dir, chunks, progress, python, workdir)
+        # Cut while the host program starts (a login, a Python: round trips on a far link).
+        cutting = asyncio.ensure_future(asyncio.to_thread(chunk_file, local))
+        try:
+            wire = await _delta(conn, local, store, chunks_dir, size, cutting, progress, python,
+                                workdir)
+        finally:
+            if not cutting.done():
+                await asyncio.wait({cutting})
+        chunks = cutting.result()
         if wire is not None:
             return Shipped(chunks.digest, "delta", wire)
         digest = await transfer._stream_upload(conn, local, store, size, progress, python, workdir)
@@ -212,19 +217,24 @@ async def _write_manifest(conn: HostConnection, chunks_dir: str, chunks: Chunks,
     return len(body)
 
 
-async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str, chunks: Chunks,
-                 progress: transfer.Progress | None, python: str, workdir: str) -> int | None:
-    """Send `local` as a delta; the bytes written, or None when the host has none of its
-    chunks (nothing was published; the caller sends it whole)."""
+async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str, size: int,
+                 chunking: Awaitable[Chunks], progress: transfer.Progress | None, python: str,
+                 workdir: str) -> int | None:
+    """Send `local` (`size` bytes, cut by `chunking`) as a delta; the bytes written, or
+    None when the host has none of its chunks (nothing was published; the caller sends
+    it whole)."""
     import asyncssh
 
     stream = await transfer._Stream.open(conn, remote_sh.transfer_command(
-        python, "delta", os.fsencode(store), os.fsencode(chunks_dir), chunks.size,
-        os.fsencode(chunks.digest)))
-    listing = encode_list(chunks)
-    wire = len(listing)
+        python, "delta", os.fsencode(store), os.fsencode(chunks_dir), size))
     answer = b""
     try:
+        await stream.greeted()
+        chunks = await chunking
+        if chunks.size != size:
+            raise RemoteError(f"{local} changed while it was uploaded; start again.")
+        listing = encode_list(chunks)
+        wire = len(listing)
         await stream.write(listing)
         row = await stream.line()
         try:
