@@ -76,6 +76,8 @@ def test_a_failed_run_is_told_by_its_host_with_no_client_running_within_10_s(
     assert "look: rtrain-tui tail gpu h1" in body and "resume: rtrain-tui resume gpu h1" in body
     assert got[0]["path"] == f"/{SECRET}"
     assert (run_dir / "notified" / "a1-failed").is_dir()
+    # The receiver records a POST before it answers: the sender's line comes after that.
+    wait_for("the notify log's line", lambda: bool(notify_log(workdir, "h1")))
     [line] = notify_log(workdir, "h1")
     assert line.endswith(": sent (curl)") and " failed to json://12" in line and SECRET not in line
     # A client that looks afterwards finds it told: nothing more is sent, nothing said.

@@ -22,6 +22,9 @@ def test_a_failed_job_is_told_by_the_job_itself_once(scli: SlurmCli, tmp_path: P
     assert f"look: rtrain-tui tail {LOGIN} nf" in str(got[0]["message"])
     run_dir = Path(workdir) / "nf"
     assert (run_dir / "notified" / "a1-failed").is_dir()
+    # The receiver records a POST before it answers: the job's line comes after that.
+    wait_for("the notify log's line", lambda: (run_dir / "notify.log").exists()
+             and (run_dir / "notify.log").read_text().endswith("\n"))
     assert (run_dir / "notify.log").read_text().rstrip().endswith(": sent (curl)")
     r = scli("runs", "--refresh")
     assert r.rc == 0 and "failed (exit 3)" in r.out and "not sent" not in r.err
