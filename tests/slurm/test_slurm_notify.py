@@ -8,6 +8,8 @@ from pathlib import Path
 from tests.notify_receiver import Receiver
 from tests.slurm.conftest import LOGIN, SlurmCli
 from tests.slurm.test_slurm_cli import start
+from tests.slurm.test_slurm_retries import STALL
+from tests.slurm.test_slurm_retries import start as retries_start
 from tests.test_resume_sshd import wait_for
 
 
@@ -29,3 +31,18 @@ def test_a_failed_job_is_told_by_the_job_itself_once(scli: SlurmCli, tmp_path: P
     r = scli("runs", "--refresh")
     assert r.rc == 0 and "failed (exit 3)" in r.out and "not sent" not in r.err
     assert len(receiver.messages()) == 1
+
+
+def test_a_silent_job_tells_its_stall_itself(scli: SlurmCli, tmp_path: Path, workdir: str,
+                                             receiver: Receiver) -> None:
+    (scli.config_home / "rtrain-tui" / "config.toml").write_text(
+        f'[hosts.{LOGIN}]\nbackend = "slurm"\npartition = "gpu"\n[notify]\nurls = ["{receiver.url()}"]\n')
+    retries_start(scli, tmp_path, workdir, "ns", *STALL, stall_check="0.2", steps=100, hang_at=3)
+    try:
+        wait_for("the stall's message", lambda: bool(receiver.messages()), timeout=90)
+        got = receiver.messages()
+        assert len(got) == 1 and str(got[0]["title"]).startswith(f"rtrain-tui: ns on {LOGIN} stalled: no output for ")
+        assert (Path(workdir) / "ns" / "notified" / "a1-stalled").is_dir()
+    finally:
+        assert scli("stop", LOGIN, "ns", "--workdir", workdir, "--grace", "2", timeout=120).rc == 0
+    assert len(receiver.messages()) == 1  # a stop is not among the events told
