@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,6 +46,27 @@ def test_start_refuses_early_when_the_dataset_cannot_fit(cli: Cli, tmp_path: Pat
     assert last.endswith("is free in the workdir; free some space on gpu")
     # Refused by the preflight: nothing was made on the host.
     assert list(small_disk.iterdir()) == []
+
+
+def test_a_start_with_a_dataset_the_host_stores_needs_no_room_for_it(
+    cli: Cli, tmp_path: Path, workdir: str,
+) -> None:
+    """The second run on the same data links the stored copy: a disk with less room left
+    than the dataset takes it (a big dataset on a disk that holds it once)."""
+    Path(workdir).mkdir(parents=True)
+    with small_tmpfs(Path(workdir), "4m") as disk:
+        config = write_config(tmp_path / "c.yaml", steps=1)
+        data = dataset(tmp_path / "d.jsonl", 2 << 20)
+        r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", str(disk),
+                "--run-id", "one", "--no-follow")
+        assert r.rc == 0, r.err
+        # The disk fills: room for a config and a run's files, not for the dataset again.
+        (disk / "filler").write_bytes(b"\0" * (shutil.disk_usage(disk).free - (1 << 20)))
+        r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", str(disk),
+                "--run-id", "two", "--no-follow")
+        assert r.rc == 0, r.err
+        assert (disk / "two" / "d.jsonl").read_bytes() == data.read_bytes()
+        assert len(list((disk / ".datasets").iterdir())) == 1
 
 
 @pytest.mark.parametrize("through", ["asyncssh", "the system's ssh"])

@@ -229,6 +229,11 @@ def trainer_command(template: str, python: str, dataset: str | None, gpus: int) 
     return trainer_template.render(template, python, dataset, gpus)
 
 
+def _only_short_of_room(report: PreflightReport) -> bool:
+    """Whether the disk check is the only reason `report` refuses."""
+    return report.reachable and {c.name for c in report.checks if not c.ok and not c.warning} == {"disk"}
+
+
 def _local_size(*paths: Path | None) -> int:
     """Bytes a start will upload (files that cannot be read fail later, with their own error)."""
     total = 0
@@ -459,6 +464,16 @@ class Engine:
         `opening` opens the SFTP channel."""
         report = await self.preflight(req.host, req.gpus, req.python, req.workdir,
                                       ship_bytes=ship, backend=kind.name, options=options)
+        if not report.ok and storing is not None and _only_short_of_room(report):
+            # The preflight counts the dataset's bytes, but a dataset the host stores
+            # already is linked, needing no room: the store says whether it had to send
+            # it (and had room). Failed, the start is refused as the preflight says.
+            try:
+                await storing
+            except RemoteError:
+                pass
+            else:
+                report = replace(report, checks=tuple(c for c in report.checks if c.name != "disk"))
         if not report.ok:
             raise RemoteError(f"{req.host} is not ready: " + "; ".join(report.why_not))
         if storing is not None and storing.done():

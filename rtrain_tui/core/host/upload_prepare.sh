@@ -6,11 +6,16 @@
 ## dataset is gone is removed here, so none outlives its dataset by more than one upload;
 ## `manifests=N` counts those left (none: a delta is not worth chunking the file first).
 ## A dataset that cannot fit makes nothing: a start sends it while its preflight (which
-## refuses such a start) is still under way, and a refused start leaves nothing behind.
+## refuses such a start) is still under way, and a refused start leaves nothing behind;
+## its `same=` lines are still said (a stored copy needs no room).
 e=$d
 while [ ! -d "$e" ]; do e=$(dirname "$e"); done
 free=$(df -Pk "$e" 2>/dev/null | awk 'NR==2 {print $4}')
 echo "free_kb=$free"
+# Said even when it cannot fit: a stored twin may be this very dataset, which a link
+# places with no room at all.
+[ ! -d "$d" ] || find "$d" -maxdepth 1 -type f ! -name '*.part' -size "${size}c" 2>/dev/null |
+  sed 's|.*/|same=|'
 case $free in
   '' | *[!0-9]*) ;;
   *) [ "$((free * 1024))" -lt "$size" ] && exit 0;;
@@ -22,7 +27,6 @@ esac
 find "$d" -maxdepth 1 -type f -name '.up-*.part' -mmin +1440 -exec rm -f {} + 2>/dev/null
 find "$d/.." -mindepth 2 -maxdepth 2 -type f \( -name config.yaml.part -o -name run.sh.part \) \
   -mmin +1440 -exec rm -f {} + 2>/dev/null
-find "$d" -maxdepth 1 -type f ! -name '*.part' -size "${size}c" 2>/dev/null | sed 's|.*/|same=|'
 n=0
 if [ -n "$c" ] && [ -d "$c" ]; then
   find "$c" -maxdepth 1 -type f -name '.m-*.part' -mmin +1440 -exec rm -f {} + 2>/dev/null
