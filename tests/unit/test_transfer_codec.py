@@ -47,6 +47,15 @@ def test_a_slower_link_affords_a_slower_tighter_level() -> None:
     assert levels == sorted(levels)  # never looser on a slower link
 
 
+def test_the_level_in_use_is_kept_unless_another_is_clearly_better() -> None:
+    best = tp.choose(ZSTD_LEVELS, 12.5e6, 0.3, 500e6)
+    assert best == 9
+    # level 6 moves a byte within 5% of level 9 here: no switch on a measurement's noise
+    assert tp.choose(ZSTD_LEVELS, 12.5e6, 0.3, 500e6, current=6) == 6
+    assert tp.choose(ZSTD_LEVELS, 12.5e6, 0.3, 500e6, current=1) == 9  # 1 is clearly worse
+    assert tp.choose(ZSTD_LEVELS, 1e9, 0.3, 60e6, current=3) is None  # raw beats them all
+
+
 def test_a_link_faster_than_the_compressor_goes_raw() -> None:
     # zlib at 60 MB/s cannot feed a 1 GB/s link: compressing would only cost time.
     assert tp.choose(ZLIB_LEVELS, 1e9, 0.25, 60e6) is None

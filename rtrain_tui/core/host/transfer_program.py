@@ -604,23 +604,28 @@ def skipped_by_name(name):
     return name.lower().endswith(tuple(s.encode() for s in SKIP_SUFFIXES))
 
 
-def choose(levels, link, ratio, speed):
+def choose(levels, link, ratio, speed, current=None):
     """The level to compress at, or None for raw: the one that moves a byte soonest.
 
     `ratio` (wire/raw) and `speed` (raw bytes per second) are the fastest level's on this
-    data; `link` is the link's bytes per second, None while unknown. Compressing and
-    writing take turns in one thread, so a raw byte costs 1/link and a compressed one
-    1/speed + ratio/link; compressing must win by 10%, or it is not worth the CPU.
+    data; `link` is the link's bytes per second, None while unknown. The link drains
+    what is buffered (the pipe, ssh's window: a block or more) while the next block is
+    compressed, so a compressed byte costs max(1/speed, ratio/link) against a raw one's
+    1/link: on a slow link the tightest level the CPU keeps up with, on a fast one raw.
+    Compressing must win by 10%, or it is not worth the CPU; `current` is kept unless
+    another level is 5% better, so the choice does not flap on a measurement's noise.
     """
     if ratio is None or ratio > SHRINK or not speed:
         return None
     if link is None:
         return levels[0][0]  # the cheapest level until the link is measured
-    best, best_t = None, SHRINK / link
-    for level, fast, small in levels:
-        t = 1.0 / (speed * fast) + ratio * small / link
-        if t < best_t:
-            best, best_t = level, t
+    costs = dict((level, max(1.0 / (speed * fast), ratio * small / link))
+                 for level, fast, small in levels)
+    best = min(costs, key=lambda level: (costs[level], level))
+    if costs[best] > SHRINK / link:
+        return None
+    if current in costs and costs[current] <= costs[best] * 1.05:
+        return current
     return best
 
 
@@ -729,7 +734,7 @@ class Encoder:
         else:  # one odd block does not swing the choice
             self.ratio = (self.ratio + ratio) / 2
             self.speed = (self.speed + speed) / 2
-        self.level = choose(self.levels, self.link(), self.ratio, self.speed)
+        self.level = choose(self.levels, self.link(), self.ratio, self.speed, self.level)
         if self.level is None:
             self.until_check, self.check_at = RECHECK, time.perf_counter() + RECHECK_S
         return packed
