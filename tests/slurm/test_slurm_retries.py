@@ -81,6 +81,9 @@ def test_a_stop_during_the_retry_wait_ends_the_job_with_no_further_attempt(
     got = wait_for(scli, "rs", workdir, lambda s: s["state"] == "queued"
                    and s.get("reason", "").startswith("retrying"), timeout=60)
     assert got["reason"] == f"retrying in 60 s after {NCCL} (attempt 2 of 3)"
+    # `runs` says it too: the refresh probe reads the same wait.
+    listed = {x["run_id"]: x for x in json.loads(scli("runs", "--refresh", "--json").out)}
+    assert listed["rs"]["state"] == "queued"
     r = scli("stop", LOGIN, "rs", "--workdir", workdir, "--grace", "5", timeout=120)
     assert r.rc == 0, r.err
     assert r.out.strip().endswith("stopped rs on cluster")
