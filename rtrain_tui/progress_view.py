@@ -2,18 +2,22 @@
 
 Kept out of `core/` (which renders nothing); the engine only calls `update`. The words
 after the bar are core's (transfers/meter.py), as the start form says them:
-`412 MB of 1.0 GB · 3.8× compressed · 31 MB/s · 19 s left`.
+`412 MB of 1.0 GB · 3.8× compressed · 31 MB/s · 19 s left`. rich is imported only when
+there is a terminal to draw on: a scripted `start` or `fetch` (stderr a pipe or a file)
+draws nothing and need not pay for it.
 """
 
 from __future__ import annotations
 
 import sys
 from types import TracebackType
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from typing import TYPE_CHECKING
 
 from rtrain_tui.core.transfers.meter import Meter
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 
 class TerminalProgress:
@@ -27,6 +31,9 @@ class TerminalProgress:
 
     def __enter__(self) -> TerminalProgress:
         if self._enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn
+
             self._progress = Progress(
                 # markup=False: a file name such as `x[@click(].jsonl` is shown as it is.
                 TextColumn("{task.description}", markup=False), BarColumn(),

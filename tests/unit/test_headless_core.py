@@ -65,3 +65,12 @@ def test_runs_reads_the_index_without_importing_the_engine_ssh_or_rich(tmp_path:
         ("old-one", "direct"), ("found-one", "slurm")]
     code, pruned = got["runs --prune --older-than 1d --dry-run"]
     assert code == 0 and "old-one" in pruned and "found-one" not in pruned
+
+
+def test_progress_without_a_terminal_draws_nothing_and_imports_no_rich() -> None:
+    """A scripted `start` or `fetch` (stderr a pipe) shows no bar, so pays no rich import."""
+    code = ("import sys\nfrom rtrain_tui.progress_view import TerminalProgress\n"
+            "with TerminalProgress() as progress:\n    progress.update('d.jsonl', 5, 10)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('rich')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert (out.stdout.strip(), out.stderr) == ("[]", "")
