@@ -404,3 +404,32 @@ def test_the_missing_chunks_go_compressed_over_a_slow_link(
     assert sending >= 1 << 20
     up, _ = link.proxy.counts()  # everything this connection sent, SSH's framing too
     assert shipped.wire < sending * 0.6 and up < sending * 0.6, (shipped.wire, up, sending)
+
+
+def test_a_dataset_of_more_chunks_than_a_list_may_hold_goes_whole(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host program takes at most MAX_CHUNKS chunks in a list (hundreds of GiB at
+    the usual chunk size): a bigger dataset is sent whole, never refused, and gets no
+    manifest that a later delta could not use either."""
+    from rtrain_tui.core.host import remote_sh, transfer_program
+
+    work = tmp_path / "work"
+    first = tmp_path / "train.jsonl"
+    first.write_bytes(base)
+    ship(hosts, first, work / "a")
+    # Here the limit is 50 chunks, the file about a hundred.
+    assert "\nMAX_CHUNKS = 1 << 22 " in remote_sh.TRANSFER_PY
+    monkeypatch.setattr(remote_sh, "TRANSFER_PY", remote_sh.TRANSFER_PY.replace(
+        "\nMAX_CHUNKS = 1 << 22 ", "\nMAX_CHUNKS = 50 "))
+    monkeypatch.setattr(transfer_program, "MAX_CHUNKS", 50)
+    new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
+    edited = tmp_path / "edited" / "train.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(new)
+    assert len(delta.chunk_file(edited).lengths) > 50
+    shipped = ship(hosts, edited, work / "b")
+    assert shipped.how == "whole"
+    assert (work / "b" / "train.jsonl").read_bytes() == new
+    assert [p.name for p in (work / delta.CHUNKS_DIR).iterdir()] == [sha(base)]
+    assert leftovers(work) == []

@@ -259,7 +259,7 @@ def recv(d, size, inp=0):
 # A manifest's first words; its format is manifest_bytes's.
 MANIFEST = b"rtrain-cdc 1"
 REC = struct.Struct(">I32s")
-MAX_CHUNKS = 1 << 22  # more than the client makes of 64 GiB: a list longer is not one
+MAX_CHUNKS = 1 << 22  # all the client makes of 64 GiB; it sends a bigger file whole (delta.py)
 KEEPALIVE = 2.0  # seconds of copying between two `p` lines
 
 

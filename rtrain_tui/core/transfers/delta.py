@@ -98,6 +98,12 @@ def _chunker() -> bool:
     return importlib.util.find_spec("pyfastcdc") is not None
 
 
+def _listable(chunks: Chunks) -> bool:
+    """Whether the host program takes a list of this many chunks (MAX_CHUNKS: a dataset
+    of hundreds of GiB at the usual chunk size has more)."""
+    return len(chunks.lengths) <= transfer_program.MAX_CHUNKS
+
+
 def encode_list(chunks: Chunks) -> bytes:
     """The chunk list as the host program reads it (its LIST): the whole file's digest too."""
     return struct.pack(">I32s", len(chunks.lengths), bytes.fromhex(chunks.digest)) + b"".join(
@@ -198,7 +204,9 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
                 await asyncio.wait({cutting})
         chunks = cutting.result()
     wire = size
-    if chunks.size == size:  # else the file changed: it was refused above, or is stale
+    # Not when the file changed (refused above, or stale), nor for more chunks than a
+    # delta's list may hold: no delta could be built from it.
+    if chunks.size == size and _listable(chunks):
         wire += await _write_manifest(conn, chunks_dir, chunks, digest)
     return Shipped(digest, "whole", wire)
 
@@ -221,8 +229,8 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
                  chunking: Awaitable[Chunks], progress: transfer.Progress | None, python: str,
                  workdir: str) -> int | None:
     """Send `local` (`size` bytes, cut by `chunking`) as a delta; the bytes written, or
-    None when the host has none of its chunks (nothing was published; the caller sends
-    it whole)."""
+    None when the host has none of its chunks, or the list has more than it takes (nothing
+    was published; the caller sends it whole)."""
     import asyncssh
 
     stream = await transfer._Stream.open(conn, remote_sh.transfer_command(
@@ -233,6 +241,8 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
         chunks = await chunking
         if chunks.size != size:
             raise RemoteError(f"{local} changed while it was uploaded; start again.")
+        if not _listable(chunks):
+            return None  # the host program would refuse the list: the file goes whole
         listing = encode_list(chunks)
         wire = len(listing)
         await stream.write(listing)
