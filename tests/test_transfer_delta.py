@@ -433,3 +433,38 @@ def test_a_dataset_of_more_chunks_than_a_list_may_hold_goes_whole(
     assert (work / "b" / "train.jsonl").read_bytes() == new
     assert [p.name for p in (work / delta.CHUNKS_DIR).iterdir()] == [sha(base)]
     assert leftovers(work) == []
+
+
+def test_a_file_unreadable_while_it_is_cut_is_one_clear_error_or_no_manifest(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading the local file fails in the cutting thread (a removed USB disk, EIO). A
+    whole upload has its bytes already: it lands, without a manifest. A delta cannot be
+    built: a RemoteError naming the file, never an OSError's traceback."""
+    real = delta.chunk_file
+
+    def failing(path: Path, whole: bool = True) -> delta.Chunks:
+        real(path, whole)
+        raise OSError(5, "Input/output error", str(path))
+
+    monkeypatch.setattr(delta, "chunk_file", failing)
+    work = tmp_path / "work"
+    first = tmp_path / "train.jsonl"
+    first.write_bytes(base)
+    assert ship(hosts, first, work / "a").how == "whole"
+    assert (work / "a" / "train.jsonl").read_bytes() == base
+    assert not (work / delta.CHUNKS_DIR).exists()
+
+    monkeypatch.setattr(delta, "chunk_file", real)
+    second = tmp_path / "second" / "train.jsonl"
+    second.parent.mkdir()
+    second.write_bytes(jsonl(2 << 20, 9))
+    ship(hosts, second, work / "c")  # a whole upload that writes its manifest
+    monkeypatch.setattr(delta, "chunk_file", failing)
+    edited = tmp_path / "edited" / "train.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(base + b"\n")
+    with pytest.raises(RemoteError) as caught:
+        ship(hosts, edited, work / "b")
+    assert str(caught.value) == f"cannot read {edited}: Input/output error"
+    assert leftovers(work) == []

@@ -185,6 +185,8 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         try:
             wire = await _delta(conn, local, store, chunks_dir, size, cutting, progress, python,
                                 workdir)
+        except OSError as exc:  # reading the local file, in the cutting thread
+            raise RemoteError(f"cannot read {local}: {exc.strerror}") from None
         finally:
             if not cutting.done():
                 await asyncio.wait({cutting})
@@ -202,7 +204,10 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         finally:
             if not cutting.done():
                 await asyncio.wait({cutting})
-        chunks = cutting.result()
+        try:
+            chunks = cutting.result()
+        except OSError:  # the bytes are there, verified: only the manifest is lost
+            return Shipped(digest, "whole", size)
     wire = size
     # Not when the file changed (refused above, or stale), nor for more chunks than a
     # delta's list may hold: no delta could be built from it.
@@ -321,7 +326,10 @@ async def _send_ranges(stream: transfer._Stream, fd: int, ranges: list[tuple[int
     this one goes; bounded by the channel's flow control."""
 
     def prepare(at: int, n: int) -> tuple[int, int, bytes]:
-        block = os.pread(fd, n, at)
+        try:
+            block = os.pread(fd, n, at)
+        except OSError as exc:  # this machine's disk, not the channel
+            raise RemoteError(f"cannot read the dataset: {exc.strerror}") from None
         if len(block) != n:
             raise RemoteError("the dataset changed while it was uploaded; start again.")
         kind, payload = enc.encode(block)
