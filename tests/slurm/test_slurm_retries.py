@@ -63,6 +63,31 @@ def test_a_failed_attempt_is_retried_in_the_same_job_and_status_says_the_attempt
     assert (run / "retry.pyz").exists() and not (run / "retry_wait").exists()
 
 
+def test_a_job_requeued_on_its_second_attempt_goes_on_as_that_attempt(
+        scli: SlurmCli, tmp_path: Path, workdir: str, slurm: SlurmCluster) -> None:
+    """Slurm's requeue count is not the run's attempt count: a requeue (as preemption or
+    a node failure do) runs the batch script again, and the run stays on attempt 2 with
+    its retries left, never back on attempt 1."""
+    run = Path(workdir) / "rq"
+    job = start(scli, tmp_path, workdir, "rq", "--retries", "2", base="0",
+                steps=100000, save_steps=2, crash_at=3, crash="nccl_timeout", crash_once=True)
+    wait_for(scli, "rq", workdir, lambda s: s["state"] == "running" and s["attempt"] == 2, timeout=60)
+    slurm.client("scontrol", "requeue", job)
+    deadline = time.monotonic() + 150
+    while not all(w in slurm.client("scontrol", "-o", "show", "job", job)
+                  for w in ("Restarts=1", "JobState=RUNNING")):
+        assert time.monotonic() < deadline, "the requeued job never ran again"
+        time.sleep(0.5)
+    got = wait_for(scli, "rq", workdir, lambda s: s["state"] == "running")
+    assert got["slurm_job_id"] == job and got["attempt"] == 2
+    assert [a["attempt"] for a in got["attempts"]] == [1, 2]
+    # What the requeued batch script recorded as it started: attempt 2 launched again.
+    last = json.loads((run / "attempts.jsonl").read_text().splitlines()[-1])
+    assert set(last) == {"attempt", "launched"} and last["attempt"] == 2
+    assert "rt_a=$rt_attempt" in (run / "run.sbatch").read_text()
+    assert scli("stop", LOGIN, "rq", "--workdir", workdir, "--grace", "2", timeout=120).rc == 0
+
+
 def test_what_repeating_cannot_fix_is_not_retried_and_the_reason_says_why(
         scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
     run = Path(workdir) / "rm"

@@ -88,19 +88,25 @@ class Retry:
 RESUME_SLOT = "RTRAIN_CHECKPOINT_SLOT"
 
 
-def retry_loop(retry: Retry, watch: Watch | None, run_one: Callable[[str], str]) -> str:
+def retry_loop(retry: Retry, watch: Watch | None, run_one: Callable[[str], str],
+               attempt_var: str = "") -> str:
     """The retry loop (retry.sh) after the first attempt, '' with no retries.
 
     `run_one(cmd)` is the backend's text that runs one attempt of the trainer command
     `cmd`, its log appended to train.log, leaving the trainer's exit code as `$?`. The
     wrapper around it must define `end_rest` (end_rest.sh) and keep `$rc`, `$rt_dir` and
-    `$rt_signalled` (set by its trap) as retry.sh says.
+    `$rt_signalled` (set by its trap) as retry.sh says. With `attempt_var`, the wrapper's
+    variable of that name holds the attempt it is on (a Slurm job requeued mid-attempt
+    goes on as that attempt), not `retry.first_attempt`.
     """
     if retry.retries <= 0:
         return ""
+    if attempt_var and not attempt_var.replace("_", "").isalpha():
+        raise ValueError(attempt_var)
     # Counted per run: a resumed attempt (after a reboot, or by hand) has what is left.
-    head = host.assign(rt_a=retry.first_attempt, rt_last=1 + retry.retries,
-                       rt_cfg=int(retry.edit_config), rt_base=f"{retry.base_s:g}")
+    head = (f"rt_a=${attempt_var}\n" if attempt_var else host.assign(rt_a=retry.first_attempt)) \
+        + host.assign(rt_last=1 + retry.retries, rt_cfg=int(retry.edit_config),
+                      rt_base=f"{retry.base_s:g}")
     return (head + f"rt_py={retry.python_word}\n"
             + host.render("retry.sh", checkpoints=host.text("checkpoints.sh"),
                           fresh=run_one(retry.fresh_cmd),

@@ -17,6 +17,13 @@
 ## (core/host/notify_send.sh, [notify] on_host).
 #@ token
 export RTRAIN_RUN
+## A requeued job (preemption, `scontrol requeue`, a node failure) runs this script again:
+## it goes on as the attempt it was on, the highest attempts.jsonl records (its retry
+## loop's too), so neither that number nor what is left of --retries starts over.
+if [ "${SLURM_RESTART_COUNT:-0}" != 0 ] && [ -s attempts.jsonl ]; then
+  rt_now=$(sed -n 's/^{"attempt": \([0-9][0-9]*\)[,}].*/\1/p' attempts.jsonl | sort -n | tail -n 1)
+  [ -z "$rt_now" ] || [ "$rt_now" -le "$rt_attempt" ] || rt_attempt=$rt_now
+fi
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
 ## When the job left Slurm's queue: the run's cost counts from here (core/runs/cost.py).
 rt_at=$(date +%s)

@@ -47,8 +47,8 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
     if options.nodes > 1 and ((retry is not None and retry.retries > 0)
                               or (watch is not None and watch.on_stall != "warn")):
         raise ValueError("a retry loop or a stall's stop runs in a job of one node only")  # check_retries says why
-    retry_text = unattended.retry_loop(retry, watch, lambda cmd: _one_attempt(cmd, options)) \
-        if retry is not None else ""
+    retry_text = unattended.retry_loop(retry, watch, lambda cmd: _one_attempt(cmd, options),
+                                       attempt_var="rt_attempt") if retry is not None else ""
     if retry_text:
         # Where the loop goes back to after an attempt (the trainer runs in a subshell
         # here, so a template's `cd` never moves this shell: kept for retry.sh's sake).
