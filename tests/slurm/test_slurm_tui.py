@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
+from rtrain_tui.core.logs import retry_rule
 from rtrain_tui.core.runs.hostconfig import HostConfig, HostSettings
 from rtrain_tui.tui.app import make_app
 from tests.conftest import write_config
@@ -177,3 +178,43 @@ def test_a_host_with_sbatch_is_offered_and_marked_as_slurm_from_the_app(
 
     asyncio.run(go())
     assert load(default_config_path()).for_host(LOGIN).backend == "slurm"
+
+
+def test_a_silent_slurm_job_shows_its_stall_in_the_runs_table(
+        hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path, workdir: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job's watchdog (on its batch node) is read by the app's refresh as a box's is:
+    `running`, with the stall beside it in the warning colour (issue 18 on Slurm)."""
+    monkeypatch.setenv("HOME", str(hosts.home))
+    monkeypatch.setenv(retry_rule.STALL_CHECK_ENV, "0.2")
+    assert slurm.ssh_config is not None
+    index = RunIndex(tmp_path / "runs.toml")
+    hung = write_config(tmp_path / "hung.yaml", steps=100, step_seconds=0.05, hang_at=3)
+
+    async def start() -> None:
+        engine = Engine(ConnectionPool(slurm.ssh_config), index,
+                        HostConfig({LOGIN: HostSettings("slurm")}))
+        try:
+            await engine.start(StartRequest(LOGIN, hung, run_id="hung", workdir=workdir, gpus=0,
+                                            stall_after_s=3))
+        finally:
+            await engine.close()
+
+    asyncio.run(start())
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no_config"))
+
+    async def go() -> None:
+        app = make_app(slurm.ssh_config, index, poll_runs=False, out_dir=tmp_path / "out")
+        async with app.run_test(size=SIZE) as pilot:
+            deadline = time.monotonic() + 60
+            while "⚠ stalled: no output for" not in screen_text(app):
+                assert time.monotonic() < deadline, screen_text(app)
+                app.refresh_runs()
+                await pilot.pause(0.5)
+            view = next(iter(app.runs_table.views.values()))
+            assert view.record.state == "running"
+            row = app.runs_table.get_row_at(0)
+            assert any(getattr(c, "style", "") == "bold yellow" for c in row)
+            await app.workers.wait_for_complete()
+
+    asyncio.run(go())
