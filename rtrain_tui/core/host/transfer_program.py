@@ -188,17 +188,31 @@ def send(path, num, enc):
         h = hashlib.sha256()
         ok = 1
         while left:
-            want = min(left, enc.want())
-            try:
-                b = os.read(fd, want) if ok else b""
-            except OSError:
-                b = b""
-            if not b:
-                ok = 0
-                b = bytes(want)
-            h.update(b)
-            write_block(enc, b)
-            left -= len(b)
+            # Going raw: one header for up to a block, its bytes read and written in a
+            # pipe's pieces (PIECE says why); else a block to encode, read whole.
+            raw = enc.raw_next()
+            n = k = min(left, BLOCK)
+            if raw:
+                out.write(HEAD.pack(RAW, n, n))
+                enc.went_raw(n)
+            while k:
+                want = min(k, PIECE) if raw else k
+                try:
+                    b = os.read(fd, want) if ok else b""
+                except OSError:
+                    b = b""
+                if not b:
+                    ok = 0
+                    b = bytes(want)
+                h.update(b)
+                if raw:
+                    began = time.perf_counter()
+                    out.write(b)
+                    enc.sent(len(b), time.perf_counter() - began)
+                else:
+                    write_block(enc, b)
+                k -= len(b)
+            left -= n
         out.write(struct.pack(">cB", b"T", ok) + h.digest())
     finally:
         os.close(fd)
@@ -716,10 +730,16 @@ class Encoder:
                 self.link_bytes //= 2
                 self.link_time /= 2
 
-    def want(self):
-        """How many bytes to read for the next block: a pipe's piece while raw."""
-        return BLOCK if (self.level is not None or self.until_check <= 0) and not self.skip \
-            else PIECE
+    def raw_next(self):
+        """The next block goes raw untried (skipped by name, or raw until the next sample)."""
+        return self.skip or (self.level is None and self.until_check > 0
+                             and time.perf_counter() < self.check_at)
+
+    def went_raw(self, n):
+        """N bytes were sent raw untried, under one header."""
+        self.wire += HEAD.size
+        if not self.skip:
+            self.until_check -= n
 
     def _measure(self, level, data):
         """Compress `data` at `level`; fold what it saved and cost into the fastest
