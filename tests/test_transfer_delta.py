@@ -468,3 +468,35 @@ def test_a_file_unreadable_while_it_is_cut_is_one_clear_error_or_no_manifest(
         ship(hosts, edited, work / "b")
     assert str(caught.value) == f"cannot read {edited}: Input/output error"
     assert leftovers(work) == []
+
+
+def test_a_host_slow_to_read_its_manifests_is_not_taken_for_a_stall(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every delta reads every stored dataset's manifest before it answers `have` (35 ms
+    a stored GiB here: a store of many big datasets, or a slow disk, takes longer than
+    the client's stall bound); the host says it is busy meanwhile."""
+    from rtrain_tui.core.host import remote_sh
+
+    work = tmp_path / "work"
+    for i, data in enumerate([base, jsonl(2 << 20, 9), jsonl(2 << 20, 10)]):
+        path = tmp_path / f"d{i}" / "train.jsonl"
+        path.parent.mkdir()
+        path.write_bytes(data)
+        ship(hosts, path, work / f"a{i}")
+    assert len(list((work / delta.CHUNKS_DIR).iterdir())) == 3
+    program = remote_sh.TRANSFER_PY
+    for old, new in (("\nKEEPALIVE = 2.0", "\nKEEPALIVE = 0.05"),
+                     ("        path = os.path.join(store, name)\n",
+                      "        path = os.path.join(store, name)\n        time.sleep(0.5)\n")):
+        assert program.count(old) == 1, old
+        program = program.replace(old, new)
+    monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
+    monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
+    new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
+    edited = tmp_path / "edited" / "train.jsonl"
+    edited.parent.mkdir()
+    edited.write_bytes(new)
+    shipped = ship(hosts, edited, work / "b")
+    assert shipped.how == "delta"
+    assert (work / "b" / "train.jsonl").read_bytes() == new

@@ -39,7 +39,8 @@ argument, the codecs the client decodes, and picks from them; the client picks f
 from the chunks the host already holds. stdin: LIST, `>I` count and the whole file's
 32-byte SHA-256, then per chunk `>I` length and its SHA-256 (it comes after the command,
 so the program starts while the client still cuts the file). It
-answers `have HEX`, a bitmap (bit i of byte i//8, low bit first) of the chunks it will
+answers (after `p` keepalives while it reads the manifests, if that takes a while)
+`have HEX`, a bitmap (bit i of byte i//8, low bit first) of the chunks it will
 copy from stored datasets, found through their manifests in CHUNKS/<sha256>. Then it
 reads, in order, the bytes of every chunk not marked (as blocks, one run of them: it
 greets with its codecs as `recv` does), then `E`; it assembles the file
@@ -347,10 +348,11 @@ def read_list(inp, size):
     return None if chunks is None else (whole.hex().encode(), chunks)
 
 
-def known_chunks(store, chunkdir, wanted):
+def known_chunks(store, chunkdir, wanted, busy=None):
     """{digest: (dataset path, offset, length)} for each digest in WANTED that a stored
     dataset's manifest lists; a manifest whose dataset is gone or of another size is
-    skipped. Only WANTED is kept, so memory follows the new file, not the store."""
+    skipped. Only WANTED is kept, so memory follows the new file, not the store. `busy`
+    is called after each manifest (a keepalive: every manifest is read, ~35 ms a GiB)."""
     found = {}
     try:
         names = os.listdir(chunkdir)
@@ -369,6 +371,8 @@ def known_chunks(store, chunkdir, wanted):
         for off, length, digest in chunks or ():
             if digest in wanted and digest not in found:
                 found[digest] = (path, off, length)
+        if busy is not None:
+            busy()
     return found
 
 
@@ -506,7 +510,14 @@ def delta(store, chunkdir, size, inp=0):
             line(b"error=list")
             return
         want, chunks = listed  # the digest is the file's name in the store: hex, always
-        have = known_chunks(store, chunkdir, set(c[2] for c in chunks))
+        beat = [time.time()]
+
+        def busy():  # `p` lines before `have` too: reading many manifests takes a while
+            if time.time() - beat[0] > KEEPALIVE:
+                line(b"p")
+                out.flush()
+                beat[0] = time.time()
+        have = known_chunks(store, chunkdir, set(c[2] for c in chunks), busy)
         marks = bytearray((len(chunks) + 7) // 8)
         for i, (_, length, digest) in enumerate(chunks):
             if digest in have and have[digest][2] == length:

@@ -252,6 +252,8 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
         wire = len(listing)
         await stream.write(listing)
         row = await stream.line()
+        while row == b"p":  # the host reads its stored datasets' manifests: a keepalive
+            row = await stream.line()
         try:
             had = parse_have(row, len(chunks.lengths))
         except ValueError:
