@@ -312,6 +312,11 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     kind_name = (await engine._backends(host, [(workdir, run_id)]))[0]
     kind = backends.get(kind_name)
     options = kind.options(engine.hosts.for_host(host), _options(kind_name, spec.get("options")))
+    try:  # what a start would refuse (--retries on a Slurm job of several nodes), refused
+        kind.check_retries(spec["retries"], spec["stall"][2], options)
+    except validate.ValidationError as exc:
+        raise RemoteError(f"{run_id} on {host}: its {LAUNCH_JSON} is not usable "
+                          f"({str(exc).rstrip('.')}); start it again instead.") from None
     # The processes that saved the checkpoints: one per GPU of each node, under torchrun.
     per_node = getattr(options, "gpus_per_node", None)
     world = (spec["gpus"] if per_node is None else per_node) * (getattr(options, "nodes", 1) or 1)

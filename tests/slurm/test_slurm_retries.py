@@ -189,3 +189,27 @@ def test_on_stall_stop_is_refused_for_a_job_of_several_nodes(scli: SlurmCli, tmp
                      "--on-stall (a stall is still said) and end a stalled job with "
                      "`rtrain-tui stop`.\n")
     assert not workdir.exists()
+
+
+def test_a_resume_whose_launch_json_asks_retries_of_several_nodes_is_refused(
+        scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
+    """launch.json is host text: retries a start would have refused (a job of several
+    nodes) are refused by a resume too, with a line, before anything is submitted."""
+    run = Path(workdir) / "mn"
+    config = write_config(tmp_path / "mn.yaml", steps=2, exit_code=1)
+    trainer = "{python} -m praisonai_train llm --config {config}"
+    r = scli("start", LOGIN, "-c", str(config), "--workdir", workdir, "--run-id", "mn",
+             "--no-follow", "--partition", "multi", "--nodes", "2", "--gpus", "1",
+             "--trainer", trainer, timeout=180)
+    assert r.rc == 0, r.err
+    job = wait_for(scli, "mn", workdir, lambda s: s["state"].startswith("failed"), timeout=60)["slurm_job_id"]
+    spec = json.loads((run / "launch.json").read_text())
+    (run / "launch.json").write_text(json.dumps({**spec, "retries": 1}))
+    r = scli("resume", LOGIN, "mn", "--workdir", workdir, timeout=180)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == ("rtrain-tui: mn on cluster: its launch.json is not usable (--retries works in "
+                     "a job of one node, not 2: leave out --retries (and config.toml's `retries`) "
+                     "and use `rtrain-tui resume HOST RUN` after a failure); start it again "
+                     "instead.\n")
+    assert (run / "slurm_job_id").read_text().strip() == job
+    assert not (run / "attempts").exists()
