@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -67,29 +68,37 @@ def test_missing_path_is_named(cli: Cli, done_run: Path, workdir: str, tmp_path:
     assert r.err.strip() == f"rtrain-tui: 'checkpoint-500' does not exist in the run directory {done_run}."
 
 
-def test_a_fetch_asks_the_host_nothing_before_its_bytes_but_where_the_workdir_is(
-        cli: Cli, done_run: Path, workdir: str, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whether the run exists is asked only when the fetch fails (the missing-run message
-    is test_a_wrong_run_id_is_named_as_missing_on_its_host's): one script in the host's
-    shell, not a probe first, each a round trip before the first byte on a distant host."""
+def test_a_fetch_runs_no_script_in_the_hosts_shell_before_its_bytes(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its transfer program alone: whether the run exists is asked only when the fetch
+    fails (the missing-run message is test_a_wrong_run_id_is_named_as_missing_on_its_host's),
+    and a `~` workdir is expanded by the program, not resolved by a script first: each
+    was a round trip before the first byte on a distant host."""
     from rtrain_tui import cli as cli_module
     from rtrain_tui.core.transport.connection import HostConnection
 
-    sent: list[str] = []
-    real_run = HostConnection.run
+    word = f"~/fetch-{tmp_path.name}"  # under the test host's HOME, as the default is
+    workdir = cli.hosts.remote_homes["gpu"] / word[2:]
+    config = write_config(tmp_path / "c.yaml", steps=2)
+    try:
+        assert cli("start", "gpu", "-c", str(config), "--workdir", word, "--run-id", "home",
+                   "--gpus", "0").rc == 0
+        sent: list[str] = []
+        real_run = HostConnection.run
 
-    async def recording(self: HostConnection, script: str, timeout: float = 30.0) -> str:
-        sent.append(script)
-        return await real_run(self, script, timeout)
+        async def recording(self: HostConnection, script: str, timeout: float = 30.0) -> str:
+            sent.append(script)
+            return await real_run(self, script, timeout)
 
-    for key, value in cli.hosts.env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(HostConnection, "run", recording)
-    out = tmp_path / "out"
-    assert cli_module.main(["--ssh-config", str(cli.hosts.ssh_config), "--index", str(cli.index),
-                            "fetch", "gpu", "done", "lora_model", "--out", str(out),
-                            "--workdir", workdir]) == 0
-    assert _sha(out / "lora_model" / "adapter_model.safetensors") == _sha(
-        done_run / "lora_model" / "adapter_model.safetensors")
-    assert len(sent) == 1 and "pwd" in sent[0], sent  # resolve_workdir.sh alone
+        for key, value in cli.hosts.env().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setattr(HostConnection, "run", recording)
+        out = tmp_path / "out"
+        assert cli_module.main(["--ssh-config", str(cli.hosts.ssh_config), "--index", str(cli.index),
+                                "fetch", "gpu", "home", "lora_model", "--out", str(out),
+                                "--workdir", word]) == 0
+        assert _sha(out / "lora_model" / "adapter_model.safetensors") == _sha(
+            workdir / "home" / "lora_model" / "adapter_model.safetensors")
+        assert sent == []
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

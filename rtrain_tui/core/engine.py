@@ -1238,7 +1238,12 @@ class Engine:
         `on_landed` about each file renamed into place, verified (a cancelled fetch keeps those).
         """
         rel = validate.check_fetch_path(path)
-        run_dir = await self.run_dir(host, workdir, run_id)
+        # The transfer program expands a leading `~` itself (as the shell would, from the
+        # same HOME): a fetch whose workdir is not resolved yet needs no script in the
+        # host's shell before its own program starts, one round trip and a login less.
+        resolved = self._workdirs.get((host, validate.check_workdir(host, workdir)))
+        run_dir = (f"{resolved}/{validate.check_run_id(run_id)}" if resolved is not None
+                   else remote_sh.run_dir_word(workdir, run_id))
         python = await self._run_python(host, workdir, run_id)
         return await fetch(self.host(host), run_dir, rel, out, progress, python=python,
                            on_warning=on_warning, on_landed=on_landed)

@@ -103,7 +103,9 @@ def _kind(mode):
 def listing(root, rel):
     """Print the listing of ROOT/REL; the regular files' real paths in order, or None
     when it was refused (a link out of the root, or a missing REL)."""
-    root = os.path.realpath(root)
+    # A leading `~` (a fetch's run dir as the user's workdir names it) is the user's
+    # home, as a shell expands it.
+    root = os.path.realpath(os.path.expanduser(root))
     pre = root.rstrip(b"/") + b"/"
 
     def inside(p):
