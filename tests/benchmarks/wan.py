@@ -23,7 +23,8 @@ rows through a small client that calls the transfer functions; the whole-command
 through the CLI), from a clean state (the previous run's files removed and written back),
 the tools taking turns; medians of --repeat. Each row also says the bytes on the wire
 (counted by the proxy, both ways), the client's CPU (user + system, with its `ssh`
-children) and its peak resident memory (the largest process of its tree).
+children) and its peak resident memory (the largest process of its tree). rtrain-tui's
+bytecode is compiled first, as a pip install does.
 Ratio = rtrain-tui ÷ the other: below 1.0 is faster. `--smoke` uses tiny sizes (for CI:
 it proves the harness runs, not the speed).
 """
@@ -360,6 +361,12 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown rows: {', '.join(sorted(unknown))}")
     sizes = SMOKE if args.smoke else Sizes()
+    # A pip-installed rtrain-tui has its bytecode compiled at install. A checkout may not
+    # (an editable install, PYTHONDONTWRITEBYTECODE set, as on this machine), and then
+    # every new process compiles the sources it imports first: 0.1-0.3 s of CPU a command
+    # here, which no user pays.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "rtrain_tui", "tests"], cwd=ROOT,
+                   check=True, stdout=subprocess.DEVNULL)
     root = Path(tempfile.mkdtemp(prefix="rtrain-bench-wan-"))
     hosts = start_hosts(root / "sshd")
     proxy = spawn_proxy(hosts.ports["gpu"])
