@@ -1,5 +1,8 @@
 """User input is refused with the seed's exact words before anything touches a host."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from rtrain_tui.core.errors import ValidationError
@@ -166,6 +169,37 @@ def test_a_dataset_named_like_a_run_dir_file_is_refused_naming_the_collision(nam
     assert "collides with the run directory's own" in str(err.value)
     assert repr(name.removesuffix(".tmp").removesuffix(".part")) in str(err.value) or name.startswith(
         ("launch.", ".rtrain"))
+
+
+def _written_in_run_dirs() -> set[str]:
+    """Every plain name a run's wrapper (the golden run scripts: run dir as their cwd)
+    writes, makes or reads there, and the files a start or resume writes beside them."""
+    from rtrain_tui.core.host import unattended
+    from rtrain_tui.core.notify import host_send
+
+    target = re.compile(r'(?:(?<![0-9&])>>?|\bmv(?: -f)? \S+|\bmkdir(?: -p)?|\[ -[ers] ) *'
+                        r'"?([A-Za-z_][A-Za-z0-9_.]*)"?(?=[\s;)&|]|$)')
+    golden = Path(__file__).parent.parent / "golden"
+    names = {found.group(1) for path in golden.glob("run*")
+             for line in path.read_text().splitlines() if not line.lstrip().startswith("#")
+             for found in target.finditer(line)}
+    return names | {host_send.SETTINGS, host_send.PROGRAM, host_send.LOG,
+                    unattended.RETRY_PROGRAM, "notified"}
+
+
+def test_a_dataset_is_never_named_like_a_file_a_run_writes_in_its_dir() -> None:
+    """Placed under its own name, such a dataset would be copied over that file (the
+    host's notify.json, the queue's gpus, the watchdog's stalled…), or it over the data."""
+    names = _written_in_run_dirs()
+    assert {"status", "notify.json", "stalled", "gpus"} <= names  # the scan finds them
+    accepted = []
+    for name in sorted(names):
+        try:
+            validate.check_dataset_name(name)
+            accepted.append(name)
+        except ValidationError:
+            pass
+    assert accepted == []
 
 
 @pytest.mark.parametrize("name", ["-x.jsonl", "--config", "a\nb.jsonl", "x\x1b[2J.jsonl",

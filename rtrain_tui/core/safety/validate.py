@@ -57,6 +57,11 @@ RUN_DIR_FILES = frozenset({
     "train.token", "submit_unknown",
     # A resumed run's record of its attempts, and where each ended one's files went.
     "attempts.jsonl", "attempts",
+    # The host's queue, retry loop and stall watchdog (the probe reads them), and its own
+    # notifications: notify.json holds the webhook URLs, `notified/` the sent markers.
+    "gpus", "queued", "running_since", "retry_gave_up", "retry_wait", "retry.pyz",
+    "stalled", "stall_kill", "stall_note", "gpus_idle",
+    "notify.json", "notify.pyz", "notify.log", "notified",
 })
 _RUN_DIR_PREFIXES = ("launch.", ".rtrain")
 _TEMP_SUFFIXES = (".tmp", ".part")
