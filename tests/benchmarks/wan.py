@@ -1,6 +1,7 @@
 """Benchmark: rtrain-tui's transfers and whole commands on the links users have (issue 20).
 
-    python -m tests.benchmarks.wan [--repeat 3] [--delay-ms 10] [--rows a,b,...] [--smoke]
+    python -m tests.benchmarks.wan [--repeat 3] [--repeat-loopback 5] [--delay-ms 10]
+                                   [--rows a,b,...] [--smoke]
 
 Starts the test sshd pair (tests/sshd.py) and a throttling proxy in a child process
 (tests/throttle_proxy.py) in front of the `gpu` host, and times rtrain-tui against the
@@ -21,7 +22,8 @@ Throttled links have a one-way delay of --delay-ms each way (default 10 ms: a 20
 trip, a nearby cloud region). Every tool runs as its own process (rtrain-tui's transfer
 rows through a small client that calls the transfer functions; the whole-command rows
 through the CLI), from a clean state (the previous run's files removed and written back),
-the tools taking turns; medians of --repeat. Each row also says the bytes on the wire
+the tools taking turns; medians of --repeat (of --repeat-loopback for the unthrottled
+rows: seconds long, CPU-bound, and the noisiest on a shared machine). Each row also says the bytes on the wire
 (counted by the proxy, both ways), the client's CPU (user + system, with its `ssh`
 children) and its peak resident memory (the largest process of its tree). rtrain-tui's
 bytecode is compiled first, as a pip install does.
@@ -349,7 +351,9 @@ def main() -> None:
         client(sys.argv[2:])
         return
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each throttled row")
+    parser.add_argument("--repeat-loopback", type=int, default=5,
+                        help="runs of each unthrottled row (default: %(default)s; --smoke: --repeat)")
     parser.add_argument("--delay-ms", type=float, default=10.0,
                         help="one-way delay of the throttled links (default: %(default)s)")
     parser.add_argument("--rows", default=",".join(ROWS),
@@ -512,8 +516,10 @@ def run(hosts: SshHosts, proxy: ProxyProcess, root: Path, sizes: Sizes, wanted: 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip() or "?"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    loopback_repeat = args.repeat if args.smoke else args.repeat_loopback
     print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC · commit {commit} "
-          f"· load {load} · {os.cpu_count()} CPUs · medians of {args.repeat}"
+          f"· load {load} · {os.cpu_count()} CPUs · medians of {args.repeat} "
+          f"(unthrottled rows: {loopback_repeat})"
           f"{' · SMOKE sizes' if args.smoke else ''}", flush=True)
     for line in setup:
         print(line)
@@ -525,7 +531,8 @@ def run(hosts: SshHosts, proxy: ProxyProcess, root: Path, sizes: Sizes, wanted: 
     print("|---|---|---:|---:|---|---:|---|---|---:|---:|---:|")
     verdicts: list[bool] = []
     for row in rows:
-        measure(row, args.repeat, args.delay_ms, env, proxy, scratch)
+        measure(row, args.repeat if row.rate_mbit else loopback_repeat, args.delay_ms, env,
+                proxy, scratch)
         verdicts += print_row(row)
     clear_uploads()
     print(f"\n{sum(verdicts)} of {len(verdicts)} goals met. Whole benchmark: "
