@@ -74,3 +74,11 @@ def test_progress_without_a_terminal_draws_nothing_and_imports_no_rich() -> None
             "print(sorted(m for m in sys.modules if m.startswith('rich')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert (out.stdout.strip(), out.stderr) == ("[]", "")
+
+
+def test_the_engine_does_not_import_urllib_until_a_notification_is_sent() -> None:
+    """urllib.request (http.client, email, ssl) is paid by a command only when it posts."""
+    code = ("import sys, rtrain_tui.cli, rtrain_tui.core.engine\n"
+            "print(sorted(m for m in ('urllib.request', 'http.client') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

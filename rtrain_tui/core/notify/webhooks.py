@@ -24,8 +24,6 @@ import base64
 import json
 import re
 import subprocess
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass
 
 __all__ = ["Post", "posts_of", "body_of", "send", "to_json", "from_json"]
@@ -182,6 +180,11 @@ def send(post: Post, body: bytes, curl: str | None, timeout_s: float = TIMEOUT_S
         if done.returncode == 0:
             return f"HTTP {code or '?'}"
         return " ".join(done.stderr.split())[:300] or f"curl exited {done.returncode}"
+    # Imported here, not at the top: urllib.request (http.client, email, ssl) was a third
+    # of the engine's import time, paid by every command that reaches a host (issue 20).
+    import urllib.error
+    import urllib.request
+
     headers = {"Content-Type": "application/json", "User-Agent": "rtrain-tui"}
     if post.user:
         headers["Authorization"] = "Basic " + base64.b64encode(post.user.encode()).decode()
