@@ -41,7 +41,7 @@ def test_an_unmeasured_link_gets_the_fastest_level() -> None:
 
 
 def test_a_slower_link_affords_a_slower_tighter_level() -> None:
-    links = (200e6, 100e6, 12.5e6, 2.5e6, 1e6)  # bytes/s: 1.6 Gbit/s down to 8 Mbit/s
+    links = (100e6, 50e6, 12.5e6, 2.5e6, 1e6)  # bytes/s: 800 Mbit/s down to 8 Mbit/s
     levels = [tp.choose(ZSTD_LEVELS, link, 0.3, 500e6) for link in links]
     assert levels[0] == 1 and levels[-1] >= 9
     assert levels == sorted(levels)  # never looser on a slower link
@@ -249,3 +249,42 @@ def test_recv_refuses_a_corrupt_block_and_publishes_nothing(
     digest = hashlib.sha256(data).hexdigest()
     assert recv(tmp_path, bytes(wire) + digest.encode() + b"\n", len(data)) == "error=corrupt\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_past_a_fast_link_compressing_competes_for_the_cpu_and_loses() -> None:
+    # 64 MB/s of "link" on loaded loopback is ssh's cipher: level 1 at 150 MB/s adds its
+    # CPU, and the host's decoding more.
+    assert tp.choose(ZSTD_LEVELS, 64e6, 0.39, 144e6) is None
+    assert tp.choose(ZSTD_LEVELS, 12.5e6, 0.3, 150e6) == 3  # a real slow link: it hides
+
+
+def test_compressing_without_the_link_ever_waiting_goes_raw_to_measure_it() -> None:
+    enc = codec.encoder_for(codec.HostCodecs((tp.ZSTD,)), "train.jsonl")
+    text = jsonl(20000)[:tp.BLOCK]
+    sent = 0
+    while enc.level is not None or sent == 0:  # each write returns at once
+        kind, payload = enc.encode(text)
+        enc.sent(tp.HEAD.size + len(payload), 0.0)
+        sent += len(payload)
+    assert kind == tp.ZSTD and sent >= tp.PROBE and enc.probed
+    assert enc.link() == float("inf")  # and raw writes that never wait: raw it stays
+    enc.check_at = 0.0
+    assert enc.encode(text) == (tp.RAW, text)
+
+
+def test_on_a_fast_link_the_measured_rates_decide_and_raw_is_tried_once_first() -> None:
+    enc = codec.encoder_for(codec.HostCodecs((tp.ZSTD,)), "train.jsonl")
+    enc.link_bytes, enc.link_time = 100 * tp.BLOCK, 1.0  # ~100 MB/s: maybe only CPUs
+    enc.ratio, enc.speed = 0.01, 5e9  # the model alone would compress
+    enc.rates = {True: 90e6}  # compressed moved 90 MB/s; raw never tried
+    text = jsonl(20000)[:tp.BLOCK]
+    enc.level = 1
+    enc.encode(text)
+    assert enc.level is None and enc.tried_raw  # a window raw, to compare
+    enc.rates = {True: 90e6, False: 80e6}  # compressing gains under a quarter: raw
+    enc.level = 1
+    enc.encode(text)
+    assert enc.level is None
+    enc.rates = {True: 200e6, False: 80e6}  # it clearly moves more: compress
+    enc.level = 1
+    assert enc.encode(text)[0] == tp.ZSTD and enc.level == 1

@@ -624,6 +624,17 @@ SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx
                  ".parquet", ".npz", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4",
                  ".mp3", ".wav", ".flac")
 BLOCKED = 0.0002  # a write that took longer than this waited for the link
+# A "link" faster than this (bytes/s, 160 Mbit/s) may well be CPUs: ssh's cipher and the
+# host's hashing (on this 2-core machine, loaded, loopback measures 60-110 MB/s), which a
+# compressor, and the host's decoder (DECODE: its share of the compressor's time), take
+# from rather than run beside.
+FAST_LINK, DECODE = 20e6, 0.5
+# Wire bytes sent compressed without one write having to wait: the link takes what we make
+# faster than we make it, so we go raw a while to learn its speed (a slow link's buffers
+# fill within a few MB).
+PROBE = 16 << 20
+WINDOW = 0.5  # seconds over which the raw bytes moved per second, raw or compressed, count
+MEASURED_WIN = 1.25  # on a fast link, compressed must have moved this much more per second
 
 
 def skipped_by_name(name):
@@ -635,10 +646,12 @@ def choose(levels, link, ratio, speed, current=None):
     """The level to compress at, or None for raw: the one that moves a byte soonest.
 
     `ratio` (wire/raw) and `speed` (raw bytes per second) are the fastest level's on this
-    data; `link` is the link's bytes per second, None while unknown. The link drains
+    data; `link` is the link's bytes per second, None while unknown. A slow link drains
     what is buffered (the pipe, ssh's window: a block or more) while the next block is
     compressed, so a compressed byte costs max(1/speed, ratio/link) against a raw one's
-    1/link: on a slow link the tightest level the CPU keeps up with, on a fast one raw.
+    1/link: the tightest level the CPU keeps up with. Past FAST_LINK the compressor and
+    the decoder may compete with the cipher for the same CPUs, so the costs add up (on
+    loopback, 256 MiB of JSONL went raw in 2.1-3.8 s, at level 1 in 3.7-5.0 s).
     Compressing must win by 10%, or it is not worth the CPU; `current` is kept unless
     another level is 5% better, so the choice does not flap on a measurement's noise.
     """
@@ -646,8 +659,11 @@ def choose(levels, link, ratio, speed, current=None):
         return None
     if link is None:
         return levels[0][0]  # the cheapest level until the link is measured
-    costs = dict((level, max(1.0 / (speed * fast), ratio * small / link))
-                 for level, fast, small in levels)
+    together = link >= FAST_LINK
+    costs = {}
+    for level, fast, small in levels:
+        cpu, wire = 1.0 / (speed * fast), ratio * small / link
+        costs[level] = cpu * (1 + DECODE) + wire if together else max(cpu, wire)
     best = min(costs, key=lambda level: (costs[level], level))
     if costs[best] > SHRINK / link:
         return None
@@ -717,6 +733,14 @@ class Encoder:
         self.level = None  # None: raw
         self.ratio = self.speed = None  # the fastest level's, on the latest data
         self.link_bytes, self.link_time = 0, 0.0
+        self.unwaited = 0  # compressed wire bytes since the last write that waited
+        self.probed = False  # went raw to measure the link
+        # Raw bytes moved per second, compressed (True) and raw (False), as measured: on a
+        # fast link they, not the model, say whether compressing pays.
+        self.rates = {}
+        self.tried_raw = False
+        self.last = None  # (compressed?, raw bytes, when) of the block before
+        self.win_bytes, self.win_time = 0, 0.0
         self.until_check, self.check_at = 0, 0.0
         self.skip = codec == RAW
         self.wire = 0  # bytes put on the wire (headers included)
@@ -729,14 +753,18 @@ class Encoder:
             self.until_check = 0
 
     def link(self):
+        """The link's bytes per second; None while unknown; infinite when even raw
+        writes never waited for it (it takes all we make)."""
         if self.link_bytes < BLOCK:
-            return None
+            return float("inf") if self.probed else None
         return self.link_bytes / max(self.link_time, 1e-6)
 
     def sent(self, nbytes, seconds):
         """A write of `nbytes` took `seconds`: only one that waited says the link's speed."""
         self.wire += nbytes
+        self.unwaited = self.unwaited + nbytes if self.level is not None else 0
         if seconds > BLOCKED:
+            self.unwaited = 0
             self.link_bytes += nbytes
             self.link_time += seconds
             if self.link_time > 2.0:  # the last seconds count, so a change of link shows
@@ -753,6 +781,24 @@ class Encoder:
         self.wire += HEAD.size
         if not self.skip:
             self.until_check -= n
+        self._tick(n, False)
+
+    def _tick(self, n, packed):
+        """A block of N raw bytes begins: the time since the one before is that one's."""
+        now = time.perf_counter()
+        if self.last is not None:
+            was, m, then = self.last
+            if was != packed:
+                self.win_bytes, self.win_time = 0, 0.0  # a window holds one kind
+            else:
+                self.win_bytes += m
+                self.win_time += now - then
+                if self.win_time >= WINDOW:
+                    rate = self.win_bytes / self.win_time
+                    old = self.rates.get(was)
+                    self.rates[was] = rate if old is None else (old + rate) / 2
+                    self.win_bytes, self.win_time = 0, 0.0
+        self.last = (packed, n, now)
 
     def _measure(self, level, data):
         """Compress `data` at `level`; fold what it saved and cost into the fastest
@@ -768,12 +814,28 @@ class Encoder:
             self.ratio = (self.ratio + ratio) / 2
             self.speed = (self.speed + speed) / 2
         self.level = choose(self.levels, self.link(), self.ratio, self.speed, self.level)
+        if self.level is not None and self.unwaited >= PROBE and not self.probed:
+            self.probed, self.level = True, None  # raw a while: does the link wait then?
+        if self.level is not None and (self.link() or 0) >= FAST_LINK:
+            # A link this fast may be CPUs, where the model guesses: what each way moved,
+            # measured, decides (a window raw first, if it was never tried).
+            packed_rate, raw_rate = self.rates.get(True), self.rates.get(False)
+            if raw_rate is None and packed_rate is not None and not self.tried_raw:
+                self.tried_raw, self.level = True, None
+            elif raw_rate is not None and packed_rate is not None \
+                    and packed_rate < raw_rate * MEASURED_WIN:
+                self.level = None
         if self.level is None:
             self.until_check, self.check_at = RECHECK, time.perf_counter() + RECHECK_S
         return packed
 
     def encode(self, block):
         """(codec, wire bytes) for one block of at most BLOCK raw bytes."""
+        kind, payload = self._encode(block)
+        self._tick(len(block), kind != RAW)
+        return kind, payload
+
+    def _encode(self, block):
         if self.skip or len(block) < SMALL:
             return RAW, block
         if self.level is None:
