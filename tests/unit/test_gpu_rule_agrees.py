@@ -181,3 +181,57 @@ def test_a_gpu_lock_that_another_taker_holds_at_the_last_look_is_waited_for_not_
                          capture_output=True, text=True, timeout=20, check=True,
                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"}).stdout
     assert out == "taken\n"
+
+
+def test_a_lock_just_made_by_another_taker_is_not_broken_by_one_that_waited_long(
+        tmp_path: Path) -> None:
+    """A lock is broken when it has had no owner for 3 s (its taker died between making
+    it and writing its owner): 30 looks in a row that found none, not 30 looks in all. A
+    waiter that had waited 3 s on a live holder broke the next taker's lock in the instant
+    between its mkdir and its owner line, and both went on holding it."""
+    import os
+    import time
+
+    bin_dir, count = tmp_path / "bin", tmp_path / "count"
+    bin_dir.mkdir()
+    real = shutil.which("mkdir")
+    (bin_dir / "mkdir").write_text(  # counts the waiter's looks (its tries to make the lock)
+        "#!/bin/sh\n"
+        f'case "$*" in *-p*) exec {real} "$@";; esac\n'
+        f'n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}.tmp; mv {count}.tmp {count}\n'
+        f'exec {real} "$@"\n')
+    (bin_dir / "mkdir").chmod(0o755)
+
+    def looks() -> int:
+        try:
+            return int(count.read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def wait_for_looks(n: int) -> None:  # or for the waiter to have taken the lock
+        deadline = time.monotonic() + 30
+        while looks() < n and waiter.poll() is None:
+            assert time.monotonic() < deadline, looks()
+            time.sleep(0.05)
+
+    lock = tmp_path / "work" / ".queue" / "lock"
+    lock.mkdir(parents=True)
+    uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
+    (lock / "owner").write_text(f"{uptime} {os.getpid()}\n")  # a live holder, just now
+    script = (scripts._LIVENESS + scripts._GPU_RULE
+              + 'if q_lock "$1/.queue"; then echo taken; else echo "why=$ql_why"; fi')
+    waiter = subprocess.Popen([shutil.which("dash") or "dash", "-c", script, "q", str(tmp_path / "work")],
+                              stdout=subprocess.PIPE, text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    try:
+        wait_for_looks(35)  # over 3 s of waiting on the live holder
+        # The holder lets go and another taker makes the lock: its owner is not written yet.
+        (lock / "owner").unlink()
+        seen = looks()
+        wait_for_looks(seen + 10)
+        assert waiter.poll() is None, "a lock made an instant ago was broken and taken"
+        # Ownerless for 3 s: its taker died; the waiter breaks it and takes the lock.
+        out, _ = waiter.communicate(timeout=30)
+    finally:
+        waiter.kill()
+        waiter.wait()
+    assert out == "taken\n"

@@ -142,8 +142,9 @@ q_lock() {
     ql_t='' ql_p=''; read -r ql_t ql_p 2>/dev/null < "$1/lock/owner"
     q_uptime; ql_n=$((ql_n + 1))
     case $ql_t$ql_p in
-      ''|*[!0-9]*) [ $ql_n -gt 30 ] && rm -rf "$1/lock";;  # no owner yet: made this instant
-      *) if [ $((qu - ql_t)) -gt 30 ] || [ "$qu" -lt "$ql_t" ] || ! kill -0 "$ql_p" 2>/dev/null; then
+      ''|*[!0-9]*) [ $ql_n -gt 30 ] && rm -rf "$1/lock";;  # no owner for 3 s: its taker died
+      *) ql_n=0  # owned: an ownerless lock is counted from its first look, never before
+         if [ $((qu - ql_t)) -gt 30 ] || [ "$qu" -lt "$ql_t" ] || ! kill -0 "$ql_p" 2>/dev/null; then
            rm -rf "$1/lock"
          fi;;
     esac
