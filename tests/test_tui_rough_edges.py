@@ -440,6 +440,27 @@ def test_dialogs_fit_in_80_columns(tmp_path: Path) -> None:
     asyncio.run(go())
 
 
+def test_help_scrolls_by_keyboard_in_80x24(tmp_path: Path) -> None:
+    """At 80×24 the help is taller than the screen: its last lines (`q` quit, the note
+    that quitting stops no run) were out of reach but by the mouse; `end` and `↓` scroll it."""
+    from tests.scenes import SCENES
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await SCENES["help"](pilot)
+            dialog = app.screen.query_one("#dialog")
+            assert dialog.max_scroll_y > 0, "the help fits: this test proves nothing at this size"
+            await pilot.press("down")
+            await pilot.pause()
+            assert dialog.scroll_y == 1
+            await pilot.press("end")
+            await pilot.pause()
+            assert dialog.scroll_y == dialog.max_scroll_y
+
+    asyncio.run(go())
+
+
 # -- refresh, toasts, stop, the empty table ------------------------------------------
 def test_r_says_refreshed_at_what_time(tmp_path: Path) -> None:
     from tests.test_tui import notifications, until

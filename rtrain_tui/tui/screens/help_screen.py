@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
@@ -44,7 +44,9 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for key, what in KEYS:
             table.add_row(key, what)
-        with Vertical(id="dialog"):
+        # Scrollable and focused (the screen's autofocus): at 80×24 the list is taller
+        # than the screen, and a plain container scrolled only by the mouse.
+        with VerticalScroll(id="dialog"):
             yield Static("[b]rtrain-tui keys[/b]", id="title")
             yield Static(table)
             yield Static("Runs are detached on their hosts: quitting never stops them.",
