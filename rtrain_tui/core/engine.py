@@ -512,7 +512,11 @@ class Engine:
                     if on_created:
                         on_created(run_id, run_dir)
                     step(f"uploading to {run_dir}")
-                    sftp = await opening
+                    # The channel opened during the preflight, asked for again: one that
+                    # died since with its connection (a script re-sent on a new one after a
+                    # drop) is replaced, not written to.
+                    await asyncio.gather(opening, return_exceptions=True)
+                    sftp = await conn.sftp()
                     dataset_name = req.dataset.name if req.dataset is not None else None
                     spec = LaunchSpec(run_id, token, req.trainer, req.python, dataset_name,
                                       req.gpus, env, options, retries=req.retries or 0, queue=queue,
