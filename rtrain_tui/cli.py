@@ -15,7 +15,7 @@ import shlex
 import shutil
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -366,7 +366,10 @@ def _main(argv: list[str] | None) -> int:
     if args.command == "costs":
         return list_costs(index, hosts, args)
     if args.command == "notify" and not _sends_from_host(hosts, args):
-        return notify_test(hosts, args)
+        here = notify_test(hosts, args)
+        if args.host is not None and hosts.notify.on_host:
+            _say_left_to_clients(hosts.notify_urls(args.host), args.host)
+        return here
     handler: Callable[[Engine, argparse.Namespace], Awaitable[int]] = COMMANDS[args.command]
 
     import asyncio
@@ -1182,13 +1185,23 @@ def _sends_from_host(hosts: hostconfig.HostConfig, args: argparse.Namespace) -> 
             and bool(host_send.host_urls(hosts.notify_urls(args.host))))
 
 
+def _say_left_to_clients(urls: Sequence[str], host: str) -> None:
+    """`notify test HOST`: a line for each URL HOST cannot send itself (only apprise, on a
+    client, can), also when that is every URL and HOST is not asked at all."""
+    from rtrain_tui.core.notify import host_send
+    from rtrain_tui.core.safety.mask import mask_url
+
+    for url in urls:
+        if not host_send.host_urls([url]):
+            print(f"{mask_url(url)}: not sent from {host}: only apprise can send it, from a client")
+
+
 async def cmd_notify(engine: Engine, args: argparse.Namespace) -> int:
     """`notify test HOST`: from this machine (notify_test), then from HOST itself, by the
     path a run's end takes there (the webhook URLs only: the rest are said as such)."""
     import asyncio
 
-    from rtrain_tui.core.notify import host_send
-    from rtrain_tui.core.safety.mask import mask_text, mask_url
+    from rtrain_tui.core.safety.mask import mask_text
 
     here = await asyncio.to_thread(notify_test, engine.hosts, args)
     urls = engine.hosts.notify_urls(args.host)
@@ -1199,9 +1212,7 @@ async def cmd_notify(engine: Engine, args: argparse.Namespace) -> int:
         return 1
     for url, why in results:
         print(f"{url}: arrived from {args.host}" if not why else f"{url}: not sent from {args.host}: {why}")
-    for url in urls:
-        if not host_send.host_urls([url]):
-            print(f"{mask_url(url)}: not sent from {args.host}: only apprise can send it, from a client")
+    _say_left_to_clients(urls, args.host)
     return here or (1 if any(why for _, why in results) else 0)
 
 

@@ -200,6 +200,20 @@ def test_notify_test_host_sends_from_the_host_too_and_says_which_arrived_from_wh
     assert not list((cli.hosts.remote_homes["gpu"] / ".praisonai-train").glob(".notify-test.*"))
 
 
+def test_notify_test_host_with_only_urls_apprise_sends_says_the_host_sends_none(
+        cli: Cli, receiver: Receiver) -> None:
+    # Every URL has apprise options: HOST is not asked, and said nothing of HOST at all, as
+    # if it had been left out, where the docs promise a line per URL saying it is left to clients.
+    url = f"{receiver.url(SECRET)}?rto=5"
+    configure(cli, f'[notify]\nurls = ["{url}"]\n')
+    r = cli("notify", "test", "gpu")
+    assert r.rc == 0, r.err
+    assert SECRET not in r.out + r.err
+    assert r.out.splitlines() == [f"{mask_url(url)}: arrived",
+                                  f"{mask_url(url)}: not sent from gpu: only apprise can send it, from a client"]
+    assert len(receiver.messages()) == 1
+
+
 def test_urls_only_apprise_reaches_are_still_sent_by_a_client_after_the_host_told_the_rest(
         cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
     # `?rto=5`: an apprise option, so only a client can send that URL.
