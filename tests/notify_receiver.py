@@ -18,6 +18,7 @@ class Receiver:
         self.lock = threading.Lock()
         # Set: each POST is held until it is set (a slow service), then answered.
         self.hold: threading.Event | None = None
+        self.hold_after = 0  # POSTs held: those after the first `hold_after` (answered at once)
         self.answered = 0
         receiver = self
 
@@ -30,7 +31,8 @@ class Receiver:
                     payload = {"raw": body.decode("utf-8", "replace")}
                 with receiver.lock:
                     receiver.got.append({"path": self.path, **payload})
-                if receiver.hold is not None:
+                    held = len(receiver.got) > receiver.hold_after
+                if receiver.hold is not None and held:
                     receiver.hold.wait(60)
                 self.send_response(receiver.status)
                 self.end_headers()

@@ -196,7 +196,7 @@ def test_notify_test_host_sends_from_the_host_too_and_says_which_arrived_from_wh
     assert len(receiver.messages()) == 2 and all(m["title"] == "rtrain-tui: test" for m in receiver.messages())
     assert got == {"A test message from rtrain-tui notify test.",
                    "A test message from rtrain-tui notify test, sent by gpu itself (curl)."}
-    # Its scratch dir (notify.json and all) is gone from the host.
+    # Its scratch dir is gone from the host.
     assert not list((cli.hosts.remote_homes["gpu"] / ".praisonai-train").glob(".notify-test.*"))
 
 
@@ -212,6 +212,29 @@ def test_notify_test_host_with_only_urls_apprise_sends_says_the_host_sends_none(
     assert r.out.splitlines() == [f"{mask_url(url)}: arrived",
                                   f"{mask_url(url)}: not sent from gpu: only apprise can send it, from a client"]
     assert len(receiver.messages()) == 1
+
+
+def test_notify_test_host_never_writes_a_token_on_the_host_even_when_killed_mid_send(
+        cli: Cli, receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url(SECRET)}"]\n')
+    receiver.hold, receiver.hold_after = threading.Event(), 1  # this machine's POST answered, the host's held
+    workdir = cli.hosts.remote_homes["gpu"] / ".praisonai-train"
+
+    def holding_a_token() -> list[Path]:
+        return [p for p in workdir.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+
+    proc = cli.popen("notify", "test", "gpu")
+    try:
+        wait_for("the host's POST", lambda: len(receiver.messages()) == 2)
+        assert holding_a_token() == []  # its settings went to notify.pyz on stdin
+        proc.kill()
+        proc.wait(30)
+        assert holding_a_token() == []
+    finally:
+        receiver.hold.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
 
 
 def test_urls_only_apprise_reaches_are_still_sent_by_a_client_after_the_host_told_the_rest(

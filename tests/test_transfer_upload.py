@@ -155,12 +155,22 @@ def test_the_stale_upload_cleanup_spares_a_users_part_files_in_run_directories(
     (Path(workdir) / ".datasets").mkdir()
     users = [earlier / "ckpt.part", earlier / "sub" / "shard.part", earlier / ".up-x.part",
              Path(workdir) / "notes.part"]
-    ours = [earlier / "config.yaml.part", earlier / "run.sh.part",
+    ours = [earlier / "config.yaml.part", earlier / "run.sh.part", earlier / "notify.pyz.part",
             Path(workdir) / ".datasets" / ".up-0123456789abcdef.part"]
     two_days_ago = time.time() - 2 * 86400
     for path in users + ours:
         path.write_bytes(b"z" * 100)
         os.utime(path, (two_days_ago, two_days_ago))
+    # A killed start's notify.json.part holds tokens: it goes after 10 minutes; one being
+    # written now (a start under way) stays.
+    tokens, writing = earlier / "notify.json.part", Path(workdir) / "other" / "notify.json.part"
+    writing.parent.mkdir()
+    for path in (tokens, writing):
+        path.write_bytes(b"{}")
+    eleven_minutes_ago = time.time() - 11 * 60
+    os.utime(tokens, (eleven_minutes_ago, eleven_minutes_ago))
+    ours.append(tokens)
+    users.append(writing)
     config = write_config(tmp_path / "c.yaml", steps=1)
     data = dataset(tmp_path / "d.jsonl", 1000)
     r = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,

@@ -350,8 +350,8 @@ class Engine:
                                     workdir: str = validate.DEFAULT_WORKDIR,
                                     python: str = validate.DEFAULT_PYTHON) -> list[tuple[str, str]]:
         """`notify test HOST`'s second half: the test message sent by `host` itself, by the
-        path a run's end takes (notify.pyz and a 0600 notify.json, in a scratch dir under
-        the workdir, removed after). [(each URL the host can send, masked; '' or why not)]."""
+        path a run's end takes (notify.pyz in a scratch dir under the workdir, removed after;
+        its settings on its stdin). [(each URL the host can send, masked; '' or why not)]."""
         sendable = host_send.host_urls(urls)
         if not sendable:
             return []
@@ -363,9 +363,20 @@ class Engine:
             raise RemoteError(f"{host}: cannot send from it: {made.get('error') or 'no scratch dir made'}.")
         sftp = await conn.sftp()
         await _write_remote_text(sftp, f"{scratch}/{host_send.PROGRAM}", host_files.bundle(*host_send.MODULES))
-        await _write_remote_text(sftp, f"{scratch}/{host_send.SETTINGS}",
-                                 host_send.settings(host, "test", sendable, time.time()), mode=0o600)
-        out = await conn.run(remote_sh.notify_test_send(scratch, python, host), timeout=120)
+        # The settings (tokens and all) reach notify.pyz on its stdin, never a file: a file
+        # was left on the host by a command killed or timed out before it removed it. On a
+        # channel of its own, as the long-lived shell's scripts are `sh -c` arguments (`ps`).
+        import asyncssh  # not at the top: see cli.py's `runs`
+
+        ssh = await conn.connect()
+        try:
+            done = await asyncio.wait_for(ssh.run(
+                remote_sh.notify_test_send(scratch, python, host),
+                input=host_send.settings(host, "test", sendable, time.time()).decode()),
+                host_send.TEST_WITHIN_S + 30)
+        except (OSError, TimeoutError, asyncssh.Error) as exc:
+            raise RemoteError(f"{host}: no answer from its sender ({exc or 'timed out'}).") from exc
+        out = str(done.stdout or "")
         said = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
         results = []
         for url in map(mask_url, sendable):

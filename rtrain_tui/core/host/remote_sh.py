@@ -162,8 +162,9 @@ def upload_prepare(cache_dir: str, size: int, chunks_dir: str = "") -> str:
     (only those can be this dataset, so only then is it worth hashing locally first).
     Temporary files older than a day are left by killed uploads: nothing trusts them,
     and they must not fill the disk. Only our own are removed, by their exact names: the
-    store's `.up-*.part` (TRANSFER_PY's recv) and a run dir's `config.yaml.part` and
-    `run.sh.part` (SFTP uploads); a trainer's or user's `*.part` in a run dir is theirs.
+    store's `.up-*.part` (TRANSFER_PY's recv) and a run dir's `config.yaml.part`,
+    `run.sh.part` and `notify.*.part` (SFTP uploads; `notify.json.part`, tokens, after 10
+    minutes); a trainer's or user's `*.part` in a run dir is theirs.
     `chunks_dir`: where the stored datasets' chunk manifests are (transfers/delta.py); the
     manifests of datasets no longer stored are removed and the rest counted, `manifests=N`.
     """

@@ -1,7 +1,8 @@
 ## Before shipping a dataset into the store $d: make it, drop stale parts, print
 ## `free_kb=N` and `same=NAME` per stored dataset of exactly $size bytes. Temporary files
 ## older than a day are left by killed uploads; only our own, by their exact names: the
-## store's `.up-*.part` and a run dir's `config.yaml.part` and `run.sh.part`.
+## store's `.up-*.part` and a run dir's `config.yaml.part`, `run.sh.part`, `notify.pyz.part`
+## and `notify.json.part` (tokens: after 10 minutes).
 ## $c (may be empty) holds the stored datasets' chunk manifests (delta uploads): one whose
 ## dataset is gone is removed here, so none outlives its dataset by more than one upload;
 ## `manifests=N` counts those left (none: a delta is not worth chunking the file first).
@@ -25,8 +26,11 @@ esac
 # shellcheck disable=SC2174  # only the workdir and the store are made private, not their parents
 { mkdir -p -m 700 "${d%/*}/" && mkdir -p -m 700 "$d"; } || exit 1
 find "$d" -maxdepth 1 -type f -name '.up-*.part' -mmin +1440 -exec rm -f {} + 2>/dev/null
-find "$d/.." -mindepth 2 -maxdepth 2 -type f \( -name config.yaml.part -o -name run.sh.part \) \
-  -mmin +1440 -exec rm -f {} + 2>/dev/null
+find "$d/.." -mindepth 2 -maxdepth 2 -type f \( -name config.yaml.part -o -name run.sh.part \
+  -o -name notify.pyz.part \) -mmin +1440 -exec rm -f {} + 2>/dev/null
+# A killed start's notify.json.part holds webhook tokens: gone after 10 minutes, not a day
+# (its write takes milliseconds; one under way now is younger).
+find "$d/.." -mindepth 2 -maxdepth 2 -type f -name notify.json.part -mmin +10 -exec rm -f {} + 2>/dev/null
 n=0
 if [ -n "$c" ] && [ -d "$c" ]; then
   find "$c" -maxdepth 1 -type f -name '.m-*.part' -mmin +1440 -exec rm -f {} + 2>/dev/null

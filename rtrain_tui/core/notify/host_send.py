@@ -31,6 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import TextIO
 
 from rtrain_tui.core.logs.reasons import why_it_ended
 from rtrain_tui.core.metrics.metrics import parse_text
@@ -53,6 +54,13 @@ MODULES = (MAIN, (
     "rtrain_tui.core.safety.sanitize"))
 TAIL_BYTES = 32 * 1024  # as much of train.log as a client's claim reads (claim_notify.sh)
 TEST_TITLE = "rtrain-tui: test"
+# All the sends of one message together, whatever the number of URLs: a hanging service
+# costs up to 31.5 s a POST (3 tries of 10 s, backoff between), so 4 such URLs outran
+# `notify test`'s 120 s command limit, and a Slurm job held its GPUs that long per URL
+# after its trainer ended. What the limit cuts is said as such (LIMIT_SAID).
+TEST_WITHIN_S = 90.0  # `notify test HOST`: inside the client's 120 s for the command
+END_WITHIN_S = 15.0  # a Slurm job's end (and stall), sent in the job before it ends
+LIMIT_SAID = "cut by the {:g} s limit for all its sends"
 
 
 def host_urls(urls: Sequence[str]) -> list[str]:
@@ -164,17 +172,33 @@ def compose(config: dict[str, object], event: str, arg: int, now: float) -> mess
 def _load() -> dict[str, object]:
     try:
         with open(SETTINGS, encoding="utf-8") as f:
-            found = json.load(f)
+            return _load_from(f)
+    except OSError:
+        return {}
+
+
+def _load_from(f: TextIO) -> dict[str, object]:
+    try:
+        found = json.load(f)
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
 
 
 def deliver(config: dict[str, object], title: str, body: str, curl: str | None,
-            tries: int = TRIES, backoff_s: float = BACKOFF_S) -> list[tuple[str, str]]:
-    """Send to each URL of `config`: [(the URL masked, '' or why not)], in order."""
+            tries: int = TRIES, backoff_s: float = BACKOFF_S,
+            within: float | None = None) -> list[tuple[str, str]]:
+    """Send to each URL of `config`: [(the URL masked, '' or why not)], in order; with
+    `within`, every send together ends within that many seconds (a POST gets what is
+    left, at most its own TIMEOUT_S; what the limit cut or left untried says so)."""
     urls = config.get("urls")
     results = []
+    deadline = None if within is None else time.monotonic() + within
+    cut = LIMIT_SAID.format(within or 0)
+
+    def left() -> float:
+        return webhooks.TIMEOUT_S if deadline is None else min(webhooks.TIMEOUT_S, deadline - time.monotonic())
+
     for item in urls if isinstance(urls, list) else []:
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
             continue
@@ -184,10 +208,16 @@ def deliver(config: dict[str, object], title: str, body: str, curl: str | None,
         for post in posts:
             data = webhooks.body_of(post, title, body)
             for attempt in range(tries):
-                why = webhooks.send(post, data, curl)
+                if left() < 1:  # less than a POST can use: none is started
+                    why = f"{why}; {cut}" if why else cut
+                    break
+                why = webhooks.send(post, data, curl, timeout_s=left())
                 if not why:
                     break
                 if attempt < tries - 1:
+                    if left() < backoff_s * 2 ** attempt + 1:
+                        why = f"{why}; {cut}"
+                        break
                     time.sleep(backoff_s * 2 ** attempt)
             else:
                 why = f"{why} ({tries} tries)"
@@ -197,28 +227,39 @@ def deliver(config: dict[str, object], title: str, body: str, curl: str | None,
     return results
 
 
+def _limit(word: str) -> float | None:
+    try:
+        return float(word) if 0 < float(word) < 86400 else None
+    except ValueError:
+        return None
+
+
 def main(argv: Sequence[str]) -> int:
-    """`notify.pyz EVENT ARG` (the run's end, ARG its exit code; or `stalled`, ARG the
-    log's age) or `notify.pyz test HOST`, in the run dir; 0 unless argv is wrong. Lines
-    for notify.log on stdout; `test` prints `URL<TAB>arrived` or `URL<TAB>why` instead."""
-    config = _load()
+    """`notify.pyz EVENT ARG [WITHIN]` (the run's end, ARG its exit code; or `stalled`, ARG
+    the log's age; WITHIN: seconds for all its sends) or `notify.pyz test HOST [-]`, in
+    the run dir; 0 unless argv is wrong. Lines for notify.log on stdout; `test` prints
+    `URL<TAB>arrived` or `URL<TAB>why` instead, within TEST_WITHIN_S, its settings read
+    from stdin with `-` (then no file holds the tokens for an instant)."""
     curl = shutil.which("curl")
     how = "curl" if curl else "python"
     if argv[:1] == ["test"]:
+        config = _load_from(sys.stdin) if argv[2:3] == ["-"] else _load()
         where = safe_line(argv[1] if len(argv) > 1 else str(config.get("host", "")))
         for url, why in deliver(config, TEST_TITLE, f"A test message from rtrain-tui notify test, sent by "
-                                f"{where} itself ({how}).", curl):
+                                f"{where} itself ({how}).", curl, within=TEST_WITHIN_S):
             print(f"{url}\t{why or 'arrived'}")
         return 0
-    if len(argv) != 2 or not argv[1].lstrip("-").isdigit():
-        print("usage: notify.pyz EVENT ARG | test HOST", file=sys.stderr)
+    within = _limit(argv[2]) if len(argv) == 3 else None
+    if len(argv) not in (2, 3) or not argv[1].lstrip("-").isdigit() or (len(argv) == 3 and within is None):
+        print("usage: notify.pyz EVENT ARG [WITHIN] | test HOST [-]", file=sys.stderr)
         return 2
+    config = _load()
     now = time.time()
     composed = compose(config, argv[0], int(argv[1]), now)
     if composed is None:
         return 0
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
-    for url, why in deliver(config, composed.title, composed.body, curl):
+    for url, why in deliver(config, composed.title, composed.body, curl, within=within):
         said = f"not sent: {why}" if why else f"sent ({how})"
         print(f"{stamp} {composed.event} to {url}: {said}", flush=True)
     return 0
