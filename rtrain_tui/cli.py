@@ -1097,7 +1097,7 @@ def _print_runs(index: RunIndex, hosts: hostconfig.HostConfig, report: IndexRepo
         return 0
     rows: list[tuple[str, ...]] = [("HOST", "RUN", "STATE", "STARTED")]
     rows += [(r.host, r.run_id, r.state + (" (stale)" if r.stale else "")
-              + (" (found)" if r.origin == "found" else ""), r.started_at) for r in runs]
+              + (" (found)" if r.origin == "found" else ""), _to_the_second(r.started_at)) for r in runs]
     if any(c is not None for c in costs):  # a COST column once some host has a price
         rows = [(*rows[0], "COST")] + [(*row, c.text() if c is not None else "-")
                                        for row, c in zip(rows[1:], costs, strict=True)]
@@ -1105,6 +1105,12 @@ def _print_runs(index: RunIndex, hosts: hostconfig.HostConfig, report: IndexRepo
     line = "  ".join(f"{{:<{max(map(len, column))}}}" for column in zip(*rows))
     print("\n".join(line.format(*row).rstrip() for row in rows))
     return 0
+
+
+def _to_the_second(when: str) -> str:
+    """An index time for people: the index keeps microseconds (they order its events)."""
+    parsed = parse_time(when)
+    return parsed.replace(microsecond=0).isoformat() if parsed is not None else when
 
 
 def _index_costs(hosts: hostconfig.HostConfig, runs: list[Any]) -> list[Any]:

@@ -59,6 +59,17 @@ def test_runs_has_a_cost_column_and_field_once_a_host_has_a_price(
         "old": (9.96, "$"), "a": (2.49, "$"), "b": (3.0, "€"), "free": (None, None)}
 
 
+def test_runs_says_when_each_run_started_to_the_second_as_the_docs_show(
+        index: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The index keeps microseconds (its times order events); the table is read by people.
+    code, out, _ = run(index, capsys, "runs")
+    started = {line.split()[1]: line.split()[3] for line in out.splitlines()[1:]}
+    assert code == 0
+    assert started["a"] == (NOW - timedelta(hours=3)).replace(microsecond=0).isoformat()
+    code, out, _ = run(index, capsys, "runs", "--json")
+    assert {r["run_id"]: r["started_at"] for r in json.loads(out)}["a"] == ago(3)  # exact, for scripts
+
+
 def test_costs_by_host_since_a_week_leaves_out_older_runs_and_says_what_has_no_price(
         index: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(index, capsys, "costs", "--since", "7d")
