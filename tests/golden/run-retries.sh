@@ -150,6 +150,7 @@ esac
 rt_dir=$PWD
 rt_np=~/venv/bin/python
 rt_non='failed stalled'
+rt_nw=''
 claim_mark() {
   cm_n=1
   for cm_f in "$1"/attempts/[0-9]*; do [ -d "$cm_f" ] && cm_n=$((cm_n + 1)); done
@@ -172,14 +173,14 @@ rt_notify() {
   # A Python that cannot start would lose the message: leave it to the clients then.
   command -v "$rt_np" >/dev/null 2>&1 || return 0
   claim_mark . "$1" || return 0
-  if [ "${rt_nfg-}" = 1 ]; then
-    (unset RTRAIN_RUN; "$rt_np" notify.pyz "$1" "$2" >> notify.log 2>&1 < /dev/null)
+  if [ "${rt_nfg-}" = 1 ] && [ "$1" != stalled ]; then
+    (unset RTRAIN_RUN; "$rt_np" notify.pyz "$1" "$2" "$rt_nw" >> notify.log 2>&1 < /dev/null)
     return 0
   fi
   if command -v setsid >/dev/null 2>&1; then rn_s=setsid; else rn_s=; fi
   (
     unset RTRAIN_RUN
-    $rn_s "$rt_np" notify.pyz "$1" "$2" >> notify.log 2>&1 < /dev/null &
+    $rn_s "$rt_np" notify.pyz "$1" "$2" ${rt_nw:+"$rt_nw"} >> notify.log 2>&1 < /dev/null &
   )
 }
 rt_notify_end() {

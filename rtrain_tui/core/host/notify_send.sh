@@ -8,24 +8,27 @@
 ## it nor kills it, and a service that hangs holds nothing up (each POST is bounded). It
 ## prints nothing anywhere but notify.log: never a URL, never into train.log.
 ## With $rt_nfg = 1 (a Slurm job, whose processes the scheduler ends with it, cgroup and
-## all) it sends in the foreground instead, bounded by its tries.
+## all) it sends the end in the foreground instead, all its URLs within $rt_nw seconds
+## together (notify.pyz's WITHIN), so a hanging service holds the job and its GPUs no
+## longer. A stall is still sent detached (within $rt_nw too): from the watchdog in the
+## foreground it held `--on-stall stop/restart` until the send was done.
 ## `rt_notify_end` is the end's: after the exit code is written, with the state a
 ## probe reads from it (a stop of ours, a completion, else a failure).
-## Needs claim_notify.sh, $rt_np, $rt_non.
+## Needs claim_notify.sh, $rt_np, $rt_non, $rt_nw (empty: no limit).
 rt_notify() {
   [ -r notify.json ] && [ -r notify.pyz ] || return 0
   case " $rt_non " in *" $1 "*) ;; *) return 0;; esac
   # A Python that cannot start would lose the message: leave it to the clients then.
   command -v "$rt_np" >/dev/null 2>&1 || return 0
   claim_mark . "$1" || return 0
-  if [ "${rt_nfg-}" = 1 ]; then
-    (unset RTRAIN_RUN; "$rt_np" notify.pyz "$1" "$2" >> notify.log 2>&1 < /dev/null)
+  if [ "${rt_nfg-}" = 1 ] && [ "$1" != stalled ]; then
+    (unset RTRAIN_RUN; "$rt_np" notify.pyz "$1" "$2" "$rt_nw" >> notify.log 2>&1 < /dev/null)
     return 0
   fi
   if command -v setsid >/dev/null 2>&1; then rn_s=setsid; else rn_s=; fi
   (
     unset RTRAIN_RUN
-    $rn_s "$rt_np" notify.pyz "$1" "$2" >> notify.log 2>&1 < /dev/null &
+    $rn_s "$rt_np" notify.pyz "$1" "$2" ${rt_nw:+"$rt_nw"} >> notify.log 2>&1 < /dev/null &
   )
 }
 rt_notify_end() {

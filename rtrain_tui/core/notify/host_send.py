@@ -59,7 +59,7 @@ TEST_TITLE = "rtrain-tui: test"
 # `notify test`'s 120 s command limit, and a Slurm job held its GPUs that long per URL
 # after its trainer ended. What the limit cuts is said as such (LIMIT_SAID).
 TEST_WITHIN_S = 90.0  # `notify test HOST`: inside the client's 120 s for the command
-END_WITHIN_S = 15.0  # a Slurm job's end (and stall), sent in the job before it ends
+# (a Slurm job's end and stall: host/remote_sh.FOREGROUND_SEND_S, its WITHIN argument)
 LIMIT_SAID = "cut by the {:g} s limit for all its sends"
 
 
