@@ -320,6 +320,22 @@ def test_start_form_shows_its_keys_in_the_footer_and_not_the_main_screens(tmp_pa
     asyncio.run(go())
 
 
+def test_the_footer_shows_the_help_key_at_80_columns(tmp_path: Path) -> None:
+    """The footer shows what fits; `? Help` came after ten other keys and was cut off below
+    about 130 columns, so a new user at 80×24 was never told where the rest are."""
+    from tests.scenes import SCENES
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await SCENES["main"](pilot)
+            lines = screen_text(app).splitlines()
+            last = next(line for line in reversed(lines) if line.strip())
+            assert "? Help" in last and "n New run" in last, last
+
+    asyncio.run(go())
+
+
 def test_enter_in_a_field_moves_to_the_next_field_and_never_launches(tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("model: tiny\n")

@@ -9,6 +9,8 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 
 KEYS: list[Binding] = [
+    # Help first: the footer shows what fits (80 columns: 7 keys), and `?` leads to the rest.
+    Binding("question_mark", "help", "Help", id="help", tooltip="All keys"),
     Binding("p", "preflight", "Preflight", id="preflight", tooltip="Check the selected host"),
     Binding("n", "new_run", "New run", id="new_run", tooltip="Start a training run"),
     Binding("enter", "open_log", "Log", id="open_log", tooltip="Open the run's live log"),
@@ -34,7 +36,6 @@ KEYS: list[Binding] = [
             tooltip="Close the current log pane"),
     Binding("m", "mark_slurm", "Mark as Slurm", id="mark_slurm", show=False,
             tooltip="Run this host's jobs through Slurm (writes config.toml)"),
-    Binding("question_mark", "help", "Help", id="help", tooltip="All keys"),
     Binding("q", "quit", "Quit", id="quit", tooltip="Quit; runs keep running"),
 ]
 
