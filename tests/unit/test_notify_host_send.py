@@ -70,10 +70,23 @@ def test_billed_time_is_the_attempts_time_not_the_gaps_between_them() -> None:
     assert host_send.billed_seconds(1_000, [], 1_300) == 300
 
 
-@pytest.mark.parametrize(("python", "claimed"), [(sys.executable, True), ("/nonexistent/python3", False)])
+# A Python 3.7 stand-in: it runs, but notify.pyz's syntax (`:=`, 3.8) is beyond it.
+OLD_PYTHON = """#!/bin/sh
+case "$1" in *.pyz) echo '  if found := _NTFY.fullmatch(url):' >&2; echo 'SyntaxError: invalid syntax' >&2; exit 1;; esac
+exec python3 "$@"
+"""
+
+
+@pytest.mark.parametrize(("python", "claimed"), [(sys.executable, True), ("/nonexistent/python3", False),
+                                                 ("python3.7", False)])
 def test_the_wrapper_claims_the_end_only_with_a_python_that_can_send_it(tmp_path: Path, python: str,
                                                                          claimed: bool) -> None:
     from rtrain_tui.core.backends.direct import scripts
+
+    if python == "python3.7":
+        python = str(tmp_path / "python3.7")
+        Path(python).write_text(OLD_PYTHON)
+        Path(python).chmod(0o755)
 
     (tmp_path / host_send.PROGRAM).write_bytes(host.bundle(*host_send.MODULES))
     (tmp_path / host_send.SETTINGS).write_bytes(host_send.settings("gpu", "r1", [], 1.0))

@@ -18,8 +18,9 @@
 rt_notify() {
   [ -r notify.json ] && [ -r notify.pyz ] || return 0
   case " $rt_non " in *" $1 "*) ;; *) return 0;; esac
-  # A Python that cannot start would lose the message: leave it to the clients then.
-  command -v "$rt_np" >/dev/null 2>&1 || return 0
+  # A Python that cannot run notify.pyz (missing, or older than its syntax: 3.8) would
+  # lose the message once claimed: leave it to the clients then.
+  (unset RTRAIN_RUN; "$rt_np" notify.pyz check) >/dev/null 2>&1 < /dev/null || return 0
   claim_mark . "$1" || return 0
   if [ "${rt_nfg-}" = 1 ] && [ "$1" != stalled ]; then
     (unset RTRAIN_RUN; "$rt_np" notify.pyz "$1" "$2" "$rt_nw" >> notify.log 2>&1 < /dev/null)
