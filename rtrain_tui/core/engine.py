@@ -1434,9 +1434,11 @@ class _HostLock:
                 if _same_file(fd, self.path):
                     break
                 os.close(fd)  # its holder removed it: the lock is the path's file now
+                fd = -1  # closed: were the reopen to fail, never closed again (another file's, by then)
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except BaseException:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
             raise
         self._fd = fd
 

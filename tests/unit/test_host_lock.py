@@ -48,3 +48,21 @@ def test_a_kept_lock_file_stays_for_the_next_taker(tmp_path: Path) -> None:
 
     asyncio.run(go())
     assert path.exists()
+
+
+def test_a_waiter_that_cannot_reopen_the_lock_file_says_why_and_closes_its_file_once(tmp_path: Path) -> None:
+    path = tmp_path / "gpus-host.lock"
+
+    async def go() -> None:
+        first, second = _HostLock(path, remove=True), _HostLock(path)
+        await first.acquire(1, "busy")
+        waiting = asyncio.create_task(second.acquire(5, "busy"))
+        await asyncio.sleep(0.2)
+        first.release()
+        path.mkdir()  # where the lock file was: the waiter's reopen fails (EISDIR)
+        # Its fd was closed before the reopen: closing it again raised EBADF in place of
+        # the reopen's error (or, had the number been reused meanwhile, closed another file).
+        with pytest.raises(IsADirectoryError):
+            await waiting
+
+    asyncio.run(go())
