@@ -718,9 +718,14 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     if args.json:
         from rtrain_tui.core import resume
 
+        # When an ended run ended, by the host's clock (its status file): attempts.jsonl
+        # has it only for attempts that a later one followed.
+        ended = probe.ended_at
+        if ended is None and probes.is_final(line.state):
+            ended = (await engine.probe_many(args.host, [(args.workdir, args.run_id)], [0]))[0].ended_at
         attempts = resume.attempts_view(
             await engine.attempts(args.host, args.workdir, args.run_id),
-            line.state, probe.exit_code, line.reason)
+            line.state, probe.exit_code, line.reason, ended if probes.is_final(line.state) else None)
         print(json.dumps({
             "host": args.host, "run_id": args.run_id, "workdir": args.workdir,
             "state": line.state, "pid": probe.pid, "exit_code": probe.exit_code,
@@ -729,7 +734,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
             "slurm_job_id": probe.job_id or None, "slurm_state": probe.scheduler_state or None,
             "attempt": attempts[-1]["attempt"], "attempts": attempts,
             "stalled_for": probe.stalled_for, "gpus_idle_for": probe.gpus_idle_for,
-            **await _status_cost(engine, args, probe, line.state, attempts),
+            **await _status_cost(engine, args, ended, line.state, attempts),
         }, indent=2))
         return 0
     # Exactly one status word on stdout: scripts parse it. Why goes beside it, on stderr.
@@ -739,7 +744,7 @@ async def cmd_status(engine: Engine, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _status_cost(engine: Engine, args: argparse.Namespace, probe: probes.RunProbe,
+async def _status_cost(engine: Engine, args: argparse.Namespace, ended: int | None,
                        state: str, attempts: list[dict[str, Any]]) -> dict[str, Any]:
     """`cost` (so far) and `cost_at_end` (a running run's, from its ETA) for `status --json`:
     null on a host with no price in config.toml (which then costs no extra round trip)."""
@@ -753,11 +758,8 @@ async def _status_cost(engine: Engine, args: argparse.Namespace, probe: probes.R
     if price is None:
         return {"cost": None, "cost_at_end": None, "currency": None}
     record = engine.index.get(args.host, args.run_id) or RunRecord(args.host, args.run_id, args.workdir)
-    if probes.is_final(state):
-        ended = probe.ended_at or (await engine.probe_many(
-            args.host, [(args.workdir, args.run_id)], [0]))[0].ended_at
-        if ended is not None:  # the host's clock, as a refresh records it
-            record = replace(record, ended_at=datetime.fromtimestamp(ended, UTC).isoformat())
+    if probes.is_final(state) and ended is not None:  # the host's clock, as a refresh records it
+        record = replace(record, ended_at=datetime.fromtimestamp(ended, UTC).isoformat())
     eta = None
     if state == probes.RUNNING:
         eta = (await sync_metrics(engine, args.host, args.workdir, args.run_id)).summary().eta_seconds

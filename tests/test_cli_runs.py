@@ -63,6 +63,19 @@ def test_failed_run_exits_1_and_reads_failed(cli: Cli, tmp_path: Path, workdir: 
     assert cli("status", "gpu", "bad", "--workdir", workdir).out == "failed (exit 3)\n"
 
 
+def test_status_json_says_when_an_ended_runs_attempt_ended(cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """`status --json`'s attempt of a run never resumed said `ended: null` (nothing in
+    attempts.jsonl) while the host knew it (its `status` file, as `runs` records it)."""
+    from datetime import UTC, datetime
+
+    config = write_config(tmp_path / "c.yaml", steps=2, exit_code=3)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "ended").rc == 1
+    got = json.loads(cli("status", "gpu", "ended", "--workdir", workdir, "--json").out)
+    mtime = int((Path(workdir) / "ended" / "status").stat().st_mtime)
+    assert got["attempts"][-1]["ended"] == datetime.fromtimestamp(mtime, UTC).isoformat()
+    assert got["attempts"][-1]["state"] == "failed (exit 3)"
+
+
 def test_trainer_template_and_gpus_reach_the_command(cli: Cli, tmp_path: Path, workdir: str) -> None:
     config = write_config(tmp_path / "c.yaml", steps=1)
     data = tmp_path / "d.jsonl"

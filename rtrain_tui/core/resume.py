@@ -120,11 +120,12 @@ def parse_attempts(text: str) -> list[dict[str, Any]]:
 
 
 def attempts_view(recorded: list[dict[str, Any]], state: str, exit_code: int | None,
-                  reason: str) -> list[dict[str, Any]]:
+                  reason: str, ended: int | None = None) -> list[dict[str, Any]]:
     """Every attempt of a run, oldest first, each `{attempt, started, launched, ended, exit,
     state, reason, checkpoint}` (times ISO 8601 UTC, null when not known; `launched`: when
     a queued attempt got its GPUs); the last one is the
-    run as it is now (`state`, `exit_code`, `reason`: what the probe and `status` say)."""
+    run as it is now (`state`, `exit_code`, `reason`: what the probe and `status` say;
+    `ended`: when an ended run ended, epoch seconds, where attempts.jsonl has no end)."""
     by_number = {a["attempt"]: a for a in recorded}
     last = max(by_number, default=1)
     view = []
@@ -134,7 +135,7 @@ def attempts_view(recorded: list[dict[str, Any]], state: str, exit_code: int | N
         view.append({
             "attempt": n, "started": _iso(one.get("started")),
             "launched": _iso(one.get("launched")),
-            "ended": _iso(one.get("ended")),
+            "ended": _iso(one.get("ended") or (ended if current else None)),
             "exit": exit_code if current else one.get("exit"),
             "state": state if current else one.get("state"),
             "reason": reason if current else (one.get("reason") or ""),
