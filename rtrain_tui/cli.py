@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, default=None, metavar="N",
                    help="when the trainer fails (not by a stop), the host resumes it from its "
                    "newest complete checkpoint, up to N times (default: config.toml's "
-                   "`retries`, else 0); boxes only")
+                   "`retries`, else 0); a Slurm job of one node retries inside the job")
     p.add_argument("--queue", action="store_true",
                    help="fewer GPUs free than asked: wait for them on the host, in its queue "
                    "(state `queued`), rather than refuse; the host gives them in queue order")
