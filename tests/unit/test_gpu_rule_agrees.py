@@ -235,3 +235,80 @@ def test_a_lock_just_made_by_another_taker_is_not_broken_by_one_that_waited_long
         waiter.kill()
         waiter.wait()
     assert out == "taken\n"
+
+
+def test_two_waiters_breaking_one_dead_lock_never_both_hold_it(tmp_path: Path) -> None:
+    """Two waiters find the lock of a dead taker. One judges it dead and is paused (here:
+    its first `rm` waits to be let go, as a descheduled process would) before removing it;
+    meanwhile the other breaks it and takes the lock. Removed by its path, the paused one
+    then removed the other's new lock and took it too: two runs could be given one GPU."""
+    import time
+
+    real_rm, real_mkdir = shutil.which("rm"), shutil.which("mkdir")
+    paused, go, count, release = (tmp_path / n for n in ("paused", "go", "count", "release"))
+    bin_a, bin_b = tmp_path / "bin_a", tmp_path / "bin_b"
+    bin_a.mkdir()
+    bin_b.mkdir()
+    (bin_a / "rm").write_text(  # the first rm of waiter A waits until the test lets it go
+        "#!/bin/sh\n"
+        f'if [ ! -e {paused} ]; then : > {paused}; while [ ! -e {go} ]; do sleep 0.02; done; fi\n'
+        f'exec {real_rm} "$@"\n')
+    (bin_b / "mkdir").write_text(  # counts waiter B's looks (its tries to make the lock)
+        "#!/bin/sh\n"
+        f'case "$*" in *-p*) exec {real_mkdir} "$@";; esac\n'
+        f'n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}.tmp; mv {count}.tmp {count}\n'
+        f'exec {real_mkdir} "$@"\n')
+    for f in (bin_a / "rm", bin_b / "mkdir"):
+        f.chmod(0o755)
+    work = tmp_path / "work"
+    lock = work / ".queue" / "lock"
+    lock.mkdir(parents=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
+    (lock / "owner").write_text(f"{uptime} {dead.pid}\n")  # its taker is gone
+    # Holding: `held` made by whoever has the lock; one that finds it made holds it too.
+    # B, once it holds the lock, keeps it until told ($2).
+    script = (scripts._LIVENESS + scripts._GPU_RULE
+              + 'q_lock "$1/.queue" || exit 1\n'
+              + 'if mkdir "$1/held" 2>/dev/null; then echo taken; else echo both; fi\n'
+              + '[ -z "$2" ] || while [ ! -e "$2" ]; do sleep 0.02; done\n'
+              + 'rmdir "$1/held" 2>/dev/null; q_unlock "$1/.queue"\n')
+    sh = shutil.which("dash") or "dash"
+    out_a, out_b = tmp_path / "a.out", tmp_path / "b.out"
+
+    def waiter(bin_dir: Path, out: Path, *held_until: str) -> subprocess.Popen[bytes]:
+        with out.open("w") as f:
+            return subprocess.Popen([sh, "-c", script, "q", str(work), *held_until], stdout=f,
+                                    env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+
+    def until(what: str, predicate) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + 30
+        while not predicate():
+            assert time.monotonic() < deadline, what
+            time.sleep(0.02)
+
+    a = waiter(bin_a, out_a)
+    b = None
+    try:
+        until("A judging the dead lock", paused.exists)
+        b = waiter(bin_b, out_b, str(release))
+        # B takes the lock (the old break let it), or keeps waiting on A's break.
+        until("B taking the lock or waiting on", lambda: out_b.read_text() != ""
+              or int((count.read_text() if count.exists() else "") or 0) >= 10)
+        b_before = out_b.read_text()
+        go.touch()
+        # A takes the lock (B holds it already with the old break: A must not take it then),
+        # or B took it after A's break and holds it until released.
+        until("a taker after A's break", lambda: out_a.read_text() != ""
+              or (b_before == "" and out_b.read_text() != ""))
+        release.touch()
+        assert a.wait(30) == 0 and b.wait(30) == 0
+    finally:
+        go.touch()
+        release.touch()
+        for p in (a, b):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    assert (out_a.read_text(), out_b.read_text()) == ("taken\n", "taken\n")

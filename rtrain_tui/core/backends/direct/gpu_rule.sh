@@ -142,10 +142,12 @@ q_lock() {
     ql_t='' ql_p=''; read -r ql_t ql_p 2>/dev/null < "$1/lock/owner"
     q_uptime; ql_n=$((ql_n + 1))
     case $ql_t$ql_p in
-      ''|*[!0-9]*) [ $ql_n -gt 30 ] && rm -rf "$1/lock";;  # no owner for 3 s: its taker died
+      ''|*[!0-9]*)  # no owner for 3 s, in the same lock dir (inode): its taker died
+        q_ino "$1/lock"; [ "$qi" = "${ql_li-}" ] || ql_n=1; ql_li=$qi
+        [ $ql_n -gt 30 ] && q_break "$1" "$qi" "$ql_t" "$ql_p";;
       *) ql_n=0  # owned: an ownerless lock is counted from its first look, never before
          if [ $((qu - ql_t)) -gt 30 ] || [ "$qu" -lt "$ql_t" ] || ! kill -0 "$ql_p" 2>/dev/null; then
-           rm -rf "$1/lock"
+           q_ino "$1/lock"; q_break "$1" "$qi" "$ql_t" "$ql_p"
          fi;;
     esac
     sleep 0.1
@@ -153,3 +155,31 @@ q_lock() {
   q_uptime; echo "$qu $$" > "$1/lock/owner"
 }
 q_unlock() { rm -rf "$1/lock"; rmdir "$1" 2>/dev/null || :; }
+## `q_ino PATH`: its inode in $qi ('' when gone).
+q_ino() {
+  # shellcheck disable=SC2046  # ls -di's two words, split on purpose
+  set -- $(ls -di "$1" 2>/dev/null); qi=${1-}
+}
+## `q_break QUEUEDIR INODE T P`: break the lock judged stale (inode INODE, owner line
+## `T P`) and no other. Two waiters may judge the same dead lock; one that removed it by
+## its path after a pause removed the other's new lock, and both held it. So the break
+## works from inside the very dir judged (`cd` holds it, whatever is at the path since),
+## checks its inode and owner line again there, and one breaker alone marks it (`ln -s`
+## is atomic); it is emptied there, then `rmdir` by path removes it, which a new taker's
+## lock refuses (its owner line is in it).
+q_break() {
+  (
+    cd "$1/lock" 2>/dev/null || exit 1
+    q_ino .; [ -n "$qi" ] && [ "$qi" = "$2" ] || exit 1
+    qb_t='' qb_p=''; read -r qb_t qb_p 2>/dev/null < owner
+    [ "$qb_t" = "$3" ] && [ "$qb_p" = "$4" ] || exit 1
+    if ! ln -s "$$" broken 2>/dev/null; then
+      # Another waiter is breaking it; one killed in the midst leaves its mark to the next.
+      qb_by=$(ls -l broken 2>/dev/null); qb_by=${qb_by##*-> }
+      case $qb_by in ''|*[!0-9]*) ;; *) kill -0 "$qb_by" 2>/dev/null || rm -f broken;; esac
+      exit 1
+    fi
+    rm -f owner broken
+  ) && rmdir "$1/lock" 2>/dev/null
+  return 0
+}
