@@ -624,15 +624,16 @@ SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx
                  ".parquet", ".npz", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4",
                  ".mp3", ".wav", ".flac")
 BLOCKED = 0.0002  # a write that took longer than this waited for the link
-# A "link" faster than this (bytes/s, 160 Mbit/s) may well be CPUs: ssh's cipher and the
-# host's hashing (on this 2-core machine, loaded, loopback measures 60-110 MB/s), which a
+# A "link" faster than this (bytes/s, 256 Mbit/s) may well be CPUs: ssh's cipher and the
+# host's hashing (on this 2-core machine, loaded, loopback measures 40-150 MB/s), which a
 # compressor, and the host's decoder (DECODE: its share of the compressor's time), take
-# from rather than run beside.
-FAST_LINK, DECODE = 20e6, 0.5
+# from rather than run beside. (Waits measure a link a little fast: 100 Mbit/s read as
+# 20 MB/s, its buffers absorbing part of each write.)
+FAST_LINK, DECODE = 32e6, 0.5
 # Wire bytes sent compressed without one write having to wait: the link takes what we make
-# faster than we make it, so we go raw a while to learn its speed (a slow link's buffers
-# fill within a few MB).
-PROBE = 16 << 20
+# faster than we make it, so we go raw a while to learn its speed (on loopback, 16 MiB
+# sent a fifth of a JSONL dataset compressed, and slower, before it went raw).
+PROBE = 4 << 20
 WINDOW = 0.5  # seconds over which the raw bytes moved per second, raw or compressed, count
 MEASURED_WIN = 1.25  # on a fast link, compressed must have moved this much more per second
 
@@ -755,7 +756,9 @@ class Encoder:
     def link(self):
         """The link's bytes per second; None while unknown; infinite when even raw
         writes never waited for it (it takes all we make)."""
-        if self.link_bytes < BLOCK:
+        # A quarter second of waits at least: the first ones, while ssh's buffers fill,
+        # are short and say the link is faster than it is.
+        if self.link_bytes < BLOCK or self.link_time < 0.25:
             return float("inf") if self.probed else None
         return self.link_bytes / max(self.link_time, 1e-6)
 
