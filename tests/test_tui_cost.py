@@ -17,7 +17,7 @@ from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
 from rtrain_tui.tui.widgets.runs_table import row_key
 from tests.scenes import RUNS, SCENES, curves_log, make_scene_app
 from tests.sshd import SshHosts
-from tests.test_tui import start_run, tui, until
+from tests.test_tui import notifications, start_run, tui, until
 
 SIZE = (160, 40)
 
@@ -114,5 +114,25 @@ def test_a_running_runs_cost_cell_projects_its_end_from_the_eta(
             spent, at_end = (Decimal(part.strip(" ~$")) for part in cell(app).split("→"))
             assert at_end - spent == Decimal("55.00")
         hold.touch()
+
+    asyncio.run(go())
+
+
+def test_a_config_toml_that_cannot_be_read_is_said_when_the_app_opens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A typo in config.toml left the app without its cost column and its notifications,
+    and said nothing (the CLI says it on every command)."""
+    config = tmp_path / "xdg" / "rtrain-tui" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('[hosts.h100-lab]\nprice_per_hour = 2.49\nprice_per_hour = "cheap"\n',
+                      encoding="utf-8")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await SCENES["main"](pilot)
+            said = [m for m in notifications(app) if m.startswith(f"cannot read {config}")]
+            assert len(said) == 1 and said[0].endswith("fix or move it."), notifications(app)
 
     asyncio.run(go())

@@ -140,6 +140,11 @@ class RTrainApp(HeldToasts):
             safe_line(message), title="ssh", severity="warning", timeout=15, markup=False)
         first_load = self.load_runs(first=True)
         self.show_preflight()
+        try:  # a broken config.toml leaves no cost column and no notifications: say why
+            _ = self.engine.hosts
+        except RemoteError as exc:
+            self.notify(safe_line(str(exc)), title="config.toml", severity="error", timeout=30,
+                        markup=False)
         # Connections start after the first frame: loading asyncssh takes ~150 ms.
         if self.demo:
             self.call_after_refresh(self.start_demo)
