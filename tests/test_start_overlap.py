@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core.transfers import transfer
+from rtrain_tui.core.transfers import delta, transfer
 from rtrain_tui.core.transport.connection import HostConnection
 from tests.conftest import Cli, write_config
 from tests.sshd import REMOTE, SshHosts
@@ -125,3 +125,55 @@ def test_a_dataset_sent_before_the_run_dir_makes_the_workdir_private(
     assert (workdir / ".datasets" / digest).read_bytes() == data.read_bytes()
     assert oct(workdir.stat().st_mode & 0o777) == "0o700"
     assert oct((workdir / ".datasets").stat().st_mode & 0o777) == "0o700"
+
+
+def manifest_host(hosts: SshHosts, tmp_path: Path, pid_file: Path, then: str) -> tuple[Path, Path]:
+    """An ssh config with host `manifest` whose `mv` holds back the publishing of a chunk
+    manifest (transfers/delta.py) until the run's wrapper wrote `pid_file`, i.e. until the
+    start launched, or gives up after a few seconds. `then`: `write` (the manifest is then
+    published) or `fail` (its write fails). Returns the config and the file that says what
+    the manifest's write saw: `launched` or `waited`."""
+    bin_dir = tmp_path / "manifest_bin"
+    bin_dir.mkdir()
+    seen = tmp_path / "manifest_saw"
+    mv = bin_dir / "mv"
+    mv.write_text(f"""#!/bin/sh
+case "$*" in
+  */.dataset-chunks/*)
+    n=0
+    until [ -e '{pid_file}' ]; do
+      n=$((n + 1)); [ $n -ge {GIVE_UP_S * 20} ] && break
+      sleep 0.05
+    done
+    if [ -e '{pid_file}' ]; then echo launched > '{seen}'; else echo waited > '{seen}'; fi
+    [ {then} = fail ] && exit 1;;
+esac
+exec /bin/mv "$@"
+""")
+    mv.chmod(mv.stat().st_mode | stat.S_IEXEC)
+    config = tmp_path / "ssh_config_manifest"
+    config.write_text(hosts.ssh_config.read_text() + hosts.extra_host(
+        "manifest", sftp="Subsystem sftp internal-sftp\n", home=hosts.remote_homes["gpu"],
+        gpus=hosts.gpu_file, bin_dir=bin_dir))
+    return config, seen
+
+
+@pytest.mark.parametrize("then", ["write", "fail"])
+def test_a_start_launches_while_its_datasets_manifest_is_written(
+        cli: Cli, hosts: SshHosts, tmp_path: Path, workdir: str, then: str) -> None:
+    """The chunk manifest of a first upload is best effort: the launch never waits for its
+    write. The start still ends with it written, and a start whose write fails launches."""
+    pid_file = Path(workdir) / "manifested" / "train.pid"
+    config, seen = manifest_host(hosts, tmp_path, pid_file, then)
+    data = tmp_path / "data.jsonl"
+    data.write_bytes(b'{"text": "hello"}\n' * 120_000)  # over delta.DELTA_FROM: it gets one
+    r = cli("--ssh-config", str(config), "start", "manifest", "-c",
+            str(write_config(tmp_path / "c.yaml", steps=1)), "-d", str(data),
+            "--workdir", workdir, "--run-id", "manifested", "--no-follow")
+    assert r.rc == 0, r.err
+    assert seen.read_text().strip() == "launched"  # the launch went on beside the write
+    assert (Path(workdir) / "manifested" / "data.jsonl").read_bytes() == data.read_bytes()
+    chunks = Path(workdir) / delta.CHUNKS_DIR
+    digest = hashlib.sha256(data.read_bytes()).hexdigest()
+    # Written (and waited for) before the command ended, or, failed, nothing left behind.
+    assert sorted(p.name for p in chunks.iterdir()) == ([digest] if then == "write" else [])

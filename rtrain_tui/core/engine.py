@@ -61,6 +61,7 @@ from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.mask import mask_text, mask_url
 from rtrain_tui.core.safety.sanitize import safe_line
+from rtrain_tui.core.transfers import delta
 from rtrain_tui.core.transfers.transfer import (
     Progress,
     RemoteEntry,
@@ -443,26 +444,35 @@ class Engine:
         # entry is only ever verified content, never a run's. A start that fails or is
         # cancelled before it needs the dataset cancels the upload (the host program
         # removes its part file); nothing is launched before the preflight said yes.
-        storing = (asyncio.ensure_future(self._store(req, req.dataset, progress))
+        # The dataset's chunk manifest (transfers/delta.py) is written beside placing it
+        # and the launch, not before them; the start waits for it only at its end.
+        manifests: list[asyncio.Future[None]] = []
+        storing = (asyncio.ensure_future(self._store(req, req.dataset, progress, manifests))
                    if req.dataset is not None else None)
         # The SFTP channel the config and the launch files go over opens meanwhile too
         # (a few round trips of its own).
         opening = asyncio.ensure_future(self.host(req.host).sftp())
         early = [task for task in (storing, opening) if task is not None]
+        failed = True
         try:
-            return await self._start_checked(req, kind, options, ship, storing, opening,
-                                             progress, step, on_created, trace)
+            started = await self._start_checked(req, kind, options, ship, storing, opening,
+                                                progress, step, on_created, trace)
+            failed = False
+            return started
         finally:
             for task in early:
                 task.cancel()  # a no-op once it is done
             await asyncio.gather(*early, return_exceptions=True)
+            for writing in manifests:
+                await delta.settle(writing, abandon=failed)
 
-    async def _store(self, req: StartRequest, dataset: Path,
-                     progress: Progress | None) -> tuple[str, str]:
-        """Send `dataset` into the store of `req`'s workdir: (absolute workdir, its SHA-256)."""
+    async def _store(self, req: StartRequest, dataset: Path, progress: Progress | None,
+                     later: list[asyncio.Future[None]]) -> tuple[str, str]:
+        """Send `dataset` into the store of `req`'s workdir: (absolute workdir, its SHA-256).
+        A manifest write still under way is appended to `later`."""
         workdir = await self._workdir_path(req.host, req.workdir)
         digest = await store_dataset(self.host(req.host), dataset, workdir, progress,
-                                     python=req.python)
+                                     python=req.python, later=later)
         return workdir, digest
 
     async def _start_checked(

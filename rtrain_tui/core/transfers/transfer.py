@@ -773,23 +773,42 @@ async def ship_dataset(
     new dataset close to a stored one sends only the chunks that differ (delta.py).
     Returns how it went (for tests and benchmarks: how many bytes it sent).
     """
+    from rtrain_tui.core.transfers import delta
+
     workdir = posixpath.dirname(run_dir)
     shipped = await _store(conn, local, workdir, progress, python)
-    await place_dataset(conn, local.name, workdir, shipped.digest, run_dir)
+    # Placed while its manifest is still being written: neither waits for the other.
+    failed = True
+    try:
+        await place_dataset(conn, local.name, workdir, shipped.digest, run_dir)
+        failed = False
+    finally:
+        await delta.settle(shipped.manifest, abandon=failed)
     return shipped
 
 
 async def store_dataset(
     conn: HostConnection, local: Path, workdir: str,
     progress: Progress | None = None, python: str = validate.DEFAULT_PYTHON,
+    later: list[asyncio.Future[None]] | None = None,
 ) -> str:
     """Have `local` in the host's store `<workdir>/.datasets/<sha256>` (an absolute
     workdir), sent only when it is not there yet; its SHA-256.
 
     Needs no run dir: a start sends the dataset while its preflight and run dir are
     still under way (engine.py), and a store entry is only ever verified content.
+    The write of the dataset's chunk manifest (delta.py), when one is due, is waited for
+    here, or, given `later`, appended to it still under way: the caller goes on (places
+    the dataset, launches) and settles it (`delta.settle`) before it is done.
     """
-    return (await _store(conn, local, workdir, progress, python)).digest
+    from rtrain_tui.core.transfers import delta
+
+    shipped = await _store(conn, local, workdir, progress, python)
+    if later is None:
+        await delta.settle(shipped.manifest)
+    elif shipped.manifest is not None:
+        later.append(shipped.manifest)
+    return shipped.digest
 
 
 async def _store(conn: HostConnection, local: Path, workdir: str, progress: Progress | None,
