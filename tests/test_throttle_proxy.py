@@ -125,6 +125,25 @@ def test_a_stopped_proxy_refuses_connections_and_ends_its_thread() -> None:
     asyncio.run(go())
 
 
+def test_connections_made_just_before_a_stop_are_all_closed_by_it() -> None:
+    # A connection the proxy accepted as it stopped (its serving task not yet started)
+    # was left open: its client waited forever for an end.
+    async def go() -> None:
+        async with echo_server() as port:
+            for _ in range(20):
+                proxy = ThrottleProxy(port).start()
+                address = ("127.0.0.1", proxy.port)
+                socks = await asyncio.to_thread(
+                    lambda: [socket.create_connection(address) for _ in range(8)])  # noqa: B023
+                await asyncio.to_thread(proxy.stop)
+                for s in socks:
+                    s.settimeout(10)
+                    assert s.recv(1) == b""
+                    s.close()
+
+    asyncio.run(go())
+
+
 def test_a_proxy_in_a_child_process_counts_and_reshapes_its_link() -> None:
     payload = os.urandom(1 << 20)
 

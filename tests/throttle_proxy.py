@@ -105,6 +105,7 @@ class ThrottleProxy:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()  # both ends of every connection
+        self._stopping = False
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name=f"throttle-proxy-{target_port}")
 
@@ -128,18 +129,34 @@ class ThrottleProxy:
     def stop(self) -> None:
         """Close the listener and every connection through it; end the thread."""
         async def close() -> None:
+            self._stopping = True
+            # A connection accepted just now takes several turns of the loop (an accepting
+            # task, its transport, a serving task not yet stepped) before its writer is
+            # known. Every task on this loop is the proxy's: settled means each one left
+            # is a serving or piping one (named "proxy-"), whose writers are known.
+            me = asyncio.current_task()
+
+            async def settled() -> None:
+                while any(t is not me and not t.get_name().startswith("proxy-")
+                          for t in asyncio.all_tasks()):
+                    await asyncio.sleep(0)
+
+            # Accepts under way finish before the listener closes: on Python 3.11 a
+            # socket accepted after Server.close() gets no transport (Server._attach
+            # asserts) and is never closed, so its client hung (seen under load).
+            await settled()
             if self._server is not None:
                 self._server.close()
-            # A connection accepted just now has its task created but not yet stepped:
-            # one turn of the loop lets it register, so it is ended with the others.
-            await asyncio.sleep(0)
+            await settled()
+            writers = list(self._writers)
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            for writer in list(self._writers):
+            for writer in writers:
                 writer.transport.abort()  # not close(): that would wait to flush its buffer
-            for _ in range(2):  # the transports' sockets close on the loop's next turns
-                await asyncio.sleep(0)
+            # A socket is closed in a callback on a later turn; the loop must not stop
+            # before it ran (wait_closed ends when it has).
+            await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -155,6 +172,10 @@ class ThrottleProxy:
     async def _serve(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        task.set_name("proxy-serve")
+        if self._stopping:  # accepted as the proxy stopped: stop() closes it
+            self._writers.add(c_writer)
+            return
         self._tasks.add(task)
         self._writers.add(c_writer)
         link = self.link
@@ -168,6 +189,8 @@ class ThrottleProxy:
         self._writers.add(s_writer)
         pipes = [asyncio.ensure_future(self._pipe(c_reader, s_writer, link, "up")),
                  asyncio.ensure_future(self._pipe(s_reader, c_writer, link, "down"))]
+        for pipe in pipes:
+            pipe.set_name("proxy-pipe")
         try:
             await asyncio.gather(*pipes)
         except OSError:
@@ -210,6 +233,7 @@ class ThrottleProxy:
                     self.down += len(data)
 
         sender = asyncio.ensure_future(deliver())
+        sender.set_name("proxy-deliver")
         try:
             while True:
                 data = await reader.read(link.burst)
