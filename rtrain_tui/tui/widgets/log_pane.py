@@ -71,6 +71,11 @@ class LogPane(Vertical):
         return self.query_one("#log-lines", SearchLog)
 
     def on_mount(self) -> None:
+        if not self.children:
+            # Textual mounts nothing under a widget being removed: the pane's tab closed,
+            # or the app quit, while its children were still mounting (a loaded machine).
+            # Nothing to show or follow, and no status line to write to.
+            return
         self._render_status()
         self.watch(self.log_widget, "scroll_y", self._scrolled, init=False)
         self.log_widget.keep_at_end = lambda: self.follow
