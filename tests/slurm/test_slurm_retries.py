@@ -39,12 +39,15 @@ def start(scli: SlurmCli, tmp_path: Path, workdir: str, run_id: str, *flags: str
 def test_a_failed_attempt_is_retried_in_the_same_job_and_status_says_the_attempts(
         scli: SlurmCli, tmp_path: Path, workdir: str) -> None:
     run = Path(workdir) / "rt"
-    # Saves checkpoint-2, dies of an NCCL timeout at step 3, once; base 3 s: waits 6 s.
-    job = start(scli, tmp_path, workdir, "rt", "--retries", "1", base="3",
+    # Saves checkpoint-2, dies of an NCCL timeout at step 3, once; base 10 s: waits 20 s.
+    # The wait is a window the test must see: attempt 1 dies a second after the launch,
+    # and under load `start` returns and a status poll (a new process, ssh, Slurm) takes
+    # seconds each; a 6 s wait was over before the first poll (CI, load 8-13).
+    job = start(scli, tmp_path, workdir, "rt", "--retries", "1", base="10",
                 steps=5, save_steps=2, crash_at=3, crash="nccl_timeout", crash_once=True)
     waiting = wait_for(scli, "rt", workdir, lambda s: s["state"] == "queued"
                        and s.get("reason", "").startswith("retrying"), timeout=60)
-    assert waiting["reason"] == f"retrying in 6 s after {NCCL} (attempt 2 of 2)"
+    assert waiting["reason"] == f"retrying in 20 s after {NCCL} (attempt 2 of 2)"
     assert waiting["slurm_job_id"] == job
 
     done = wait_for(scli, "rt", workdir, lambda s: s["state"] == "completed", timeout=90)
