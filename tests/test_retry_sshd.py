@@ -195,6 +195,11 @@ def test_on_stall_stop_stops_a_hung_run(cli: Cli, tmp_path: Path, workdir: str) 
     wait_state(cli, "s3", workdir, "stopped", timeout=60)
     assert "; stopping the run (--on-stall stop)" in (run / "train.log").read_text()
     assert marked((run / "train.token").read_text().strip()) == []
+    # Who stopped it, and why, beside the word (it read a bare `stopped`, as a user's stop).
+    r = cli("status", "gpu", "s3", "--workdir", workdir)
+    assert r.out == "stopped\n" and r.err.startswith("rtrain-tui: s3 on gpu: stalled: no output for "), r.err
+    assert json.loads(cli("status", "gpu", "s3", "--workdir", workdir, "--json").out)["reason"].startswith(
+        "stalled: no output for ")
 
 
 def test_on_stall_restart_needs_retries(cli: Cli, tmp_path: Path, workdir: str) -> None:

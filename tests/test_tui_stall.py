@@ -57,6 +57,36 @@ def test_a_stalled_run_keeps_running_with_a_warning_and_one_toast(
     asyncio.run(go())
 
 
+def test_a_run_its_watchdog_stopped_reads_stopped_with_the_stall_and_no_stall_toast(
+        hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--on-stall stop`: the row said a bare `stopped`, as for a user's stop; why goes
+    beside it, and the toast for a running run that turns stalled is not raised again
+    for a run that ended."""
+    monkeypatch.setenv(retry_rule.STALL_CHECK_ENV, "0.2")
+    workdir = str(tmp_path / "work")
+
+    async def start() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        config = write_config(tmp_path / "hung.yaml", steps=100, step_seconds=0.05, hang_at=3)
+        await engine.start(StartRequest("gpu", config, run_id="hs", workdir=workdir, gpus=0,
+                                        stall_after_s=3, on_stall="stop"))
+        await engine.close()
+
+    asyncio.run(start())
+    wait_for("the watchdog's stop", lambda: (Path(workdir) / "hs" / "status").exists(), timeout=30)
+
+    async def go() -> None:
+        app = tui(hosts, tmp_path, poll_runs=True)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: "✗ stalled: no output for" in screen_text(app), "the reason",
+                        timeout=30)
+            assert next(iter(app.runs_table.views.values())).record.state == "stopped"
+            assert not [m for m in notifications(app) if "stalled" in m], notifications(app)
+            await app.workers.wait_for_complete()
+
+    asyncio.run(go())
+
+
 def test_the_app_says_when_its_refresh_resumed_a_run_lost_to_a_reboot(
         hosts: SshHosts, tmp_path: Path) -> None:
     """As tests/test_retry_sshd.py's reboot stand-in, seen from the app: its own refresh

@@ -16,7 +16,7 @@ from textual.css.query import NoMatches
 from textual.worker import Worker
 
 from rtrain_tui.core.runs.index import IndexReport
-from rtrain_tui.core.runs.probes import STALL_WORDS
+from rtrain_tui.core.runs.probes import RUNNING, STALL_WORDS
 from rtrain_tui.tui.index_reader import IndexReader
 from rtrain_tui.tui.messages import HostRefreshed
 from rtrain_tui.tui.widgets.runs_table import RunKey
@@ -90,7 +90,10 @@ class RunsView:
                 if line.reason:
                     reasons[line.key] = line.reason
             app.run_actions.reasons.update(reasons)
-            self._say_stalls(reasons, [line.key for line in view.lines if not line.reason])
+            # A stall is news while the run runs; one its watchdog stopped ended with it.
+            self._say_stalls({line.key: line.reason for line in view.lines
+                              if line.reason and line.state == RUNNING},
+                             [line.key for line in view.lines if not line.reason])
             for notice in app.engine.notices:  # what a refresh did by itself (a reboot's retry)
                 app.notify(notice, title="Runs", severity="warning", timeout=10, markup=False)
             app.engine.notices.clear()

@@ -25,7 +25,8 @@ TAIL_BYTES = 32 * 1024
 
 
 def needs_reason(state: str) -> bool:
-    return state.startswith("failed") or state == probes.LOST
+    # `stopped`: a run its stall watchdog stopped says so (the probe reads it); a user's stop has none.
+    return state.startswith("failed") or state in (probes.LOST, probes.STOPPED)
 
 
 async def reason_for(engine: Any, host: str, workdir: str, run_id: str,
@@ -39,7 +40,7 @@ async def reason_for(engine: Any, host: str, workdir: str, run_id: str,
         return probe.reason if (probe.stalled_for, probe.gpus_idle_for) != (None, None) else ""
     if not needs_reason(probe.state):
         return ""
-    if probe.reason:
+    if probe.reason or probe.state == probes.STOPPED:  # a stop's reason is the probe's or none
         return probe.reason
     try:
         tail = await read_tail(engine, host, workdir, run_id, nbytes=TAIL_BYTES)

@@ -13,7 +13,7 @@ probe() {
   read_file "$rd/train.pid"; pid=$rf; read_file "$rd/train.ident"; ident=$rf
   read_file "$rd/train.token"; token=$rf
   read_file "$rd/status"; code=$rf
-  read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1
+  read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1; stop_by=$rf
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; if [ -e "$rd/launch.lock" ] || [ -n "$pid" ]; then launched=1; fi
   alive=0
@@ -37,6 +37,8 @@ probe() {
   elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf
     ## A queued run that could not wait (queue.sh's lock): why, in the same slot.
     [ -n "$rw" ] || { read_file "$rd/gave_up"; rw=$rf; }
+    ## Stopped by its stall watchdog (watch.sh, `--on-stall stop`): the stall is why.
+    if [ "$stop_by" = stall ]; then read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
   fi
   ## Gone with no exit code, and the host booted since the wrapper started (train.ident
   ## holds its boot id then): a reboot, which a refresh may retry (core/resume.py).
