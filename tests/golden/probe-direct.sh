@@ -207,7 +207,7 @@ probe() {
   read_file "$rd/train.pid"; pid=$rf; read_file "$rd/train.ident"; ident=$rf
   read_file "$rd/train.token"; token=$rf
   read_file "$rd/status"; code=$rf
-  read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1
+  read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1; stop_by=$rf
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; if [ -e "$rd/launch.lock" ] || [ -n "$pid" ]; then launched=1; fi
   alive=0
@@ -227,6 +227,7 @@ probe() {
     read_file "$rd/gpus_idle"; gi=$rf
   elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf
     [ -n "$rw" ] || { read_file "$rd/gave_up"; rw=$rf; }
+    if [ "$stop_by" = stall ]; then read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
   fi
   rebooted=0
   if [ $alive = 0 ] && [ -z "$code" ] && [ $stopped = 0 ] && [ -n "$ident" ]; then
