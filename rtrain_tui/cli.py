@@ -1211,8 +1211,18 @@ async def cmd_notify(engine: Engine, args: argparse.Namespace) -> int:
 
     from rtrain_tui.core.safety.mask import mask_text
 
-    here = await asyncio.to_thread(notify_test, engine.hosts, args)
+    from rtrain_tui.core.errors import UnknownHostError
+
     urls = engine.hosts.notify_urls(args.host)
+    try:
+        # HOST first: a name that is no host (a typo) is said before anything is sent.
+        await engine.host(args.host).connect()
+    except UnknownHostError as exc:
+        _err(str(exc))
+        return 1
+    except RemoteError:
+        pass  # unreachable: this machine still sends; the host's half below says why not
+    here = await asyncio.to_thread(notify_test, engine.hosts, args)
     try:
         results = await engine.notify_test_from_host(args.host, urls)
     except RemoteError as exc:

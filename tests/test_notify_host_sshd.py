@@ -267,3 +267,12 @@ def test_a_resumed_runs_next_end_is_told_by_its_host_too(cli: Cli, tmp_path: Pat
     assert sorted(p.name for p in (Path(workdir) / "h8" / "notified").iterdir()) == ["a1-failed", "a2-completed"]
     wait_for("the host's second line", lambda: len(notify_log(workdir, "h8")) == 2)
     assert " completed to " in notify_log(workdir, "h8")[1]
+
+
+def test_notify_test_with_a_host_that_is_not_one_sends_nothing_and_says_so(
+        cli: Cli, receiver: Receiver) -> None:
+    configure(cli, f'[notify]\nurls = ["{receiver.url(SECRET)}"]\n')
+    r = cli("notify", "test", "gpux")
+    assert r.rc == 1 and r.out == "", r.out
+    assert r.err.startswith("rtrain-tui: gpux is not in") and r.err.rstrip().endswith("did you mean gpu?"), r.err
+    assert receiver.messages() == []

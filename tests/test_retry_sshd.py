@@ -210,6 +210,18 @@ def test_on_stall_restart_needs_retries(cli: Cli, tmp_path: Path, workdir: str) 
                                 "counts as one retry), e.g. --retries 2.\n")
 
 
+def test_on_stall_stop_or_restart_with_stall_after_0_is_refused_before_the_host(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    config = write_config(tmp_path / "s5.yaml")
+    for choice in ("stop", "restart"):
+        r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "s5",
+                "--no-follow", "--gpus", "0", "--retries", "1", "--stall-after", "0",
+                "--on-stall", choice)
+        assert (r.rc, r.err) == (1, f"rtrain-tui: --on-stall {choice} never acts with --stall-after 0 "
+                                    "(never stalled): give --stall-after a duration, e.g. 20m.\n")
+    assert not Path(workdir).exists()
+
+
 def test_a_run_whose_gpus_stay_idle_reads_running_with_that_reason(
         cli: Cli, tmp_path: Path, workdir: str) -> None:
     """The stand-in nvidia-smi says GPU 0 is 0% busy: the run on it logs on, but its GPU

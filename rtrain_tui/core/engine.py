@@ -139,7 +139,7 @@ class StartRequest:
         validate.check_gpus(self.gpus)
         if self.retries is not None:
             validate.check_retries(self.retries)
-        validate.check_on_stall(self.on_stall, self.retries)
+        validate.check_on_stall(self.on_stall, self.retries, self.stall_after_s)
         if self.gpu_ids:
             validate.parse_gpu_ids(",".join(str(i) for i in self.gpu_ids))
             if len(self.gpu_ids) != self.gpus:
@@ -431,7 +431,7 @@ class Engine:
                       retries=settings.retries if req.retries is None else req.retries,
                       stall_after_s=settings.stall_after_s if req.stall_after_s is None
                       else req.stall_after_s)
-        validate.check_on_stall(req.on_stall, req.retries or 0)
+        validate.check_on_stall(req.on_stall, req.retries or 0, req.stall_after_s)
         kind.check_retries(req.retries or 0, req.on_stall, options)
         # A broken index is found before anything touches the host. Index calls run in a
         # thread: another process holding its lock must never freeze the app.

@@ -42,5 +42,14 @@ def test_retries_and_stall_fields_name_themselves() -> None:
     assert field_error("gpu", "on_stall", values(on_stall="restart", retries="1")) == ""
 
 
+def test_on_stall_stop_or_restart_with_stall_after_0_is_refused() -> None:
+    for choice in ("stop", "restart"):
+        assert field_error("gpu", "on_stall", values(on_stall=choice, retries="1", stall_after="0")) == (
+            f"On stall: {choice} never acts with Stall after 0 (never stalled): give Stall after "
+            "a duration, e.g. 20m.")
+    assert field_error("gpu", "on_stall", values(on_stall="warn", stall_after="0")) == ""
+    assert field_error("gpu", "on_stall", values(on_stall="stop", stall_after="20m")) == ""
+
+
 def test_durations_show_as_typed() -> None:
     assert [duration_text(s) for s in (0, 90, 900, 7200)] == ["0", "90s", "15m", "2h"]

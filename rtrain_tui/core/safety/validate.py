@@ -280,10 +280,17 @@ def parse_duration(text: str, what: str) -> int:
 ON_STALL = ("warn", "stop", "restart")
 
 
-def check_on_stall(on_stall: str, retries: int | None) -> str:
-    """`--on-stall`: one of ON_STALL; `restart` counts against --retries, so needs some."""
+def check_on_stall(on_stall: str, retries: int | None, stall_after_s: int | None = None) -> str:
+    """`--on-stall`: one of ON_STALL; `restart` counts against --retries, so needs some.
+
+    `stop`/`restart` with `--stall-after 0` (never stalled) would silently do nothing, so
+    they are refused; `stall_after_s` None: not known yet (the host's default applies).
+    """
     if on_stall not in ON_STALL:
         raise ValidationError(f"--on-stall must be one of {', '.join(ON_STALL)}, not {on_stall!r}.")
+    if on_stall != "warn" and stall_after_s == 0:
+        raise ValidationError(f"--on-stall {on_stall} never acts with --stall-after 0 (never "
+                              "stalled): give --stall-after a duration, e.g. 20m.")
     if on_stall == "restart" and retries == 0:
         raise ValidationError("--on-stall restart needs --retries N (each restart counts as "
                               "one retry), e.g. --retries 2.")

@@ -154,7 +154,12 @@ def _field_error(host: str, name: str, value: str, values: dict[str, str]) -> st
                 retries = int(values.get("retries", "").strip() or "0")
             except ValueError:
                 retries = None  # Retries says what is wrong with it
-            validate.check_on_stall(value, retries)
+            try:
+                stall = values.get("stall_after", "").strip()
+                stall_after_s = validate.parse_duration(stall, "") if stall else None
+            except ValidationError:
+                stall_after_s = None  # Stall after says what is wrong with it
+            validate.check_on_stall(value, retries, stall_after_s)
         elif name == "env":
             try:
                 pairs = shlex.split(value)
@@ -164,7 +169,8 @@ def _field_error(host: str, name: str, value: str, values: dict[str, str]) -> st
     except ValidationError as exc:
         # the engine words it for the CLI: `--env 'X' is not usable…` reads as the field's
         text = str(exc).removeprefix(f"--{name.replace('_', '-')} ").strip()
-        return text.replace("--retries N", "Retries of 1 or more").replace(", e.g. --retries 2", "")
+        return (text.replace("--retries N", "Retries of 1 or more").replace(", e.g. --retries 2", "")
+                .replace("--stall-after", "Stall after"))
     return ""
 
 
