@@ -24,6 +24,7 @@ from tests.small_disk import small_tmpfs
 from tests.sshd import SshHosts
 
 T = TypeVar("T")
+GIVE_UP_S = 8  # how long a held cut waits for the store before it goes on
 
 
 def jsonl(n: int, seed: int) -> bytes:
@@ -468,6 +469,42 @@ def test_a_file_unreadable_while_it_is_cut_is_one_clear_error_or_no_manifest(
         ship(hosts, edited, work / "b")
     assert str(caught.value) == f"cannot read {edited}: Input/output error"
     assert leftovers(work) == []
+
+
+def test_a_first_upload_is_stored_before_its_chunking_ends(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The chunking beside a first upload only feeds its manifest: the dataset is in the
+    store (and a start goes on) without waiting for it. Here the cut is held until the
+    store has returned; it ends then, and its manifest is written before the shipping
+    is settled."""
+    import threading
+
+    real = delta.chunk_file
+    stored = threading.Event()
+    held: list[bool] = []
+
+    def slow(path: Path, whole: bool = True) -> delta.Chunks:
+        held.append(stored.wait(GIVE_UP_S))  # False: the store waited for the cut
+        return real(path, whole)
+
+    monkeypatch.setattr(delta, "chunk_file", slow)
+    work = tmp_path / "work"
+    first = tmp_path / "train.jsonl"
+    first.write_bytes(base)
+
+    async def go(conn: HostConnection) -> str:
+        later: list[asyncio.Future[None]] = []
+        digest = await transfer.store_dataset(conn, first, str(work), later=later)
+        stored.set()
+        for writing in later:
+            await delta.settle(writing)
+        return digest
+
+    assert run_with(hosts, go) == sha(base)
+    assert held == [True]
+    assert (work / ".datasets" / sha(base)).read_bytes() == base
+    assert [p.name for p in (work / delta.CHUNKS_DIR).iterdir()] == [sha(base)]
 
 
 def test_a_host_slow_to_read_its_manifests_is_not_taken_for_a_stall(

@@ -15,10 +15,10 @@ When the host has no manifest at all (its first upload, or a store from before d
 uploads), the file goes whole, as before (transfer._stream_upload, through the system
 `ssh` when big), and is chunked meanwhile in a thread so its manifest is written after:
 the next upload can be a delta (through the host's long-lived shell: a channel of its own
-cost 0.15-0.3 s). So is a dataset that shares no chunk with the host's. That write is
-left under way when the upload returns (`Shipped.manifest`): placing the dataset and the
-launch go on beside it (it took 0.12-0.13 s of a start's critical path), and whoever
-shipped waits for it before it is done.
+cost 0.15-0.3 s). So is a dataset that shares no chunk with the host's. The end of that
+chunking and the write are left under way when the upload returns (`Shipped.manifest`):
+placing the dataset and the launch go on beside them (the write took 0.12-0.13 s of a
+start's critical path), and whoever shipped waits for them before it is done.
 
 Average chunk 64 KiB (80 KiB with FastCDC's minimum): a 1% edit of a 256 MiB JSONL in
 one place costs the edited bytes plus about two chunks around it and the list; smaller
@@ -168,7 +168,8 @@ def label(name: str, sending: int, size: int) -> str:
 @dataclass(frozen=True)
 class Shipped:
     """How a new dataset went: `delta` or `whole`, and the bytes written to the channel
-    (data and the list: what the link carried beside SSH's own framing)."""
+    (data and the list: what the link carried beside SSH's own framing; a manifest
+    written after a whole upload is not counted)."""
 
     digest: str
     how: str
@@ -209,21 +210,35 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         try:
             digest = await transfer._stream_upload(conn, local, store, size, progress, python,
                                                    workdir)
-        finally:
-            if not cutting.done():
-                await asyncio.wait({cutting})
-        try:
-            chunks = cutting.result()
-        except OSError:  # the bytes are there, verified: only the manifest is lost
-            return Shipped(digest, "whole", size)
+        except BaseException:
+            await asyncio.wait({cutting})  # never leave the thread reading behind a failure
+            raise
+    # The bytes are there, verified: the cut's end (on a fast link it can trail the
+    # upload) and the manifest's write are left under way, beside what the start does next.
+    writing = asyncio.ensure_future(_manifest_when_cut(conn, chunks_dir, cutting, size, digest))
+    return Shipped(digest, "whole", size, writing)
+
+
+async def _manifest_when_cut(conn: HostConnection, chunks_dir: str,
+                             cutting: asyncio.Future[Chunks], size: int, digest: str) -> None:
+    """Once `cutting` has the file's chunks, write their manifest (best effort, as
+    _write_manifest). Cancelled, it still waits for the cutting thread, so none is left
+    reading the file behind a command that is ending."""
+    try:
+        chunks = await asyncio.shield(cutting)
+    except asyncio.CancelledError:
+        await asyncio.wait({cutting})
+        raise
+    except OSError as exc:  # only the manifest is lost
+        log.debug("%s: manifest of %s not cut: %s", conn.alias, digest, exc)
+        return
     # Not when the file changed (refused above, or stale), nor for more chunks than a
     # delta's list may hold: no delta could be built from it.
     if chunks.size != size or not _listable(chunks):
-        return Shipped(digest, "whole", size)
+        return
     body = transfer_program.manifest_bytes(chunks.size, list(zip(
         chunks.offsets(), chunks.lengths, chunks.digests))).decode("ascii")
-    writing = asyncio.ensure_future(_write_manifest(conn, chunks_dir, body, digest))
-    return Shipped(digest, "whole", size + len(body), writing)
+    await _write_manifest(conn, chunks_dir, body, digest)
 
 
 async def _write_manifest(conn: HostConnection, chunks_dir: str, body: str,
