@@ -4,9 +4,11 @@ a cancelled start. Driven by Pilot against the real sshd pair, as users run the 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from rtrain_tui.tui.app import RTrainApp, make_app
 from rtrain_tui.tui.badges import RUN_STYLES, run_badge
 from rtrain_tui.tui.screens.start_screen import StartScreen
 from rtrain_tui.tui.widgets.log_pane import LogPane
-from tests.conftest import write_config
+from tests.conftest import Throttled, write_config
 from tests.sshd import SshHosts
 from tests.test_tui import SIZE, notifications, open_start_form, screen_text, until
 from tests.unit.test_index import lock_held_elsewhere
@@ -207,39 +209,55 @@ def test_a_lock_held_by_another_process_never_freezes_the_screen(hosts: SshHosts
     asyncio.run(go())
 
 
-def test_escape_during_a_start_cancels_it_without_a_crash(hosts: SshHosts, tmp_path: Path) -> None:
+def test_escape_during_a_start_cancels_it_without_a_crash(
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path,
+) -> None:
     config = write_config(tmp_path / "c.yaml", steps=2, step_seconds=0.05)
     dataset = tmp_path / "big.jsonl"
-    dataset.write_bytes(b'{"text": "x"}\n' * 3_000_000)  # ~42 MB: uploading takes a moment
+    # Random bytes (no compression shrinks them) over a slow link: the upload is still
+    # under way when escape is pressed, however loaded the machine. (Repeated lines
+    # compressed 1000x, and the whole start could end before the key arrived.)
+    dataset.write_bytes(os.urandom(4_000_000))
+    link = throttled("gpu", rate_mbit=8)
+    work = tmp_path / "work"
 
     async def go() -> None:
-        app = app_for(hosts, tmp_path, RunIndex(tmp_path / "runs.toml"))
+        app = make_app(link.ssh_config, RunIndex(tmp_path / "runs.toml"), poll_runs=False,
+                       out_dir=tmp_path / "out")
         async with app.run_test(size=SIZE) as pilot:
-            form = await open_start_form(app, pilot, config=str(config), dataset=str(dataset),
-                                         workdir=str(tmp_path / "work"), run_id="cancelled")
-            await pilot.pause()
+            form = await open_start_form(app, pilot, host_row=app.hosts.index(link.alias),
+                                         config=str(config), dataset=str(dataset),
+                                         workdir=str(work), run_id="cancelled")
             await pilot.press("ctrl+s")
             step = form.query_one("#step")
-            await until(pilot, lambda: "uploading" in str(step.render()), "the upload")
+            # The dataset's own bytes moving, not "uploading to <run dir>" after them.
+            await until(pilot, lambda: "uploading big.jsonl" in str(step.render()), "the upload")
             await pilot.press("escape")
             # The form stays (saying "cancelling: undoing…") until the engine has undone
             # what the start made: on a loaded machine that takes more than one frame.
             await until(pilot, lambda: not isinstance(app.screen, StartScreen),
                         "the form to close once the start is undone")
             await app.workers.wait_for_complete()
-            await pilot.pause(0.5)
+            said = lambda: [m for m in notifications(app) if "start was cancelled" in m]  # noqa: E731
+            await until(pilot, lambda: said() != [], "the toast")
             assert app.is_running
             errors = [m for m in notifications(app) if "Error" in m or "Traceback" in m]
             assert errors == []
-            said = [m for m in notifications(app) if "start was cancelled" in m]
-            assert said
-            # what the engine left: nothing on the host, or a run the index knows
-            shown = [v.record.run_id for v in app.runs_table.views.values()]
-            recorded = [r.run_id for r in RunIndex(tmp_path / "runs.toml").load()]
-            assert shown == recorded
-            assert recorded == ["cancelled"] or not (tmp_path / "work" / "cancelled").exists()
-            if not recorded:  # and the toast says which (it used to say "whatever it left")
-                assert "run cancelled was removed from gpu, nothing is left of it." in said[0], said
+            assert len(said()) == 1
+            # Nothing launched, nothing recorded: the dataset goes while the preflight and
+            # the run dir are under way, so the escape lands before the run dir exists or
+            # after (it is removed); the toast says which, and both leave nothing.
+            assert app.runs_table.views == {}
+            assert RunIndex(tmp_path / "runs.toml").load() == []
+            assert not (work / "cancelled").exists(), said()
+            assert (f"no run was created on {link.alias}." in said()[0]
+                    or f"run cancelled was removed from {link.alias}, nothing is left of it."
+                    in said()[0]), said()
+            # and no half-sent dataset: the host program removes its part file when its
+            # channel closes, a moment after the cancel (a whole one may have arrived:
+            # the store holds only verified content, shared by every run)
+            parts = lambda: list((work / ".datasets").glob(".up-*.part"))  # noqa: E731
+            await until(pilot, lambda: parts() == [], "the part file to go")
             await pilot.press("n")  # the app still takes new work
             await pilot.pause()
             assert isinstance(app.screen, StartScreen)
