@@ -109,12 +109,6 @@ def test_what_to_send_merges_neighbouring_chunks_into_one_range() -> None:
     assert delta.to_send(c, []) == []
 
 
-def test_the_progress_label_says_how_much_of_the_file_is_sent() -> None:
-    assert (delta.label("train.jsonl", 2_100_000, 1_000_000_000)
-            == "train.jsonl: delta, 2.1 MB of 1.0 GB to send")
-    assert delta.label("d.jsonl", 512, 4_000) == "d.jsonl: delta, 512 B of 4.0 kB to send"
-
-
 # -- the host's manifests ----------------------------------------------------------------
 def test_a_manifest_parses_to_offsets_and_refuses_what_cannot_describe_the_file() -> None:
     d1, d2 = b"\x01" * 32, b"\x02" * 32

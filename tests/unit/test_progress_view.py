@@ -22,3 +22,16 @@ def test_the_cli_line_says_bytes_of_total_and_the_compression_ratio() -> None:
     drawn = screen.getvalue()
     assert "train.jsonl" in drawn
     assert "412 MB of 1.0 GB · 3.8× compressed" in drawn, drawn
+
+
+def test_the_cli_line_of_a_delta_names_the_file_once_and_says_delta_once() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=160, color_system=None)
+    with TerminalProgress(console) as progress:
+        progress.update(Moving("train.jsonl", 0, 1_000_000_000), 0, 2_100_000)
+        progress.update(Moving("train.jsonl", 320_000, 1_000_000_000), 1_000_000, 2_100_000)
+        progress._progress.refresh()  # type: ignore[union-attr]
+    drawn = screen.getvalue()
+    assert "delta · 1.0 MB of 2.1 MB to send (of 1.0 GB) · 3.1× compressed" in drawn, drawn
+    last = [row for row in drawn.splitlines() if "to send" in row][-1]
+    assert last.count("train.jsonl") == 1 and last.count("delta") == 1, last

@@ -35,3 +35,15 @@ def test_a_moving_label_is_its_name_to_every_callback_and_the_meter_reads_its_wi
     assert meter.line(label, 0, 2000) == "0 B of 2.0 kB"
     assert meter.line(Moving("train.jsonl", 500), 1000, 2000) == \
         "1.0 kB of 2.0 kB · 2.0× compressed · 500 B/s · 2 s left"
+
+
+def test_a_delta_says_what_it_sends_of_the_whole_file_once_in_one_line() -> None:
+    assert describe(1_000_000, 2_100_000, 320_000, 0.032, of=1_000_000_000) == \
+        "delta · 1.0 MB of 2.1 MB to send (of 1.0 GB) · 3.1× compressed"
+    clock = iter([10.0, 11.0])
+    meter = Meter(clock=lambda: next(clock))
+    meter.line(Moving("train.jsonl", 0, 1_000_000_000), 0, 2_100_000)
+    line = meter.line(Moving("train.jsonl", 320_000, 1_000_000_000), 1_000_000, 2_100_000)
+    assert f"uploading train.jsonl: {line}" == (
+        "uploading train.jsonl: delta · 1.0 MB of 2.1 MB to send (of 1.0 GB) · 3.1× compressed"
+        " · 1.0 MB/s · 1 s left")

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.host import remote_sh, transfer_program
 from rtrain_tui.core.transfers import codec, transfer
-from rtrain_tui.core.transfers.meter import Moving, size_text
+from rtrain_tui.core.transfers.meter import Moving
 
 if TYPE_CHECKING:
     from rtrain_tui.core.transport.connection import HostConnection
@@ -158,11 +158,6 @@ def _pieces(ranges: list[tuple[int, int]], most: int) -> Iterator[tuple[int, int
     for at, length in ranges:
         for start in range(at, at + length, most):
             yield start, min(most, at + length - start)
-
-
-def label(name: str, sending: int, size: int) -> str:
-    """The progress label of a delta: `train.jsonl: delta, 2.1 MB of 1.0 GB to send`."""
-    return f"{name}: delta, {size_text(sending)} of {size_text(size)} to send"
 
 
 @dataclass(frozen=True)
@@ -299,13 +294,12 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
             return None  # closing the channel ends the host program: it keeps nothing
         missing = [i for i, has in enumerate(had) if not has]
         sending = sum(chunks.lengths[i] for i in missing)
-        name = label(local.name, sending, chunks.size)
         enc = codec.encoder_for(await stream.greeted(), local.name)
         base = wire
 
         def report(n: int) -> None:
             if progress:
-                progress(Moving(name, enc.wire), n, sending)
+                progress(Moving(local.name, enc.wire, chunks.size), n, sending)
         try:
             if had:
                 # Copying stored chunks, the host reads none of ours: its `p` lines say
@@ -339,7 +333,7 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
         await stream.aclose(finished=bool(answer))
     if answer == b"ok=" + chunks.digest.encode():
         if progress:
-            progress(Moving(name, enc.wire), sending, sending)
+            progress(Moving(local.name, enc.wire, chunks.size), sending, sending)
         return wire
     _refuse(conn, local, answer.decode("utf-8", "replace"), workdir)
     return None  # not reached: _refuse raises

@@ -18,13 +18,16 @@ SHOWN_FROM = 0.5  # seconds: before that, a rate is mostly the connection's setu
 
 
 class Moving(str):
-    """A progress label (the file's name) with the bytes on the wire so far (`wire`)."""
+    """A progress label (the file's name) with the bytes on the wire so far (`wire`);
+    for a delta (`of`: the whole file's size), the transfer's total is only the part sent."""
 
     wire: int
+    of: int
 
-    def __new__(cls, name: str, wire: int) -> Moving:
+    def __new__(cls, name: str, wire: int, of: int = 0) -> Moving:
         self = super().__new__(cls, name)
         self.wire = wire
+        self.of = of
         return self
 
 
@@ -37,13 +40,16 @@ def size_text(n: float) -> str:
     return f"{int(n)} B"
 
 
-def describe(done: int, total: int, wire: int | None, seconds: float) -> str:
+def describe(done: int, total: int, wire: int | None, seconds: float, of: int = 0) -> str:
     """`412 MB of 1.0 GB · 3.8× compressed · 31 MB/s · 19 s left` (each part when known).
 
     `wire`: bytes on the wire for the `done` bytes (None: not known); the ratio is shown
     only where compression saved a tenth or more. Rate and ETA from `seconds` elapsed.
+    `of`: a delta's whole file, of which `total` is the part to send, said once, in the
+    same line: `delta · 1.0 MB of 2.1 MB to send (of 1.0 GB) · …`.
     """
-    parts = [f"{size_text(done)} of {size_text(total)}"]
+    parts = ([f"delta · {size_text(done)} of {size_text(total)} to send (of {size_text(of)})"]
+             if of else [f"{size_text(done)} of {size_text(total)}"])
     if wire and done and done / wire >= 1.1:
         parts.append(f"{done / wire:.1f}× compressed")
     if seconds >= SHOWN_FROM and done:
@@ -60,10 +66,13 @@ class Meter:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._began: dict[str, float] = {}
+        # Keyed by name and whole size: a delta that falls back to sending the file whole
+        # starts its rate afresh.
+        self._began: dict[tuple[str, int], float] = {}
 
     def line(self, label: str, done: int, total: int) -> str:
         now = self._clock()
-        began = self._began.setdefault(str(label), now)
-        wire = label.wire if isinstance(label, Moving) else None
-        return describe(done, total, wire, now - began)
+        moving = label if isinstance(label, Moving) else None
+        began = self._began.setdefault((str(label), moving.of if moving else 0), now)
+        return describe(done, total, moving.wire if moving else None, now - began,
+                        moving.of if moving else 0)
