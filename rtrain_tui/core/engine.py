@@ -728,9 +728,17 @@ class Engine:
         base = req.run_id or f"run-{int(time.time())}"
         for n in range(1, 100):
             run_id = base if n == 1 else f"{base}-{n}"
+            making = asyncio.ensure_future(conn.run(remote_sh.make_run_dir(req.workdir, run_id, token)))
             try:
-                out = await conn.run(remote_sh.make_run_dir(req.workdir, run_id, token))
+                out = await asyncio.shield(making)
             except BaseException:
+                # Cancelled, the script already sent would still run on the host (its
+                # shell is closed, not its command), and could make the directory after
+                # the removal below said it was gone: its answer is waited for first.
+                try:
+                    await bounded(asyncio.shield(making), CLEANUP_TIMEOUT)
+                except BaseException:
+                    making.cancel()
                 trace.run_id = run_id
                 await self._abandon(conn, starting(run_id), trace, recorded=False)
                 raise
