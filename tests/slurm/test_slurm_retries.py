@@ -165,6 +165,9 @@ def test_on_stall_stop_ends_the_job(scli: SlurmCli, tmp_path: Path, workdir: str
         assert time.monotonic() < deadline, state
         time.sleep(0.2)
     assert state == "FAILED"  # the batch script's exit 143: the trainer's end, recorded
+    # `stopped`, with the stall as its reason, as on a box (the job's own stop_requested).
+    ended = status(scli, "ss", workdir)
+    assert ended["state"] == "stopped" and ended["reason"].startswith("stalled: no output for "), ended
 
 
 def test_on_stall_restart_resumes_the_job_from_its_checkpoint_in_the_same_job(

@@ -92,7 +92,8 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[pr
     - pending: `queued` with Slurm's reason; running-ish: `running`, or `queued` while
       the job's retry loop waits to try again (its reason says why and when); a failed
       run whose loop gave up has why as its reason; a running job's watchdog's stall
-      (`stalled: no output for 17m`, `GPUs idle for 12m`) is its reason.
+      (`stalled: no output for 17m`, `GPUs idle for 12m`) is its reason, also once the
+      watchdog stopped the job for it (`--on-stall stop`).
     - ended without an exit recorded: `failed (exit N)` from Slurm's exit code or signal
       when Slurm calls it a failure (the reason says which); else `lost`.
     - a job Slurm no longer knows and nothing recorded: `lost`.
@@ -142,9 +143,12 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
             f"sbatch printed no job id: the job may be queued (check squeue on {host})"))
     if not base.exists or not job_id:
         return base  # not submitted (yet): `unknown`, or `starting` to the engine
+    # The watchdog's stall: a running job's why, or why it stopped one (`--on-stall stop`).
+    stalled, idle = _int(facts.get("stalled", "")), _int(facts.get("gpus_idle", ""))
     info = jobs.get(job_id)
-    if info is None:
-        return base  # gone from Slurm: the recorded code, our stop, or `lost`
+    if info is None:  # gone from Slurm: the recorded code, our stop, or `lost`
+        ended = base.exit_code is not None or base.stopped
+        return replace(base, reason=probes.stall_reason(stalled, idle)) if ended else base
     # A requeued job (preempted, `scontrol requeue`, a node failure) runs run.sbatch again:
     # the `status` its earlier attempt wrote (143: the requeue's SIGTERM) is not this run's
     # end. A status with no attempt recorded is the first attempt's.
@@ -157,13 +161,13 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
     retry = safe_line(facts.get("retry", ""))[:300]
     if base.exit_code is not None or base.stopped:
         gave_up = retry if base.exit_code and not base.stopped else ""
-        return replace(base, reason=gave_up or reason, scheduler_state=state)
+        return replace(base, reason=gave_up or probes.stall_reason(stalled, idle) or reason,
+                       scheduler_state=state)
     if state in _ACTIVE and retry:
         # Alive, between attempts: waiting as a box's run does, `queued` with why.
         return replace(base, alive=True, queued=True, reason=retry, scheduler_state=state)
     if state in _ACTIVE:
         # Its watchdog's word (a silent log, idle GPUs): `running`, with why, as on a box.
-        stalled, idle = _int(facts.get("stalled", "")), _int(facts.get("gpus_idle", ""))
         return replace(base, alive=True, scheduler_state=state, stalled_for=stalled,
                        gpus_idle_for=idle, reason=probes.stall_reason(stalled, idle))
     if state in _PENDING:
