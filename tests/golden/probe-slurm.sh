@@ -32,8 +32,9 @@ probe() {
   read_file "$rd/status_attempt"; attempt=$rf
   rw=; if [ -z "$code" ]; then read_file "$rd/retry_wait"; rw=$rf
   elif [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
-  st=; gi=; if [ -z "$code" ]; then read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
-  stop=0; [ -s "$rd/stop_requested" ] && stop=1
+  read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1; stop_by=$rf
+  st=; gi=; if [ "$stop_by" = stall ] || { [ -z "$code" ] && [ "$stop" = 0 ]; }; then
+    read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
   unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1
