@@ -1161,6 +1161,8 @@ def list_costs(index: RunIndex, hosts: hostconfig.HostConfig, args: argparse.Nam
     table = [(args.by.upper(), "RUNS", "COST")] + [
         (row.key, str(row.runs), cost.money(row.amount, row.currency)) for row in rows]
     table += [(f"total{window}", "", " + ".join(cost.money(a, c) for c, a in totals.items()))]
+    if args.by == "run":  # a row per run: RUNS would read 1 on every row
+        table = [(key, money) for key, _runs, money in table]
     line = "  ".join(f"{{:<{max(map(len, column))}}}" for column in zip(*table))
     print("\n".join(line.format(*row).rstrip() for row in table))
     return 0

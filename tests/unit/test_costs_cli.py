@@ -78,6 +78,10 @@ def test_costs_by_host_since_a_week_leaves_out_older_runs_and_says_what_has_no_p
         ["HOST", "RUNS", "COST"], ["h100", "1", "$2.49"], ["slurm", "1", "€3.00"],
         ["total", "in", "the", "last", "7d", "$2.49", "+", "€3.00"]]
     assert "1 run left out: their host has no price" in err
+    code, out, _ = run(index, capsys, "costs", "--by", "run", "--since", "7d")
+    assert [line.split() for line in out.splitlines()] == [
+        ["RUN", "COST"], ["h100/a", "$2.49"], ["slurm/b", "€3.00"],
+        ["total", "in", "the", "last", "7d", "$2.49", "+", "€3.00"]]
     code, out, _ = run(index, capsys, "costs", "--by", "run", "--json")
     got = json.loads(out)
     assert [(r["run"], r["cost"], r["currency"]) for r in got["rows"]] == [
