@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from textual.widget import Widget
 
+from rtrain_tui.tui.widgets.curves_pane import CurvesPane
 from rtrain_tui.tui.widgets.log_pane import LogPane
 from tests.scenes import RUNS, make_scene_app
 from tests.test_tui import SIZE, screen_text
@@ -623,22 +624,23 @@ def test_the_search_count_stays_on_screen_in_a_narrower_pane(tmp_path: Path) -> 
     asyncio.run(go())
 
 
-def test_a_log_pane_removed_while_its_children_mount_does_not_crash_the_app(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("pane", [LogPane, CurvesPane])
+def test_a_pane_removed_while_its_children_mount_does_not_crash_the_app(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pane: type[Widget]) -> None:
     # On a loaded machine a run's tab opened just as the app closed (a start, then quit):
     # Textual mounts nothing under a widget being removed, and the pane's on_mount found
     # no status line (NoMatches) and crashed the app. The delay stands in for the load.
-    async def slow(self: LogPane, widgets: list[Widget]) -> None:
+    async def slow(self: Widget, widgets: list[Widget]) -> None:
         await asyncio.sleep(0.2)
         await Widget.mount_composed_widgets(self, widgets)
 
-    monkeypatch.setattr(LogPane, "mount_composed_widgets", slow)
+    monkeypatch.setattr(pane, "mount_composed_widgets", slow)
 
     async def go() -> None:
         app = make_scene_app(tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
-            app.open_log(RUNS[0], follow=False)
+            app.open_log(RUNS[0], follow=False, curves=pane is CurvesPane)
             await asyncio.sleep(0)  # the tab starts mounting; the app closes before its children
         assert app.return_code in (None, 0)
 

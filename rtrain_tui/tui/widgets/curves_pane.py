@@ -80,6 +80,8 @@ class CurvesPane(Vertical):
             yield PlotextPlot(id="plot-grad")
 
     def on_mount(self) -> None:
+        if not self.children:
+            return  # removed as it mounted (as LogPane.on_mount): nothing to draw or poll
         self._render_text()
         if self.autostart:
             self.start_polling()
