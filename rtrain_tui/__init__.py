@@ -17,4 +17,8 @@ def main() -> int:
         print("rtrain-tui: interrupted (Ctrl-C) before it began: nothing was done.",
               file=sys.stderr)
         return 130
-    return cli_main()
+    code = cli_main()
+    from rtrain_tui.cli import leave_now
+
+    leave_now(code)  # the command's normal end: skip the interpreter's shutdown
+    return code
