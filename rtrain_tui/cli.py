@@ -1191,8 +1191,8 @@ def list_costs(index: RunIndex, hosts: hostconfig.HostConfig, args: argparse.Nam
     if not rows:
         print(f"nothing spent{window}.")
         return 0
-    table = [(args.by.upper(), "RUNS", "COST")] + [
-        (row.key, str(row.runs), cost.money(row.amount, row.currency)) for row in rows]
+    table: list[tuple[str, ...]] = [(args.by.upper(), "RUNS", "COST")]
+    table += [(row.key, str(row.runs), cost.money(row.amount, row.currency)) for row in rows]
     table += [(f"total{window}", "", " + ".join(cost.money(a, c) for c, a in totals.items()))]
     if args.by == "run":  # a row per run: RUNS would read 1 on every row
         table = [(key, money) for key, _runs, money in table]
@@ -1244,9 +1244,8 @@ async def cmd_notify(engine: Engine, args: argparse.Namespace) -> int:
     path a run's end takes there (the webhook URLs only: the rest are said as such)."""
     import asyncio
 
-    from rtrain_tui.core.safety.mask import mask_text
-
     from rtrain_tui.core.errors import UnknownHostError
+    from rtrain_tui.core.safety.mask import mask_text
 
     urls = engine.hosts.notify_urls(args.host)
     try:
