@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rtrain_tui.core.logs import retry_rule
 from rtrain_tui.core.runs import checkpoints
+from rtrain_tui.core.runs.index import RunIndex
 from tests.conftest import Cli, write_config
 from tests.sshd import SshHosts
 from tests.test_cli_runs import wait_state
@@ -237,3 +238,29 @@ def test_a_run_whose_gpus_stay_idle_reads_running_with_that_reason(
     assert got["state"] == "running" and got["stalled_for"] is None
     assert got["reason"] == f"GPUs idle for {got['gpus_idle_for']}s"
     assert cli("stop", "gpu", "g1", "--workdir", workdir).rc == 0
+
+
+def test_runs_costs_and_status_leave_a_host_retrys_wait_out_and_agree_to_the_cent(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """The retry loop records when attempt 2 began running and how long it waited (base
+    3 s); a refresh keeps the wait in the index, so `runs` and `costs` (index only)
+    leave it out, as `status --json` does from attempts.jsonl."""
+    config = cli.hosts.home / ".config" / "rtrain-tui" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("[hosts.gpu]\nprice_per_hour = 3600\n", encoding="utf-8")  # $1 a second
+    try:
+        run = Path(workdir) / "rc"
+        # One GPU (the later --gpus wins): a run that holds none costs nothing.
+        start(cli, tmp_path, workdir, "rc", "--retries", "1", "--gpus", "1", base="3",
+              steps=80, save_steps=10, crash_at=55, crash="nccl_timeout", crash_once=True)
+        wait_for("the run to end", lambda: (run / "status").exists(), timeout=60)
+        assert cli("runs", "--refresh").rc == 0
+        got = json.loads(cli("status", "gpu", "rc", "--workdir", workdir, "--json").out)
+        assert got["state"] == "completed" and got["attempt"] == 2, got
+        assert RunIndex(cli.index).get("gpu", "rc").retry_wait_s >= 3  # type: ignore[union-attr]
+        listed = [r["cost"] for r in json.loads(cli("runs", "--json").out) if r["run_id"] == "rc"]
+        spent = json.loads(cli("costs", "--json").out)["total"]
+        assert got["cost"] > 0 and listed == [got["cost"]] and spent == [{"cost": got["cost"], "currency": "$"}], (
+            listed, spent, got["cost"])
+    finally:
+        config.unlink(missing_ok=True)

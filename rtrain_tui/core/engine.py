@@ -1039,7 +1039,7 @@ class Engine:
         rebooted: list[tuple[str, str, str]] = []  # lost to a reboot: retried below
         forget: dict[tuple[str, str, str], str] = {}  # unlaunched starts the host removed
         went: dict[tuple[str, str, str], int] = {}  # settled runs that went on: attempts
-        running: dict[tuple[str, str, str], tuple[int, str]] = {}  # attempts' launch times
+        running: dict[tuple[str, str, str], tuple[int, str, int | None]] = {}  # attempts' launch times
         resolved: dict[tuple[str, str, str], str] = {}  # backends to record (older entries)
         seen: list[notifier.Seen] = []  # what notifications look at (core/notify)
 
@@ -1377,11 +1377,12 @@ def settled(record: RunRecord) -> bool:
 _FORGOTTEN = "forgotten"
 
 
-def _running(key: RunKey, probe: RunProbe) -> dict[RunKey, tuple[int, str]]:
-    """{key: (attempt, when it began running)} when the probe read that; else {}."""
+def _running(key: RunKey, probe: RunProbe) -> dict[RunKey, tuple[int, str, int | None]]:
+    """{key: (attempt, when it began running, seconds the host's retry loop waited before
+    it)} when the probe read that; else {}."""
     if probe.running_since is None or probe.running_attempt is None:
         return {}
-    return {key: (probe.running_attempt, _epoch_iso(probe.running_since))}
+    return {key: (probe.running_attempt, _epoch_iso(probe.running_since), probe.retry_waited_s)}
 
 
 def _epoch_iso(epoch: int | None) -> str:

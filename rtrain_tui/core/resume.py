@@ -473,8 +473,10 @@ def billing(old: RunRecord, ended: int | None, now: str) -> dict[str, Any]:
     began = parse_time(old.attempt_started_at or old.started_at)
     if ended is None or began is None:
         return {}
-    ran = max(0.0, datetime.fromtimestamp(ended, UTC).timestamp() - began.timestamp())
-    return {"attempt_started_at": now, "earlier_s": round(old.earlier_s + ran, 6)}
+    # The host's retry loop's waits between attempts ran nothing (core/host/retry.sh).
+    ran = max(0.0, datetime.fromtimestamp(ended, UTC).timestamp() - began.timestamp()
+              - old.retry_wait_s)
+    return {"attempt_started_at": now, "earlier_s": round(old.earlier_s + ran, 6), "retry_wait_s": 0.0}
 
 
 async def _put_back(engine: Engine, old: RunRecord | None, record: RunRecord,

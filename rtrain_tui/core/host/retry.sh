@@ -9,7 +9,7 @@
 ## Needs $rc, $rt_a, $rt_last, $rt_py, $rt_cfg, $rt_base (seconds: attempt K waits K × it).
 while [ "$rc" != 0 ] && [ -z "$rt_signalled" ] && [ ! -e stop_requested ]; do
   end_rest
-  rt_go=0 rt_why='' rt_rec='' rt_ck='' rt_sep='' rt_wait=0
+  rt_go=0 rt_why='' rt_rec='' rt_ck='' rt_sep='' rt_wait=0 rt_end=''
   rt_mk="rtck-$$-$(date +%s)-$rc"  # ends each trainer_state.json block (checkpoints.sh)
   rt_out=$( (rd=.; mk=$rt_mk
 #@ checkpoints
@@ -35,8 +35,13 @@ while [ "$rc" != 0 ] && [ -z "$rt_signalled" ] && [ ! -e stop_requested ]; do
   fi
   if [ -s train.log ] && [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
   printf '%s\n' "$rt_sep" >> train.log
+  rt_st=$(date +%s)
   printf '{"attempt": %s, "started": %s, "checkpoint": "%s", "retry": true}\n' \
-    "$rt_a" "$(date +%s)" "$rt_ck" >> attempts.jsonl
+    "$rt_a" "$rt_st" "$rt_ck" >> attempts.jsonl
+  ## The refresh probe's line for it too (`ATTEMPT EPOCH WAITED`): with the seconds this
+  ## loop has waited between attempts, the index leaves them out of `runs` and `costs`.
+  rt_waited=$(( ${rt_waited:-0} + rt_st - ${rt_end:-$rt_st} ))
+  echo "$rt_a $rt_st $rt_waited" > running_since.tmp && mv -f running_since.tmp running_since
 #@ rewatch
   if [ -n "$rt_ck" ]; then
     RTRAIN_RESUME_FROM=$rt_ck; export RTRAIN_RESUME_FROM

@@ -163,12 +163,14 @@ def main(argv: list[str]) -> int:
                      stalled=stalled)
     # `ended`: the host's clock, as a resume records it; the wait before the next attempt
     # then costs nothing (core/runs/cost.py).
+    ended = int(time.time())
     record = json.dumps({"attempt": attempt, "exit": code, "state": f"failed (exit {code})",
                          "reason": verdict.reason, "step": verdict.step, "retried": verdict.go,
-                         "ended": int(time.time())})
+                         "ended": ended})
     said = {"rt_go": "1" if verdict.go else "0", "rt_wait": f"{verdict.wait_s:g}",
             "rt_ck": verdict.checkpoint, "rt_why": _one_line(verdict.why),
-            "rt_sep": separator(attempt + 1, verdict.checkpoint), "rt_rec": record}
+            "rt_sep": separator(attempt + 1, verdict.checkpoint), "rt_rec": record,
+            "rt_end": str(ended)}
     sys.stdout.write("".join(f"{k}={shlex.quote(v)}\n" for k, v in said.items()))
     return 0
 

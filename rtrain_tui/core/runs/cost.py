@@ -10,7 +10,8 @@ when the host was asked), the host's price (config.toml) and "now" for a live ru
   recorded one (the direct wrapper once a `--queue` run got its GPUs, a Slurm job as it
   starts); else its `started` (a resume or retry writes it as it launches). The index
   keeps the current attempt's launch once a refresh read it (`running_at`), so `runs`
-  and `costs` count as `status --json` does. For the first attempt of a run that waited
+  and `costs` count as `status --json` does; likewise the seconds the host's retry loop
+  waited between attempts once a refresh read them (`retry_wait_s`). For the first attempt of a run that waited
   and whose launch is not known (read from the index before any refresh saw it launched),
   the start time is taken: the wait is then counted (an over-estimate, never an
   under-estimate, of what was held).
@@ -91,6 +92,10 @@ def seconds_billed(record: RunRecord, now: datetime, attempts: Sequence[Mapping[
         end = min(end, until) if until is not None else end
         if end > start:
             total += (end - start) // _US
+    if not attempts and since is None and until is None:
+        # The index alone: the host's retry loop's waits (`retry_wait_s`) ran nothing.
+        # (Where in the run they fell is not kept, so a window keeps them: an over-estimate.)
+        total = max(0, total - round(record.retry_wait_s * 1_000_000))
     return Decimal(total) / 1_000_000
 
 

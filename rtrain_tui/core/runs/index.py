@@ -121,6 +121,9 @@ class RunRecord:
     # host's clock, as a refresh read it ("" = not known, or not waited): cost counts from
     # then (core/runs/cost.py), so the index alone leaves the wait out too.
     running_at: str = ""
+    # The seconds the host's retry loop waited between the attempts of its current run
+    # (core/host/retry.sh), as a refresh read it: left out of the cost, as `status` does.
+    retry_wait_s: float = 0.0
 
     @property
     def key(self) -> RunKey:
@@ -356,7 +359,8 @@ class RunIndex:
                    forget: Mapping[RunKey, str] | None = None,
                    backends: Mapping[RunKey, str] | None = None,
                    went_on: Mapping[RunKey, int] | None = None,
-                   running: Mapping[RunKey, tuple[int, str]] | None = None) -> None:
+                   running: Mapping[RunKey, tuple[int, str] | tuple[int, str, int | None]] | None = None,
+                   ) -> None:
         """Apply `{key: (state, stale, updated_at)}`; a stale entry keeps its last state.
 
         `observed_at` is when the probe that produced `states` started: a run whose state
@@ -369,8 +373,10 @@ class RunIndex:
         `went_on` (`{key: attempts}`) names ended runs that went on after the end recorded
         (resumed elsewhere, retried by the host): their `ended` replaces that end, and
         they take the host's count of attempts (and forget when the attempt before began
-        running). `running` (`{key: (attempt, time)}`) gives a run the time its attempt
-        began running, kept only while the run is still on that attempt. All in one write.
+        running). `running` (`{key: (attempt, time, waited)}`) gives a run the time its attempt
+        began running, kept only while the run is still on that attempt; a later attempt
+        of the host's retry loop gives the seconds that loop waited between attempts
+        (`retry_wait_s`, left out of its cost), when said. All in one write.
         """
         seen = parse_time(observed_at) if observed_at else None
         ended, forget, backends = ended or {}, forget or {}, backends or {}
@@ -399,10 +405,14 @@ class RunIndex:
             if ended and key in ended and (not r.ended_at or key in went_on):
                 r = r if r.ended_at == ended[key] else replace(r, ended_at=ended[key])
             if went_on and went_on.get(key, r.attempt) > r.attempt:
-                r = replace(r, attempt=went_on[key], running_at="")
+                r = replace(r, attempt=went_on[key], running_at="", retry_wait_s=0.0)
             if running and key in running and running[key][0] == r.attempt \
                     and r.running_at != running[key][1]:
                 r = replace(r, running_at=running[key][1])
+            said: tuple[Any, ...] = running.get(key, ())
+            waited = said[2] if len(said) == 3 else None
+            if waited is not None and said[0] > r.attempt and r.retry_wait_s != waited:
+                r = replace(r, retry_wait_s=float(waited))
             if backends and key in backends and not r.backend:
                 r = replace(r, backend=backends[key])
             return r
@@ -965,7 +975,7 @@ _TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "u
 _REQUIRED = ("host", "run_id", "workdir")
 _KNOWN = frozenset(f.name for f in fields(RunRecord))
 _DEFAULTS = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
-_WHEN_SET = ("attempt_started_at", "earlier_s", "nodes", "running_at")  # written only when not the default
+_WHEN_SET = ("attempt_started_at", "earlier_s", "nodes", "running_at", "retry_wait_s")  # written only when not the default
 # Fields older versions wrote under another name: read into the new one (a table that
 # has both keeps both, and the new name wins).
 _OLD_NAMES = {"slurm_job_id": "job_id"}
@@ -994,9 +1004,10 @@ def _record_problems(table: dict[str, Any]) -> list[str]:
     if "nodes" in table and (isinstance(table["nodes"], bool)
                              or not isinstance(table["nodes"], int) or table["nodes"] < 1):
         bad.append(f"nodes should be a whole number 1 or more, not {_describe(table['nodes'])}")
-    if "earlier_s" in table and (isinstance(table["earlier_s"], bool) or not isinstance(
-            table["earlier_s"], int | float) or not 0 <= table["earlier_s"] < 1e10):
-        bad.append(f"earlier_s should be a number of seconds, not {_describe(table['earlier_s'])}")
+    for name in ("earlier_s", "retry_wait_s"):
+        if name in table and (isinstance(table[name], bool) or not isinstance(
+                table[name], int | float) or not 0 <= table[name] < 1e10):
+            bad.append(f"{name} should be a number of seconds, not {_describe(table[name])}")
     if bad:
         return bad
     # Values that reach a remote shell or asyncssh: refused here so one bad record can

@@ -309,6 +309,9 @@ class RunProbe:
     # epoch seconds by the host's clock (its `running_since`): its cost counts from then.
     running_since: int | None = None
     running_attempt: int | None = None
+    # A retried attempt (the host's retry loop): the seconds the loop waited between its
+    # attempts, which the index's cost leaves out (core/runs/cost.py).
+    retry_waited_s: int | None = None
 
     @property
     def state(self) -> str:
@@ -399,10 +402,21 @@ def running_since(facts: Mapping[str, str]) -> tuple[int | None, int | None]:
     """`running_since=ATTEMPT EPOCH` (host text) as (epoch, attempt); (None, None) unless
     both are plain numbers."""
     attempt, _, epoch = facts.get("running_since", "").partition(" ")
+    epoch = epoch.partition(" ")[0]  # a retried attempt's line goes on with its waits
     if not all(t.isascii() and t.isdigit() for t in (attempt, epoch)) or \
             len(attempt) > 6 or len(epoch) > 11:
         return None, None
     return int(epoch), int(attempt)
+
+
+def retry_waited(facts: Mapping[str, str]) -> int | None:
+    """`running_since=ATTEMPT EPOCH WAITED` (a retried attempt's, core/host/retry.sh): the
+    seconds the host's retry loop waited between its attempts; None when not said."""
+    if running_since(facts) == (None, None):
+        return None
+    words = facts.get("running_since", "").split(" ")
+    waited = words[2] if len(words) == 3 else ""
+    return int(waited) if waited.isascii() and waited.isdigit() and len(waited) <= 11 else None
 
 
 def parse_run_states(output: str, count: int, host: str = "the host") -> list[RunProbe]:
@@ -433,6 +447,7 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[Ru
             stalled_for=_int_or_none(facts.get("stalled", "")) if facts.get("alive") == "1" else None,
             gpus_idle_for=_int_or_none(facts.get("gpus_idle", "")) if facts.get("alive") == "1" else None,
             running_since=since, running_attempt=since_attempt,
+            retry_waited_s=retry_waited(facts),
         )
     check_answered(len(found), count, output, host)
     return [found.get(i, RunProbe(exists=False)) for i in range(count)]

@@ -135,6 +135,7 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
         job_id=job_id,
         ended_at=_int(facts.get("ended", "")),  # asked for: engine keeps it once final
         running_since=since, running_attempt=since_attempt,
+        retry_waited_s=probes.retry_waited(facts),
     )
     if base.exists and not job_id and facts.get("unknown") == "1":
         # sbatch took the run but printed no job id: Slurm may hold it queued. Until its
