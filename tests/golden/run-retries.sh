@@ -287,7 +287,7 @@ rt_base=30
 rt_py=~/venv/bin/python
 while [ "$rc" != 0 ] && [ -z "$rt_signalled" ] && [ ! -e stop_requested ]; do
   end_rest
-  rt_go=0 rt_why='' rt_rec='' rt_ck='' rt_sep='' rt_wait=0
+  rt_go=0 rt_why='' rt_rec='' rt_ck='' rt_sep='' rt_wait=0 rt_end=''
   rt_mk="rtck-$$-$(date +%s)-$rc"  # ends each trainer_state.json block (checkpoints.sh)
   rt_out=$( (rd=.; mk=$rt_mk
 cd "$rd" 2>/dev/null || { echo nodir; exit 0; }
@@ -340,8 +340,11 @@ done
   fi
   if [ -s train.log ] && [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
   printf '%s\n' "$rt_sep" >> train.log
+  rt_st=$(date +%s)
   printf '{"attempt": %s, "started": %s, "checkpoint": "%s", "retry": true}\n' \
-    "$rt_a" "$(date +%s)" "$rt_ck" >> attempts.jsonl
+    "$rt_a" "$rt_st" "$rt_ck" >> attempts.jsonl
+  rt_waited=$(( ${rt_waited:-0} + rt_st - ${rt_end:-$rt_st} ))
+  echo "$rt_a $rt_st $rt_waited" > running_since.tmp && mv -f running_since.tmp running_since
 rt_watch
   if [ -n "$rt_ck" ]; then
     RTRAIN_RESUME_FROM=$rt_ck; export RTRAIN_RESUME_FROM
