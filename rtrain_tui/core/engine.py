@@ -586,7 +586,7 @@ class Engine:
             return StartedRun(req.host, run_id, run_dir, launched.pid, record, job_id=launched.job_id,
                               submit_message=launched.message, unrecorded=unrecorded)
 
-    async def _notify_from_host(self, sftp, run_dir: str, spec: LaunchSpec,  # type: ignore[no-untyped-def]
+    async def _notify_from_host(self, sftp: BoundedSFTP, run_dir: str, spec: LaunchSpec,
                                 record: RunRecord, kind: Backend) -> LaunchSpec:
         """`spec` with the events the run's host tells itself (`[notify] on_host`), once its
         run dir holds what it sends them with: notify.pyz and notify.json (the webhook
