@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core import backends, host
-from rtrain_tui.core.backends.direct import backend as direct
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.host import unattended
 from rtrain_tui.core.logs import retry_rule
 from rtrain_tui.core.logs.reasons import repeat_cannot_fix, why_it_ended
 from rtrain_tui.core.runs import checkpoints
@@ -91,9 +91,9 @@ def test_the_shipped_zip_runs_under_an_isolated_python_and_agrees_with_the_clien
     and its verdict on a run dir is the in-process one."""
     write_checkpoint(tmp_path, "outputs/checkpoint-2", 2, save_order())
     (tmp_path / "train.log").write_text(steps(1, 2, 3) + NCCL + "\n")
-    (tmp_path / direct.RETRY_PROGRAM).write_bytes(host.bundle(*direct._RETRY_MODULES))
+    (tmp_path / unattended.RETRY_PROGRAM).write_bytes(unattended.retry_program())
     before = int(time.time())
-    out = subprocess.run([sys.executable, "-I", direct.RETRY_PROGRAM, "134", "1", "3", "0.5", "MK"],
+    out = subprocess.run([sys.executable, "-I", unattended.RETRY_PROGRAM, "134", "1", "3", "0.5", "MK"],
                          input=listing(tmp_path), capture_output=True, text=True, cwd=tmp_path,
                          check=True).stdout
     said = subprocess.run(["sh", "-c", out + 'printf "%s|%s|%s|%s\\n" "$rt_go" "$rt_wait" "$rt_ck" "$rt_why"; '

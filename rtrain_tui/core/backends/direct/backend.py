@@ -23,10 +23,6 @@ from rtrain_tui.core.runs import probes
 from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
 
-# The host-side retry decision (core/logs/retry_rule.py), shipped as one zip the
-# trainer's Python runs (core/host/unattended.py).
-RETRY_PROGRAM = unattended.RETRY_PROGRAM
-_RETRY_MODULES = unattended.RETRY_MODULES
 # The commands that read the checkpoint from config.yaml's `resume_from_checkpoint`.
 _BUILT_IN = (validate.DEFAULT_TRAINER,)
 
@@ -75,7 +71,7 @@ class DirectBackend(GpuChoice):
 
     def launch_files(self, spec: LaunchSpec) -> Mapping[str, bytes]:
         # The retry loop's decision runs on the host with the client's own rules.
-        return {RETRY_PROGRAM: unattended.retry_program()} if spec.retries > 0 else {}
+        return {unattended.RETRY_PROGRAM: unattended.retry_program()} if spec.retries > 0 else {}
 
     def launch_script(self, run_dir: str, token: str) -> str:
         return scripts.launch(run_dir, token)
