@@ -1,11 +1,11 @@
 """Exactly once: who sends a run's message is decided on its host, by one atomic `mkdir`.
 
 Each transition of each run has a marker, `RUNDIR/notified/aN-EVENT` (attempt N by the
-host's count: a resumed or retried run's next failure is a new message). The client that
-makes it sends; every other client (another laptop, the app beside `watch`) and the run's
-own wrapper (host_send.py) find it taken and send nothing. The marker is
-claimed before the send: a send that fails after its retries is said once, by the one
-client that claimed it, and not tried again by the others (a message twice is the worse
+host's count: a resumed or retried run's next failure is a new message). Whoever makes it
+sends: a client, or with `[notify] on_host` the run's own wrapper (host_send.py); every
+other (another laptop, the app beside `watch`) finds it taken and sends nothing. The
+marker is claimed before the send: a send that fails after its retries is said once, by
+the one that claimed it, and not tried again by the others (a message twice is the worse
 failure for a phone). One round trip per host for all its claims, with the log's tail.
 """
 

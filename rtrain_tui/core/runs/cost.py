@@ -11,10 +11,10 @@ when the host was asked), the host's price (config.toml) and "now" for a live ru
   starts); else its `started` (a resume or retry writes it as it launches). The index
   keeps the current attempt's launch once a refresh read it (`running_at`), so `runs`
   and `costs` count as `status --json` does; likewise the seconds the host's retry loop
-  waited between attempts once a refresh read them (`retry_wait_s`). For the first attempt of a run that waited
-  and whose launch is not known (read from the index before any refresh saw it launched),
-  the start time is taken: the wait is then counted (an over-estimate, never an
-  under-estimate, of what was held).
+  waited between attempts once a refresh read them (`retry_wait_s`). For the first
+  attempt of a run that waited and whose launch is not known (read from the index before
+  any refresh saw it launched), the start time is taken: the wait is then counted (an
+  over-estimate, never an under-estimate, of what was held).
 - An attempt with no end time recorded (a retry's ended record before it carried one)
   is taken to have ended when the next one started.
 - Money is Decimal: seconds are summed exactly (microseconds) and multiplied once, then
