@@ -162,9 +162,9 @@ def _pieces(ranges: list[tuple[int, int]], most: int) -> Iterator[tuple[int, int
 
 @dataclass(frozen=True)
 class Shipped:
-    """How a new dataset went: `delta` or `whole`, and the bytes written to the channel
-    (data and the list: what the link carried beside SSH's own framing; a manifest
-    written after a whole upload is not counted)."""
+    """How a dataset went: `delta` or `whole` (`linked`: the store had it, nothing sent),
+    and the bytes written to the channel (data and the list: what the link carried beside
+    SSH's own framing; a manifest written after a whole upload is not counted)."""
 
     digest: str
     how: str
