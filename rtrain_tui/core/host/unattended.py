@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rtrain_tui.core import host
+from rtrain_tui.core.safety.validate import ON_STALL  # what --on-stall may be: one list
 
 # Shell helpers for the scripts that need to tell whether a run's processes live.
 LIVENESS = host.text("liveness.sh")
@@ -35,9 +36,6 @@ RETRY_MODULES = ("rtrain_tui.core.logs.retry_rule", (
 def retry_program() -> bytes:
     """The bytes of `retry.pyz`, written into the run dir of a run with retries."""
     return host.bundle(*RETRY_MODULES)
-
-
-ON_STALL = ("warn", "stop", "restart")
 
 
 @dataclass(frozen=True)
