@@ -236,8 +236,9 @@ def _group_size(group: int) -> int:
 
 
 def test_the_transfer_program_greets_with_the_line_the_client_expects() -> None:
-    from rtrain_tui.core.host.remote_sh import TRANSFER_GREETING, TRANSFER_PY
+    from rtrain_tui.core.host.remote_sh import TRANSFER_PY
+    from rtrain_tui.core.host.transfer_program import GREETING
 
     r = subprocess.run([sys.executable, "-c", TRANSFER_PY, "list", b"/nonexistent".hex(),
                         b"x".hex()], capture_output=True, timeout=30)
-    assert r.stdout.split(b"\n")[0] == TRANSFER_GREETING
+    assert r.stdout.split(b"\n")[0] == GREETING

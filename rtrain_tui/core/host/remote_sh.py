@@ -23,7 +23,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from rtrain_tui.core import host
-from rtrain_tui.core.host import transfer_program
 from rtrain_tui.core.safety import validate
 
 
@@ -127,10 +126,6 @@ def checksums(directory: str, rel_paths: Sequence[str]) -> str:
 # One Python program on the host, run with the trainer's interpreter over one exec
 # channel: host/transfer_program.py, its protocol described there. Its source is sent.
 TRANSFER_PY = host.source("transfer_program.py")
-
-# TRANSFER_PY's first line, before anything else it prints: a login banner on stdout or
-# another program is told apart from its answers.
-TRANSFER_GREETING = transfer_program.GREETING
 
 
 def transfer_command(python: str, mode: str, *args: bytes | int) -> str:
