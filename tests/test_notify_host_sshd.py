@@ -5,6 +5,7 @@ one line in the run's notify.log; no token in train.log, status --json or `ps`."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -13,10 +14,16 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.logs import retry_rule
+from rtrain_tui.core.notify import host_send
 from rtrain_tui.core.safety.mask import mask_url
 from tests.conftest import Cli, write_config
 from tests.notify_receiver import Receiver
+from tests.sshd import SshHosts
 from tests.test_notify_sshd import _config_toml_removed_after, ended  # noqa: F401 (a fixture)
 from tests.test_resume_sshd import wait_for
 
@@ -276,3 +283,27 @@ def test_notify_test_with_a_host_that_is_not_one_sends_nothing_and_says_so(
     assert r.rc == 1 and r.out == "", r.out
     assert r.err.startswith("rtrain-tui: gpux is not in") and r.err.rstrip().endswith("did you mean gpu?"), r.err
     assert receiver.messages() == []
+
+
+def test_notify_test_host_whose_sender_hangs_says_it_timed_out(
+        hosts: SshHosts, tmp_path: Path, workdir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The host's "python" hangs past the limit (1 s here): the error names the timeout,
+    # not an empty pair of brackets (a TimeoutError has no text of its own).
+    hang = hosts.remote_homes["gpu"] / "hang.sh"
+    hang.write_text("#!/bin/sh\ncat > /dev/null\nsleep 5\n")
+    hang.chmod(0o755)
+    monkeypatch.setattr(host_send, "TEST_WITHIN_S", -29.0)  # the client waits TEST_WITHIN_S + 30
+    engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+
+    async def go() -> str:
+        try:
+            await engine.notify_test_from_host("gpu", [f"json://127.0.0.1:9/{SECRET}"],
+                                               workdir=workdir, python="~/hang.sh")
+        except RemoteError as exc:
+            return str(exc)
+        finally:
+            await engine.close()
+        return ""
+
+    said = asyncio.run(go())
+    assert said == "gpu: no answer from its sender (timed out).", said

@@ -376,7 +376,7 @@ class Engine:
                 input=host_send.settings(host, "test", sendable, time.time()).decode()),
                 host_send.TEST_WITHIN_S + 30)
         except (OSError, TimeoutError, asyncssh.Error) as exc:
-            raise RemoteError(f"{host}: no answer from its sender ({exc or 'timed out'}).") from exc
+            raise RemoteError(f"{host}: no answer from its sender ({str(exc) or 'timed out'}).") from exc
         out = str(done.stdout or "")
         said = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
         results = []
