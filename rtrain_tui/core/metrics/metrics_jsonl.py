@@ -148,9 +148,7 @@ class JsonlMetrics:
             for name, keys in SERIES.items():
                 for key in keys:
                     if key in rec:
-                        points = self.series[name]
-                        if points and points[-1][0] >= step:  # this series' step again
-                            self._drop_from(name, step)
+                        self._drop_from(name, step)  # this series' step again, if it is
                         self.series[name].append((step, rec[key]))
                         break
         if step is not None:
