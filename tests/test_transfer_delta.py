@@ -137,7 +137,7 @@ def test_a_corrupted_stored_chunk_is_sent_again_and_the_result_is_right(
 
 
 def test_a_cancel_mid_delta_publishes_nothing_and_leaves_no_temporary_file(
-    hosts: SshHosts, tmp_path: Path, base: bytes,
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path, base: bytes,
 ) -> None:
     work = tmp_path / "work"
     first = tmp_path / "train.jsonl"
@@ -149,12 +149,15 @@ def test_a_cancel_mid_delta_publishes_nothing_and_leaves_no_temporary_file(
     edited.parent.mkdir()
     edited.write_bytes(new)
     (work / "b").mkdir()
+    # A slow link: compressed, the new half is ~2 MB on the wire, which loopback sent
+    # whole before the test could cancel it (seen in CI); at 8 Mbit/s it takes seconds.
+    link = throttled("gpu", rate_mbit=8)
 
     async def go(conn: HostConnection) -> str:
         moving = asyncio.Event()
 
         def progress(label: str, done: int, total: int) -> None:
-            if "delta" in label and done > 0:
+            if getattr(label, "of", 0) and done > 0:  # a delta's label: the whole file's size
                 moving.set()
 
         task = asyncio.ensure_future(transfer.ship_dataset(conn, None, edited, str(work / "b"),
@@ -169,7 +172,14 @@ def test_a_cancel_mid_delta_publishes_nothing_and_leaves_no_temporary_file(
             return "cancelled"
         return "not cancelled"
 
-    assert run_with(hosts, go) == "cancelled"
+    async def main() -> str:
+        conn = HostConnection(link.alias, link.ssh_config)
+        try:
+            return await go(conn)
+        finally:
+            await conn.close()
+
+    assert asyncio.run(main()) == "cancelled"
     deadline = time.monotonic() + 20
     while leftovers(work):  # the host program sees the channel close
         assert time.monotonic() < deadline, leftovers(work)
