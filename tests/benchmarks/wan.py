@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 
+from tests.benchmarks.transfer import write_random
 from tests.sshd import SshHosts, start_hosts
 from tests.throttle_proxy import ProxyProcess, proxied_alias, spawn_proxy
 
@@ -138,14 +139,6 @@ def write_edited(original: Path, edited: Path, fraction: float = 0.01, regions: 
                 out.write(line)
             offset += len(line)
     return rewritten
-
-
-def write_random(path: Path, size: int) -> None:
-    with path.open("wb") as f:
-        while size:
-            n = min(size, 1 << 24)
-            f.write(os.urandom(n))
-            size -= n
 
 
 def write_run_dir(out: Path, big: int, small: int) -> None:
