@@ -61,6 +61,21 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def write_file(path: Path, data: bytes) -> Path:
+    """`data` in a new file at `path` (its folder made): a dataset of the test's own."""
+    path.parent.mkdir()
+    path.write_bytes(data)
+    return path
+
+
+def store_base(hosts: SshHosts, tmp_path: Path, base: bytes) -> Path:
+    """The host stores `base` by a first upload (into run dir `a`): its workdir, whose
+    store then holds it and its manifest."""
+    work = tmp_path / "work"
+    ship(hosts, write_file(tmp_path / "base" / "train.jsonl", base), work / "a")
+    return work
+
+
 def leftovers(work: Path) -> list[str]:
     """Temporary files of ours left in the store or beside it."""
     return [p.name for d in (work / ".datasets", work / delta.CHUNKS_DIR) if d.exists()
@@ -89,9 +104,7 @@ def test_an_edited_dataset_sends_few_bytes_and_lands_identical(
                      + base[mid + 4000:],
            "append": base + jsonl(80 << 10, 2),
            "truncate": base[:len(base) - (1 << 20)]}[edit]
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     labels: list[str] = []
     shipped = ship(hosts, edited, work / "b", lambda label, done, total: labels.append(label))
     assert shipped.how == "delta" and shipped.digest == sha(new)
@@ -113,10 +126,7 @@ def test_an_edited_dataset_sends_few_bytes_and_lands_identical(
 def test_a_corrupted_stored_chunk_is_sent_again_and_the_result_is_right(
     hosts: SshHosts, tmp_path: Path, base: bytes,
 ) -> None:
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     # Rot bytes of the stored dataset all through (a bad disk, a hand edit): its manifest
     # still lists the chunks there. The run dir's link is the same file.
     stored = work / ".datasets" / sha(base)
@@ -125,9 +135,7 @@ def test_a_corrupted_stored_chunk_is_sent_again_and_the_result_is_right(
             f.seek(at)
             f.write(b"#")
     new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "delta"
     assert (work / "b" / "train.jsonl").read_bytes() == new
@@ -139,15 +147,10 @@ def test_a_corrupted_stored_chunk_is_sent_again_and_the_result_is_right(
 def test_a_cancel_mid_delta_publishes_nothing_and_leaves_no_temporary_file(
     hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path, base: bytes,
 ) -> None:
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     # Half the file new: a delta with megabytes to send, cancelled once some have gone.
     new = base[:len(base) // 2] + jsonl(len(base) // 2, 3)
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     (work / "b").mkdir()
     # A slow link: compressed, the new half is ~2 MB on the wire, which loopback sent
     # whole before the test could cancel it (seen in CI); at 8 Mbit/s it takes seconds.
@@ -191,16 +194,11 @@ def test_a_cancel_mid_delta_publishes_nothing_and_leaves_no_temporary_file(
 
 def test_two_deltas_sharing_chunks_at_once_both_land(hosts: SshHosts, tmp_path: Path,
                                                       base: bytes) -> None:
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     news = [base + jsonl(200 << 10, 4), base[:1 << 20] + b"\n" + base[1 << 20:]]
     paths = []
     for i, data in enumerate(news):
-        path = tmp_path / f"e{i}" / "train.jsonl"
-        path.parent.mkdir()
-        path.write_bytes(data)
+        path = write_file(tmp_path / f"e{i}" / "train.jsonl", data)
         paths.append(path)
         (work / f"b{i}").mkdir()
 
@@ -230,9 +228,7 @@ def test_a_disk_full_during_assembly_is_named_and_publishes_nothing(
         # The disk fills meanwhile: about 700 KiB left, half the new file.
         (work / "filler").write_bytes(b"\0" * ((4 << 20) - len(base) - (700 << 10)))
         new = base + jsonl(10 << 10, 6)
-        edited = tmp_path / "edited" / "train.jsonl"
-        edited.parent.mkdir()
-        edited.write_bytes(new)
+        edited = write_file(tmp_path / "edited" / "train.jsonl", new)
         store = str(work / ".datasets")
 
         async def go(conn: HostConnection) -> str:
@@ -252,13 +248,8 @@ def test_a_disk_full_during_assembly_is_named_and_publishes_nothing(
 def test_a_dataset_sharing_nothing_goes_whole_and_gets_its_manifest(
     hosts: SshHosts, tmp_path: Path, base: bytes,
 ) -> None:
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
-    other = tmp_path / "other" / "train.jsonl"
-    other.parent.mkdir()
-    other.write_bytes(jsonl(2 << 20, 7))
+    work = store_base(hosts, tmp_path, base)
+    other = write_file(tmp_path / "other" / "train.jsonl", jsonl(2 << 20, 7))
     shipped = ship(hosts, other, work / "b")
     assert shipped.how == "whole"
     assert (work / "b" / "train.jsonl").read_bytes() == other.read_bytes()
@@ -269,14 +260,9 @@ def test_a_dataset_sharing_nothing_goes_whole_and_gets_its_manifest(
 
 def test_a_manifest_never_outlives_its_dataset(hosts: SshHosts, tmp_path: Path,
                                               base: bytes) -> None:
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     (work / ".datasets" / sha(base)).unlink()  # removed by hand: nothing of ours removes one
-    small = tmp_path / "small" / "s.jsonl"
-    small.parent.mkdir()
-    small.write_bytes(b'{"text": "x"}\n')
+    small = write_file(tmp_path / "small" / "s.jsonl", b'{"text": "x"}\n')
     ship(hosts, small, work / "b")  # any later upload
     assert list((work / delta.CHUNKS_DIR).iterdir()) == []
 
@@ -290,9 +276,7 @@ def test_without_the_chunker_installed_uploads_go_whole_as_before(
     first = tmp_path / "train.jsonl"
     first.write_bytes(base)
     assert ship(hosts, first, work / "a").how == "whole"
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(base + b"\n")
+    edited = write_file(tmp_path / "edited" / "train.jsonl", base + b"\n")
     assert ship(hosts, edited, work / "b").how == "whole"
     assert (work / "b" / "train.jsonl").read_bytes() == base + b"\n"
     assert not (work / delta.CHUNKS_DIR).exists()
@@ -308,14 +292,9 @@ def test_keepalives_while_the_host_copies_are_passed_over(
     assert "\nKEEPALIVE = 2.0" in remote_sh.TRANSFER_PY
     monkeypatch.setattr(remote_sh, "TRANSFER_PY", remote_sh.TRANSFER_PY.replace(
         "\nKEEPALIVE = 2.0", "\nKEEPALIVE = -1.0"))
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     new = b'{"messages": []}\n' + base
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "delta"
     assert (work / "b" / "train.jsonl").read_bytes() == new
@@ -336,15 +315,10 @@ def test_a_host_slow_to_copy_before_the_sent_chunks_is_not_taken_for_a_stall(
                       '    path, off, length = where\n    time.sleep(0.03)\n')):
         assert old in program
         program = program.replace(old, new)
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     # About a hundred stored chunks to copy (3 s here), then 6 MiB that are new.
     new = base[:len(base) - 1000] + b'{"messages": []}\n' + jsonl(6 << 20, 8)
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
     monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
     shipped = ship(hosts, edited, work / "b")
@@ -366,17 +340,12 @@ def test_a_host_slow_to_hash_the_file_again_after_a_resend_is_not_taken_for_a_st
                       "            while off < size:\n                time.sleep(0.3)\n")):
         assert program.count(old) == 1, old
         program = program.replace(old, new)
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     with (work / ".datasets" / sha(base)).open("r+b") as f:  # one stored chunk rots
         f.seek(1 << 20)
         f.write(b"#")
     new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
     monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
     shipped = ship(hosts, edited, work / "b")
@@ -388,14 +357,9 @@ def test_the_missing_chunks_go_compressed_over_a_slow_link(
     hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path, base: bytes,
 ) -> None:
     """The chunks travel as the transfer's blocks: JSONL shrinks on a 50 Mbit/s link."""
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     new = base + jsonl(1 << 20, 8)
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     link = throttled("gpu", rate_mbit=50)
     totals: list[int] = []
 
@@ -425,19 +389,14 @@ def test_a_dataset_of_more_chunks_than_a_list_may_hold_goes_whole(
     manifest that a later delta could not use either."""
     from rtrain_tui.core.host import remote_sh, transfer_program
 
-    work = tmp_path / "work"
-    first = tmp_path / "train.jsonl"
-    first.write_bytes(base)
-    ship(hosts, first, work / "a")
+    work = store_base(hosts, tmp_path, base)
     # Here the limit is 50 chunks, the file about a hundred.
     assert "\nMAX_CHUNKS = 1 << 22 " in remote_sh.TRANSFER_PY
     monkeypatch.setattr(remote_sh, "TRANSFER_PY", remote_sh.TRANSFER_PY.replace(
         "\nMAX_CHUNKS = 1 << 22 ", "\nMAX_CHUNKS = 50 "))
     monkeypatch.setattr(transfer_program, "MAX_CHUNKS", 50)
     new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     assert len(delta.chunk_file(edited).lengths) > 50
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "whole"
@@ -467,14 +426,10 @@ def test_a_file_unreadable_while_it_is_cut_is_one_clear_error_or_no_manifest(
     assert not (work / delta.CHUNKS_DIR).exists()
 
     monkeypatch.setattr(delta, "chunk_file", real)
-    second = tmp_path / "second" / "train.jsonl"
-    second.parent.mkdir()
-    second.write_bytes(jsonl(2 << 20, 9))
+    second = write_file(tmp_path / "second" / "train.jsonl", jsonl(2 << 20, 9))
     ship(hosts, second, work / "c")  # a whole upload that writes its manifest
     monkeypatch.setattr(delta, "chunk_file", failing)
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(base + b"\n")
+    edited = write_file(tmp_path / "edited" / "train.jsonl", base + b"\n")
     with pytest.raises(RemoteError) as caught:
         ship(hosts, edited, work / "b")
     assert str(caught.value) == f"cannot read {edited}: Input/output error"
@@ -527,9 +482,7 @@ def test_a_host_slow_to_read_its_manifests_is_not_taken_for_a_stall(
 
     work = tmp_path / "work"
     for i, data in enumerate([base, jsonl(2 << 20, 9), jsonl(2 << 20, 10)]):
-        path = tmp_path / f"d{i}" / "train.jsonl"
-        path.parent.mkdir()
-        path.write_bytes(data)
+        path = write_file(tmp_path / f"d{i}" / "train.jsonl", data)
         ship(hosts, path, work / f"a{i}")
     assert len(list((work / delta.CHUNKS_DIR).iterdir())) == 3
     program = remote_sh.TRANSFER_PY
@@ -541,9 +494,7 @@ def test_a_host_slow_to_read_its_manifests_is_not_taken_for_a_stall(
     monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
     monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
     new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
-    edited = tmp_path / "edited" / "train.jsonl"
-    edited.parent.mkdir()
-    edited.write_bytes(new)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "delta"
     assert (work / "b" / "train.jsonl").read_bytes() == new
