@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
 from rtrain_tui.core.logs import retry_rule
-from tests.conftest import write_config
 from tests.notify_receiver import Receiver
 from tests.sshd import SshHosts
 from tests.test_tui import SIZE, notifications, tui, until
+from tests.test_tui_stall import start_hung_run
 
 
 def test_the_apps_refresh_sends_a_stall_once_and_a_refusing_url_is_one_toast(
@@ -27,14 +26,7 @@ def test_the_apps_refresh_sends_a_stall_once_and_a_refusing_url_is_one_toast(
     config_toml.write_text(f'[notify]\non_host = false\nurls = ["{receiver.url()}", "json://127.0.0.1:9/{secret}"]\n')
     workdir = str(tmp_path / "work")
 
-    async def start() -> None:
-        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
-        config = write_config(tmp_path / "hung.yaml", steps=100, step_seconds=0.05, hang_at=3)
-        await engine.start(StartRequest("gpu", config, run_id="hung", workdir=workdir, gpus=0,
-                                        stall_after_s=3))
-        await engine.close()
-
-    asyncio.run(start())
+    start_hung_run(hosts, tmp_path, "hung", workdir)
 
     async def go() -> None:
         app = tui(hosts, tmp_path, poll_runs=True)

@@ -20,19 +20,25 @@ from tests.test_resume_sshd import marked, wait_for
 from tests.test_tui import SIZE, notifications, screen_text, tui, until
 
 
+def start_hung_run(hosts: SshHosts, tmp_path: Path, run_id: str, workdir: str,
+                   on_stall: str = "warn") -> None:
+    """Start, and leave, a run whose trainer hangs silently at step 3 (stall after 3 s)."""
+    async def start() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        config = write_config(tmp_path / "hung.yaml", steps=100, step_seconds=0.05, hang_at=3)
+        await engine.start(StartRequest("gpu", config, run_id=run_id, workdir=workdir, gpus=0,
+                                        stall_after_s=3, on_stall=on_stall))
+        await engine.close()
+
+    asyncio.run(start())
+
+
 def test_a_stalled_run_keeps_running_with_a_warning_and_one_toast(
         hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(retry_rule.STALL_CHECK_ENV, "0.2")
     workdir = str(tmp_path / "work")
 
-    async def start() -> None:
-        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
-        config = write_config(tmp_path / "hung.yaml", steps=100, step_seconds=0.05, hang_at=3)
-        await engine.start(StartRequest("gpu", config, run_id="hung", workdir=workdir, gpus=0,
-                                        stall_after_s=3))
-        await engine.close()
-
-    asyncio.run(start())
+    start_hung_run(hosts, tmp_path, "hung", workdir)
 
     async def go() -> None:
         app = tui(hosts, tmp_path, poll_runs=True)
@@ -65,14 +71,7 @@ def test_a_run_its_watchdog_stopped_reads_stopped_with_the_stall_and_no_stall_to
     monkeypatch.setenv(retry_rule.STALL_CHECK_ENV, "0.2")
     workdir = str(tmp_path / "work")
 
-    async def start() -> None:
-        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
-        config = write_config(tmp_path / "hung.yaml", steps=100, step_seconds=0.05, hang_at=3)
-        await engine.start(StartRequest("gpu", config, run_id="hs", workdir=workdir, gpus=0,
-                                        stall_after_s=3, on_stall="stop"))
-        await engine.close()
-
-    asyncio.run(start())
+    start_hung_run(hosts, tmp_path, "hs", workdir, on_stall="stop")
     wait_for("the watchdog's stop", lambda: (Path(workdir) / "hs" / "status").exists(), timeout=30)
 
     async def go() -> None:
