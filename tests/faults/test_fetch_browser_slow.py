@@ -74,9 +74,12 @@ def test_a_fetch_asked_for_while_loading_fetches_the_adapter_and_the_folder_is_r
     async def again() -> None:  # a new session remembers it too
         app = tui()
         async with app.run_test(size=SIZE) as pilot:
+            # On a loaded machine one pause did not see the browser open (CI): `f` acts on
+            # the selected row, so wait for the row, then for the browser.
+            await until(pilot, lambda: app.runs_table.row_count > 0, "the run's row")
             app.runs_table.focus()
             await pilot.press("f")
-            await pilot.pause()
+            await until(pilot, lambda: isinstance(app.screen, FetchScreen), "the fetch browser")
             assert app.screen.query_one("#dest").value == str(elsewhere)  # type: ignore[attr-defined]
 
     asyncio.run(again())
