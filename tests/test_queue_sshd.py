@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -181,12 +182,24 @@ def test_start_queue_follows_the_run_through_its_wait_to_its_end(
     config = write_config(tmp_path / "c.yaml", steps=3, step_seconds=0.05)
     p = cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "followed",
                   "--queue")
+    # The start follows the run and says why it waits once its own look at the host
+    # sees the reason: free the GPUs only after that (CI freed them before that look).
+    said: list[str] = []
+    printed: list[str] = []
+    readers = [threading.Thread(target=lambda: said.extend(p.stderr or ()), daemon=True),
+               threading.Thread(target=lambda: printed.extend(p.stdout or ()), daemon=True)]
+    for reader in readers:
+        reader.start()
     wait_for("it to wait", lambda: Path(workdir, "followed", "queued").exists())
     listed = json.loads(cli("runs", "--refresh", "--json").out)
     assert [r["state"] for r in listed if r["run_id"] == "followed"] == ["queued"]
     assert "queued" in cli("runs").out
+    wait_for("the start to say why it waits", lambda: any("97% busy" in line for line in said))
     gpus(IDLE)
-    out, err = p.communicate(timeout=60)
+    p.wait(timeout=60)
+    for reader in readers:
+        reader.join(timeout=10)
+    out, err = "".join(printed), "".join(said)
     assert p.returncode == 0, err
     assert "followed is queued on gpu (waiting for 1 free GPU(s): GPU 0: 97% busy" in err
     assert "followed left the queue on gpu" in err
