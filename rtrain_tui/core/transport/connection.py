@@ -49,13 +49,16 @@ from rtrain_tui.core.errors import (
     UnreachableError,
     ValidationError,
 )
+from rtrain_tui.core.transport import ssh_import
 from rtrain_tui.core.transport.bounded import bounded
 
 if TYPE_CHECKING:
     import asyncssh
 
 # asyncssh (and the cryptography it loads) is imported on first use, not at import time:
-# it is a third of the TUI's start-up, and the first frame needs no connection.
+# it is a third of the TUI's start-up, and the first frame needs no connection. That
+# first use runs no C compiler looking for liboqs (ssh_import.py says why).
+ssh_import.install()
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE = 15

@@ -1,0 +1,52 @@
+"""asyncssh's first import runs no C compiler (core/transport/ssh_import.py)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# In a process of its own: asyncssh is imported once per process. A `gcc`, `cc` and `ld`
+# on the PATH that only record that they ran stand in for the real ones (ctypes.util
+# finds them by name); the ldconfig cache is /sbin/ldconfig's and is read as before.
+FIRST_IMPORT = """
+import ctypes.util, json, sys
+original = ctypes.util.find_library
+import rtrain_tui.core.transport.connection
+import asyncssh
+pq = sys.modules["asyncssh.crypto.pq"]
+print(json.dumps({"restored": ctypes.util.find_library is original,
+                  "mlkem": pq.mlkem_available, "connect": callable(asyncssh.connect)}))
+"""
+
+
+def test_asyncssh_first_import_through_the_connection_module_runs_no_compiler(
+        tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("gcc", "cc", "ld"):
+        stand_in = bin_dir / tool
+        stand_in.write_text(f"#!/bin/sh\necho {tool} >> {ran}\nexit 1\n")
+        stand_in.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+    out = subprocess.run([sys.executable, "-c", FIRST_IMPORT], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert not ran.exists(), f"ran: {ran.read_text().split()}"
+    # asyncssh works as before: ML-KEM from cryptography, and find_library is put back.
+    assert json.loads(out) == {"restored": True, "mlkem": True, "connect": True}
+
+
+def test_without_the_finder_asyncssh_would_run_the_compiler(tmp_path: Path) -> None:
+    """The stand-ins are what the first test relies on: asyncssh imported on its own does
+    call them here (no liboqs in the ldconfig cache), so their silence above is ours."""
+    ran = tmp_path / "ran"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("gcc", "cc", "ld"):
+        stand_in = bin_dir / tool
+        stand_in.write_text(f"#!/bin/sh\necho {tool} >> {ran}\nexit 1\n")
+        stand_in.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+    subprocess.run([sys.executable, "-c", "import asyncssh"], env=env, check=True)
+    assert ran.exists() and "gcc" in ran.read_text().split()
