@@ -413,8 +413,8 @@ def test_a_file_unreadable_while_it_is_cut_is_one_clear_error_or_no_manifest(
     built: a RemoteError naming the file, never an OSError's traceback."""
     real = delta.chunk_file
 
-    def failing(path: Path, whole: bool = True) -> delta.Chunks:
-        real(path, whole)
+    def failing(path: Path, whole: bool = True, cut: delta.Cut | None = None) -> delta.Chunks:
+        real(path, whole, cut)
         raise OSError(5, "Input/output error", str(path))
 
     monkeypatch.setattr(delta, "chunk_file", failing)
@@ -449,9 +449,9 @@ def test_a_first_upload_is_stored_before_its_chunking_ends(
     stored = threading.Event()
     held: list[bool] = []
 
-    def slow(path: Path, whole: bool = True) -> delta.Chunks:
+    def slow(path: Path, whole: bool = True, cut: delta.Cut | None = None) -> delta.Chunks:
         held.append(stored.wait(GIVE_UP_S))  # False: the store waited for the cut
-        return real(path, whole)
+        return real(path, whole, cut)
 
     monkeypatch.setattr(delta, "chunk_file", slow)
     work = tmp_path / "work"
@@ -497,4 +497,58 @@ def test_a_host_slow_to_read_its_manifests_is_not_taken_for_a_stall(
     edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "delta"
+    assert (work / "b" / "train.jsonl").read_bytes() == new
+
+
+def upload_via(link: Throttled, local: Path, run_dir: Path) -> delta.Shipped:
+    """ship_dataset through `link` (a connection of its own), settled."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    async def main() -> delta.Shipped:
+        conn = HostConnection(link.alias, link.ssh_config)
+        try:
+            return await transfer.ship_dataset(conn, None, local, str(run_dir))
+        finally:
+            await conn.close()
+    return asyncio.run(main())
+
+
+def test_a_first_upload_faster_than_its_cut_writes_no_manifest_and_leaves_no_thread(
+    hosts: SshHosts, tmp_path: Path, base: bytes, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a link as fast as this machine's CPUs the manifest's cut would take the
+    upload's CPU: it is given up. Here every measured link counts as that fast (the
+    share of a core the cut may take is 0), and the rule applies from 1 MiB. The
+    dataset lands verified; no manifest, so the next upload of an edit goes whole."""
+    import threading
+
+    monkeypatch.setattr(delta, "CUT_ALWAYS", 1 << 20)
+    monkeypatch.setattr(delta, "CUT_SHARE", 0.0)
+    work = tmp_path / "work"
+    first = write_file(tmp_path / "base" / "train.jsonl", base)
+    shipped = ship(hosts, first, work / "a")
+    assert shipped.how == "whole" and (work / "a" / "train.jsonl").read_bytes() == base
+    assert not (work / delta.CHUNKS_DIR).exists()
+    assert [t for t in threading.enumerate() if t.name == "rtrain-cut"] == []
+    edited = write_file(tmp_path / "edited" / "train.jsonl", base + b"\n")
+    assert ship(hosts, edited, work / "b").how == "whole"
+    assert (work / "b" / "train.jsonl").read_bytes() == base + b"\n"
+
+
+def test_a_first_upload_over_a_slow_link_is_cut_so_an_edit_later_goes_as_a_delta(
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path, base: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cut that a fast link gives up keeps up with a slow one (20 Mbit/s: a small
+    share of a core, whatever the load), so the edit goes as a delta over it."""
+    monkeypatch.setattr(delta, "CUT_ALWAYS", 1 << 20)  # the rule applies to this file
+    link = throttled("gpu", rate_mbit=20)
+    work = tmp_path / "work"
+    first = write_file(tmp_path / "base" / "train.jsonl", base)
+    assert upload_via(link, first, work / "a").how == "whole"
+    assert [p.name for p in (work / delta.CHUNKS_DIR).iterdir()] == [sha(base)]
+    new = base[:len(base) // 2] + b'{"messages": []}\n' + base[len(base) // 2:]
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
+    shipped = upload_via(link, edited, work / "b")
+    assert shipped.how == "delta" and shipped.wire < 0.03 * len(new)
     assert (work / "b" / "train.jsonl").read_bytes() == new

@@ -57,6 +57,35 @@ def test_chunks_tile_the_file_and_hash_each_piece_and_the_whole(tmp_path: Path) 
     assert [hashlib.sha256(p).digest() for p in pieces] == list(c.digests)
 
 
+def test_an_upload_outruns_its_cut_only_when_keeping_up_takes_a_share_of_a_core() -> None:
+    """A first upload's manifest cut is given up on a link as fast as the CPUs (here a
+    cut of 1 GB per CPU second: loopback's 500 MB/s would take half a core), kept on a
+    gigabit LAN and anything slower, and kept while the link is not measured yet."""
+    speed = 1e9
+    assert delta.outran(500e6, speed)
+    assert not delta.outran(115e6, speed)  # 1 GbE
+    assert not delta.outran(12.5e6, speed)  # 100 Mbit/s
+    assert not delta.outran(None, speed)
+    assert delta.outran(delta.CUT_SHARE * speed * 1.01, speed)
+    assert not delta.outran(delta.CUT_SHARE * speed * 0.99, speed)
+
+
+def test_a_stopped_cut_ends_early_with_stopped(tmp_path: Path) -> None:
+    """chunk_file asks its Cut every SAMPLE bytes and stops at the first no."""
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(3 * delta.SAMPLE))
+    asked: list[int] = []
+
+    class Once:
+        def keep(self, cut: int, cpu: float) -> bool:
+            asked.append(cut)
+            return len(asked) < 2
+
+    with pytest.raises(delta.Stopped):
+        delta.chunk_file(path, False, Once())  # type: ignore[arg-type]
+    assert len(asked) == 2 and delta.SAMPLE <= asked[1] < 2 * delta.SAMPLE + delta.MAX
+
+
 @pytest.mark.parametrize("edit", ["middle", "append", "truncate", "insert"])
 def test_an_edit_changes_only_the_chunks_near_it(tmp_path: Path, edit: str) -> None:
     base = text(4 << 20, 2)

@@ -15,7 +15,9 @@ When the host has no manifest at all (its first upload, or a store from before d
 uploads), the file goes whole, as before (transfer._stream_upload, through the system
 `ssh` when big), and is chunked meanwhile in a thread so its manifest is written after:
 the next upload can be a delta (through the host's long-lived shell: a channel of its own
-cost 0.15-0.3 s). So is a dataset that shares no chunk with the host's. The end of that
+cost 0.15-0.3 s). So is a dataset that shares no chunk with the host's. On a link as fast
+as this machine's CPUs that cut is given up (Cut): it took the upload's CPU, and there a
+delta would save little. The end of that
 chunking and the write are left under way when the upload returns (`Shipped.manifest`):
 placing the dataset and the launch go on beside them (the write took 0.12-0.13 s of a
 start's critical path), and whoever shipped waits for them before it is done.
@@ -36,6 +38,7 @@ import logging
 import os
 import posixpath
 import struct
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -56,6 +59,14 @@ MAX = 256 << 10
 # Smaller datasets go whole and get no manifest: their delta would save little, and
 # chunking them first would cost a start more than it saves.
 DELTA_FROM = 1 << 20
+# A first upload's cut (Cut): below CUT_ALWAYS bytes it always runs (~30 ms of CPU
+# here); above, it stops when keeping up with the upload would take more than CUT_SHARE
+# of a core (the upload's rate known after RATE_AFTER seconds; the cut's own speed
+# measured on SAMPLE bytes, and the question asked again every SAMPLE bytes).
+CUT_ALWAYS = 32 << 20
+CUT_SHARE = 0.15
+RATE_AFTER = 0.25
+SAMPLE = 4 << 20
 CHUNKS_DIR = ".dataset-chunks"  # beside `.datasets/` in the workdir
 _REC = transfer_program.REC  # one chunk in a delta's list: >I length, then its SHA-256
 log = logging.getLogger(__name__)
@@ -78,20 +89,115 @@ class Chunks:
         return out
 
 
-def chunk_file(path: Path, whole: bool = True) -> Chunks:
+class Stopped(Exception):
+    """A cut given up before its end (`Cut.stop`)."""
+
+
+class Cut:
+    """A first upload's cut for its manifest, in a thread beside the upload, given up
+    when the upload is as fast as this machine's CPUs.
+
+    The manifest pays for itself only on a link slower than the cut: there a later
+    upload of an edited file goes as a delta, and the cut runs on CPU the upload leaves
+    idle. On a link as fast as the CPUs (loopback, a 10 GbE LAN) cutting and hashing
+    every chunk took a second of CPU per GiB from the upload (the 1 GiB loopback upload:
+    1.19× `scp` with it, 1.10× without, on 2 cores), and a delta would save that link
+    little: the host hashes every chunk it copies, as it hashes the bytes it receives.
+    So, past CUT_ALWAYS bytes, the cut measures its own speed on the first SAMPLE bytes
+    and waits until the upload's rate is known (`sent`, RATE_AFTER seconds of it, or its
+    end); if keeping up would take more than CUT_SHARE of a core, it stops (Stopped: no
+    manifest), else it goes on to the end. A nice'd thread was tried: it still found
+    idle CPU to take, and the upload still paid (1.17× `scp`).
+
+    `sent(n)`: the upload's bytes so far (from the event loop); `stop()`: give up."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.size = size
+        self.stopped = False
+        self._first: tuple[float, int] | None = None  # (when, bytes) of the first sent
+        self._last: tuple[float, int] | None = None
+        self._known = threading.Event()  # the upload's rate is known, or the cut stopped
+        loop = asyncio.get_running_loop()
+        self.result: asyncio.Future[Chunks] = loop.create_future()
+        threading.Thread(target=self._run, args=(path, loop), name="rtrain-cut",
+                         daemon=True).start()
+
+    def sent(self, n: int, done: bool = False) -> None:
+        """The upload has sent `n` bytes (`done`: all it will)."""
+        now = time.monotonic()
+        if self._first is None:
+            if n:
+                self._first = (now, n)
+        else:
+            self._last = (now, n)
+        if done or (self._first is not None and now - self._first[0] >= RATE_AFTER):
+            self._known.set()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._known.set()
+
+    def rate(self) -> float | None:
+        """The upload's bytes per second, once measured."""
+        if self._first is None or self._last is None or self._last[0] <= self._first[0]:
+            return None
+        return (self._last[1] - self._first[1]) / (self._last[0] - self._first[0])
+
+    def keep(self, cut: int, cpu: float) -> bool:
+        """Whether to cut on, `cut` bytes having taken `cpu` seconds of this thread."""
+        if self.stopped:
+            return False
+        if self.size < CUT_ALWAYS or cut < SAMPLE:
+            return True
+        self._known.wait()
+        return not self.stopped and not outran(self.rate(), cut / max(cpu, 1e-6))
+
+    def _run(self, path: Path, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            outcome: Chunks | BaseException = chunk_file(path, False, self)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting side
+            outcome = exc
+        try:
+            loop.call_soon_threadsafe(self._settle, outcome)
+        except RuntimeError:  # the loop is closed: nobody waits for it any more
+            pass
+
+    def _settle(self, outcome: Chunks | BaseException) -> None:
+        if self.result.done():
+            return
+        if isinstance(outcome, BaseException):
+            self.result.set_exception(outcome)
+        else:
+            self.result.set_result(outcome)
+
+
+def outran(upload_rate: float | None, cut_speed: float) -> bool:
+    """Whether an upload of `upload_rate` bytes/s outruns a cut of `cut_speed` bytes per
+    CPU second: keeping up would take more than CUT_SHARE of a core. Unknown: no."""
+    return upload_rate is not None and upload_rate > CUT_SHARE * cut_speed
+
+
+def chunk_file(path: Path, whole: bool = True, cut: Cut | None = None) -> Chunks:
     """Cut `path` into chunks, hashing each (and the whole file unless `whole` is False),
-    in one pass and bounded memory. Runs in a thread: cutting and hashing release the GIL."""
+    in one pass and bounded memory. Runs in a thread: cutting and hashing release the GIL.
+    `cut`: asked now and then whether to go on (Cut.keep), else Stopped."""
     from pyfastcdc import FastCDC
 
     lengths: list[int] = []
     digests: list[bytes] = []
     h = hashlib.sha256()
+    done, ask, began = 0, 0, time.thread_time()
     with path.open("rb") as f:
         for chunk in FastCDC(AVG, min_size=MIN, max_size=MAX).cut_stream(f):
             lengths.append(chunk.length)
             digests.append(hashlib.sha256(chunk.data).digest())
             if whole:
                 h.update(chunk.data)
+            done += chunk.length
+            if cut is not None and done >= ask:
+                if not cut.keep(done, time.thread_time() - began):
+                    raise Stopped
+                ask = done + SAMPLE
     return Chunks(sum(lengths), h.hexdigest() if whole else "", tuple(lengths), tuple(digests))
 
 
@@ -185,7 +291,8 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         return Shipped(digest, "whole", size)
     if manifests:
         # Cut while the host program starts (a login, a Python: round trips on a far link).
-        cutting = asyncio.ensure_future(asyncio.to_thread(chunk_file, local))
+        cutting: asyncio.Future[Chunks] = asyncio.ensure_future(
+            asyncio.to_thread(chunk_file, local))
         try:
             wire = await _delta(conn, local, store, chunks_dir, size, cutting, progress, python,
                                 workdir)
@@ -198,32 +305,47 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         if wire is not None:
             return Shipped(chunks.digest, "delta", wire)
         digest = await transfer._stream_upload(conn, local, store, size, progress, python, workdir)
+        stop: Callable[[], None] | None = None
     else:
-        # Cut while the bytes go: the thread reads the file a second time (from the page
-        # cache) and costs the upload nothing on a link slower than the disk.
-        cutting = asyncio.ensure_future(asyncio.to_thread(chunk_file, local, False))
+        # Cut while the bytes go (Cut: unless the link is as fast as this machine).
+        cut = Cut(local, size)
+
+        def counted(label: str, done: int, total: int) -> None:
+            cut.sent(done)
+            if progress:
+                progress(label, done, total)
         try:
-            digest = await transfer._stream_upload(conn, local, store, size, progress, python,
+            digest = await transfer._stream_upload(conn, local, store, size, counted, python,
                                                    workdir)
         except BaseException:
-            await asyncio.wait({cutting})  # never leave the thread reading behind a failure
+            cut.stop()
+            await asyncio.wait({cut.result})  # never leave the thread reading behind a failure
             raise
+        cut.sent(size, done=True)
+        cutting, stop = cut.result, cut.stop
     # The bytes are there, verified: the cut's end (on a fast link it can trail the
     # upload) and the manifest's write are left under way, beside what the start does next.
-    writing = asyncio.ensure_future(_manifest_when_cut(conn, chunks_dir, cutting, size, digest))
+    writing = asyncio.ensure_future(_manifest_when_cut(conn, chunks_dir, cutting, size, digest,
+                                                       stop))
     return Shipped(digest, "whole", size, writing)
 
 
 async def _manifest_when_cut(conn: HostConnection, chunks_dir: str,
-                             cutting: asyncio.Future[Chunks], size: int, digest: str) -> None:
+                             cutting: asyncio.Future[Chunks], size: int, digest: str,
+                             stop: Callable[[], None] | None = None) -> None:
     """Once `cutting` has the file's chunks, write their manifest (best effort, as
-    _write_manifest). Cancelled, it still waits for the cutting thread, so none is left
-    reading the file behind a command that is ending."""
+    _write_manifest). Cancelled, it stops the cut (`stop`) and still waits for the
+    cutting thread, so none is left reading the file behind a command that is ending."""
     try:
         chunks = await asyncio.shield(cutting)
     except asyncio.CancelledError:
+        if stop is not None:
+            stop()
         await asyncio.wait({cutting})
         raise
+    except Stopped:  # given up: the upload outran it
+        log.debug("%s: no manifest of %s: the upload outran its cut", conn.alias, digest)
+        return
     except OSError as exc:  # only the manifest is lost
         log.debug("%s: manifest of %s not cut: %s", conn.alias, digest, exc)
         return
