@@ -441,12 +441,26 @@ def run(hosts: SshHosts, proxy: ProxyProcess, root: Path, sizes: Sizes, wanted: 
         setup.append(f"1% edit: {rewritten:,} bytes of records "
                      f"({rewritten / jsonl.stat().st_size:.1%}) rewritten in 10 places.")
 
+        seeded = root / "seeded"  # the host's store after the original's upload, kept
+
         def host_has_original_ours() -> None:
             clear_uploads()
-            # The original, uploaded by rtrain-tui itself (untimed, loopback): whatever it
-            # keeps on the host for a later delta (its store, its chunks) is there.
-            subprocess.run(ours_command("upload", base, "gpu", jsonl, work / "seed"), env=env,
-                           check=True, capture_output=True, cwd=ROOT)
+            # The original, uploaded by rtrain-tui itself (untimed) over the same link as
+            # the edit: whatever it keeps on the host for a later delta (its store, its
+            # chunks) is there. (Over loopback it keeps no chunks: delta.Cut.) Uploaded
+            # once; later runs get its store back as hard links.
+            from rtrain_tui.core.transfers.delta import CHUNKS_DIR
+
+            kept = (".datasets", CHUNKS_DIR)
+            if not seeded.exists():
+                subprocess.run(ours_command("upload", cfg, WAN, jsonl, work / "seed"),
+                               env=env, check=True, capture_output=True, cwd=ROOT)
+                for name in kept:
+                    shutil.copytree(work / name, seeded / name, copy_function=os.link)
+                return
+            for name in kept:
+                shutil.rmtree(work / name, ignore_errors=True)
+                shutil.copytree(seeded / name, work / name, copy_function=os.link)
 
         def host_has_original_rsync() -> None:
             clear_uploads()
