@@ -137,9 +137,68 @@ def test_the_link_is_measured_only_from_writes_that_waited() -> None:
     for _ in range(64):
         enc.sent(tp.BLOCK, 0.00001)  # into an empty buffer: says nothing of the link
     assert enc.link() is None and enc.wire == 64 * tp.BLOCK
-    for _ in range(4):
-        enc.sent(tp.BLOCK, 0.5)
+    for i in range(1, 5):
+        enc.sent(tp.BLOCK, 0.5, now=0.5 * i)
     assert enc.link() == pytest.approx(2 * tp.BLOCK, rel=0.01)
+
+
+def test_the_link_drains_for_the_whole_time_between_two_waits_not_only_during_them() -> None:
+    # 100 Mbit/s: a 270 KB block drains in 21.6 ms; compressing the next one takes 16 ms,
+    # so each write waits only the last 5.6 ms. The waits alone read 48 MB/s.
+    enc = tp.Encoder(tp.ZSTD, None)
+    for i in range(1, 30):
+        enc.sent(270_000, 0.0056, now=0.0216 * i)
+    assert enc.link() == pytest.approx(12.5e6, rel=0.01)
+
+
+def test_a_write_that_did_not_wait_breaks_the_measure_the_buffers_may_have_drained() -> None:
+    enc = tp.Encoder(tp.ZSTD, None)
+    for i in range(1, 30):  # wait, then one that did not, then a wait a second later
+        enc.sent(270_000, 0.01, now=2.0 * i)
+        enc.sent(270_000, 0.00001, now=2.0 * i + 0.5)
+        enc.sent(270_000, 0.01, now=2.0 * i + 1.5)
+    assert enc.link() is None  # no two waits in a row: nothing measured
+
+
+def test_the_short_waits_while_the_buffers_fill_do_not_measure_the_link() -> None:
+    enc = tp.Encoder(tp.ZSTD, None)
+    for i in range(1, 100):  # ssh takes each block within a millisecond: no link in sight
+        enc.sent(300_000, 0.0008, now=0.004 * i)
+    assert enc.link() is None
+    for i in range(1, 30):  # then the buffers are full: the link's 12.5 MB/s
+        enc.sent(300_000, 0.015, now=1.0 + 0.024 * i)
+    assert enc.link() == pytest.approx(12.5e6, rel=0.01)
+
+
+def test_each_link_gets_its_level() -> None:
+    # The chat JSONL's fastest level here: 3.34x (0.3 of its size) at 390 MB/s.
+    ratio, speed = 0.3, 390e6
+    assert tp.choose(ZSTD_LEVELS, 2.5e6, ratio, speed) == 12  # 20 Mbit/s
+    assert tp.choose(ZSTD_LEVELS, 12.5e6, ratio, speed) == 9  # 100 Mbit/s: 9 keeps up
+    # The CPU shared, level 1 at 200 MB/s: 9 would make 33 MB/s, under what 100 Mbit/s
+    # takes of this data (42 MB/s), so a faster level; 12 still fits 20 Mbit/s.
+    assert tp.choose(ZSTD_LEVELS, 12.5e6, ratio, 200e6) == 6
+    assert tp.choose(ZSTD_LEVELS, 2.5e6, ratio, 200e6) == 12
+    assert tp.choose(ZSTD_LEVELS, 1e6, ratio, speed) == 16  # 8 Mbit/s: 16's 4 MB/s is enough
+    assert tp.choose(ZSTD_LEVELS, 100e6, ratio, speed) == 1  # 800 Mbit/s: CPUs compete
+    # zlib's fastest: 2.83x at 134 MB/s.
+    assert tp.choose(ZLIB_LEVELS, 2.5e6, 0.35, 134e6) == 9
+    assert tp.choose(ZLIB_LEVELS, 12.5e6, 0.35, 134e6) == 4
+
+
+def test_once_the_link_is_measured_a_compressor_slower_than_it_never_goes_raw_to_probe() -> None:
+    enc = codec.encoder_for(codec.HostCodecs((tp.ZSTD,)), "train.jsonl")
+    text = os.urandom(tp.BLOCK // 2).hex().encode()  # shrinks to about half
+    for i in range(1, 20):  # a 12.5 MB/s link measured
+        enc.sent(1_250_000, 0.05, now=0.1 * i)
+    assert enc.link() == pytest.approx(12.5e6, rel=0.01)
+    for _ in range(64):  # then the compressor falls behind: no write waits any more
+        kind, payload = enc.encode(text)
+        enc.sent(tp.HEAD.size + len(payload), 0.0)
+        if enc.unwaited >= tp.PROBE:
+            break
+    assert enc.unwaited >= tp.PROBE
+    assert enc.encode(text)[0] == tp.ZSTD and not enc.probed and enc.level is not None
 
 
 # -- greeting and decoding -----------------------------------------------------------

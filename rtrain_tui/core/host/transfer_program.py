@@ -610,13 +610,16 @@ SHRINK = 0.9  # compressed must be at most this share of raw to be sent, or to b
 # little (a piece at the fastest level), and a link first taken for fast (its buffers
 # filling) or data that changes is noticed within half a second.
 RECHECK, RECHECK_S = 32 << 20, 0.5
-# (level, its speed, its wire size), relative to the codec's fastest level: priors from
-# zstd's and zlib's published benchmarks on text; the fastest level's are measured on the
-# data itself, the others scaled from it.
+# (level, its speed, its wire size), relative to the codec's fastest level: priors measured
+# on chat JSONL in 1 MiB blocks (tests/benchmarks/wan.py's data; zstd 1: 3.34x at 390 MB/s,
+# 9: 3.76x at 64 MB/s, 12: 3.85x at 35 MB/s, 16: 4.21x at 4.4 MB/s; zlib 1: 2.83x at
+# 134 MB/s, 6: 3.43x at 28 MB/s); the fastest level's are measured on the data itself,
+# the others scaled from it. A level that compresses no smaller than a faster one is left
+# out (zstd 11 is 12's twin, 14-15 barely beat 13).
 LEVELS = {
-    ZSTD: ((1, 1.0, 1.0), (3, 0.6, 0.92), (6, 0.3, 0.86), (9, 0.18, 0.83), (13, 0.06, 0.8),
-           (19, 0.012, 0.74)),
-    ZLIB: ((1, 1.0, 1.0), (6, 0.35, 0.88), (9, 0.15, 0.86)),
+    ZSTD: ((1, 1.0, 1.0), (3, 0.75, 0.94), (6, 0.27, 0.905), (9, 0.165, 0.887),
+           (12, 0.09, 0.867), (13, 0.023, 0.849), (16, 0.011, 0.793), (19, 0.009, 0.784)),
+    ZLIB: ((1, 1.0, 1.0), (4, 0.64, 0.88), (6, 0.21, 0.82), (9, 0.12, 0.815)),
 }
 # By name: data already compressed (or weights, which barely shrink) is sent raw untried.
 SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx", ".h5",
@@ -624,11 +627,14 @@ SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx
                  ".parquet", ".npz", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4",
                  ".mp3", ".wav", ".flac")
 BLOCKED = 0.0002  # a write that took longer than this waited for the link
+# A write that waited this long found the buffers to the link full: the link's measure
+# starts there. (While they fill, the first writes wait 0.3-0.9 ms for `ssh` to take
+# them, and measured a 100 Mbit/s link at 18 MB/s.)
+FULL_WAIT = 0.002
 # A "link" faster than this (bytes/s, 256 Mbit/s) may well be CPUs: ssh's cipher and the
 # host's hashing (on this 2-core machine, loaded, loopback measures 40-150 MB/s), which a
 # compressor, and the host's decoder (DECODE: its share of the compressor's time), take
-# from rather than run beside. (Waits measure a link a little fast: 100 Mbit/s read as
-# 20 MB/s, its buffers absorbing part of each write.)
+# from rather than run beside.
 FAST_LINK, DECODE = 32e6, 0.5
 # Wire bytes sent compressed without one write having to wait: the link takes what we make
 # faster than we make it, so we go raw a while to learn its speed (on loopback, 16 MiB
@@ -734,6 +740,9 @@ class Encoder:
         self.level = None  # None: raw
         self.ratio = self.speed = None  # the fastest level's, on the latest data
         self.link_bytes, self.link_time = 0, 0.0
+        # When the last write that waited ended (the buffers were full then), or None when
+        # a write since took no wait (they may have drained empty meanwhile).
+        self.full_at = None
         self.unwaited = 0  # compressed wire bytes since the last write that waited
         self.probed = False  # went raw to measure the link
         # Raw bytes moved per second, compressed (True) and raw (False), as measured: on a
@@ -756,23 +765,37 @@ class Encoder:
     def link(self):
         """The link's bytes per second; None while unknown; infinite when even raw
         writes never waited for it (it takes all we make)."""
-        # A quarter second of waits at least: the first ones, while ssh's buffers fill,
-        # are short and say the link is faster than it is.
+        # A quarter second of the link draining full buffers (`sent`) at least: until
+        # then the buffers may still grow (a 100 Mbit/s link measured 17 MB/s at 0.2 s).
         if self.link_bytes < BLOCK or self.link_time < 0.25:
             return float("inf") if self.probed else None
         return self.link_bytes / max(self.link_time, 1e-6)
 
-    def sent(self, nbytes, seconds):
-        """A write of `nbytes` took `seconds`: only one that waited says the link's speed."""
+    def sent(self, nbytes, seconds, now=None):
+        """A write of `nbytes` took `seconds`, ending `now` (perf_counter's, by default).
+
+        Only a write that waited says the link's speed: it ended with the buffers to the
+        link (the pipe, ssh's window) full. Between two such ends, one right after the
+        other, the link drained exactly the bytes written, for the whole time between,
+        while the next block was read and compressed too: that is its speed. The waits
+        alone said 20-24 MB/s for a 100 Mbit/s link (12.5 MB/s), and 10 MB/s for 20 Mbit/s.
+        """
         self.wire += nbytes
         self.unwaited = self.unwaited + nbytes if self.level is not None else 0
-        if seconds > BLOCKED:
-            self.unwaited = 0
+        if seconds <= BLOCKED:
+            self.full_at = None
+            return
+        now = time.perf_counter() if now is None else now
+        self.unwaited = 0
+        if self.full_at is None and seconds < FULL_WAIT:
+            return
+        if self.full_at is not None:
             self.link_bytes += nbytes
-            self.link_time += seconds
+            self.link_time += now - self.full_at
             if self.link_time > 2.0:  # the last seconds count, so a change of link shows
                 self.link_bytes //= 2
                 self.link_time /= 2
+        self.full_at = now
 
     def raw_next(self):
         """The next block goes raw untried (skipped by name, or raw until the next sample)."""
@@ -817,8 +840,12 @@ class Encoder:
             self.ratio = (self.ratio + ratio) / 2
             self.speed = (self.speed + speed) / 2
         self.level = choose(self.levels, self.link(), self.ratio, self.speed, self.level)
-        if self.level is not None and self.unwaited >= PROBE and not self.probed:
-            self.probed, self.level = True, None  # raw a while: does the link wait then?
+        if self.level is not None and self.unwaited >= PROBE and not self.probed \
+                and self.link() is None:
+            # Raw a while: does the link wait then? (Once it is measured, writes that stop
+            # waiting mean the compressor is slower than it: `choose` hears that from the
+            # speed it measures, and going raw would only waste the link.)
+            self.probed, self.level = True, None
         if self.level is not None and (self.link() or 0) >= FAST_LINK:
             # A link this fast may be CPUs, where the model guesses: what each way moved,
             # measured, decides (a window raw first, if it was never tried).
