@@ -408,6 +408,8 @@ def _check_local(out: Path, dest: Path, targets: list[Path], single: bool) -> No
     if dest.exists() and not dest.is_dir():
         raise RemoteError(f"a file sits where the directory {dest} would land; move it or "
                           "choose another --out.")
+    if not os.path.lexists(dest):
+        return  # a new directory: nothing under it can be in the way
     good: set[Path] = {dest}
     for target in targets:
         parent = target.parent
@@ -435,34 +437,47 @@ def _unchanged(target: Path, size: int, mtime_ns: int) -> bool:
 
 
 def _prepare_local(out: Path, dest: Path, listing: _Listing, targets: list[Path], single: bool,
-                   rel: str) -> list[int]:
-    """Make the local directories; return the files not already here unchanged."""
+                   rel: str) -> tuple[list[int], set[Path] | None]:
+    """Make the local directories; return the files not already here unchanged, and, when
+    the directory fetched into is new, every directory made in it (then nothing else is
+    there, and no file is looked at: a stat per file, in three passes, was most of the
+    25 ms between a cold fetch's listing and its first byte, 1000 files)."""
     rel_b = os.fsencode(rel)
     out.mkdir(parents=True, exist_ok=True)
+    made = None if single or os.path.lexists(dest) else {dest}
     if not single:
         dest.mkdir(exist_ok=True)
         for d in listing.dirs:
             inner = d if rel == "." else d[len(rel_b) + 1:]
             if inner:
                 (dest / os.fsdecode(inner)).mkdir(parents=True, exist_ok=True)
+                if made is not None:
+                    made.add(dest / os.fsdecode(inner))
+    if made is not None:
+        return list(range(len(listing.files))), made
     return [i for i, (_, size, mtime) in enumerate(listing.files)
-            if not _unchanged(targets[i], size, mtime)]
+            if not _unchanged(targets[i], size, mtime)], None
 
 
-def _part_names(targets: list[Path], wanted: list[int]) -> dict[int, Path]:
+def _part_names(targets: list[Path], wanted: list[int],
+                new_dirs: set[Path] | None = None) -> dict[int, Path]:
     """Each wanted file's temporary name: `NAME.part`, unless that is itself a file of
     this fetch (the host has `ckpt` and `ckpt.part`), something other than a file sits
     there (a FIFO, a symlink, a directory, a hard link: left alone), or NAME is too long.
 
     A plain file at `NAME.part` is a killed fetch's (this fetch holds the destination's
     lock, so no live one of ours writes there): it is removed, so the name can be
-    created afresh, exclusively (lander.py)."""
-    taken = set(targets)
+    created afresh, exclusively (lander.py). In a new destination (`new_dirs`: what
+    _prepare_local made there, under this fetch's lock) only those directories are
+    taken, and nothing is looked at.
+    """
+    taken = set(targets) | (new_dirs or set())
     parts = {}
     for num in wanted:
         target = targets[num]
         part = target.with_name(target.name + ".part")
-        while len(os.fsencode(part.name)) > 245 or part in taken or not _free_or_file(part):
+        while (len(os.fsencode(part.name)) > 245 or part in taken
+               or not (new_dirs is not None or _free_or_file(part))):
             part = fresh_part(target)
         taken.add(part)
         parts[num] = part
@@ -587,9 +602,10 @@ async def fetch(
                               f"({listing.skipped[0][1]}); nothing to fetch.")
         await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
         held = _lock_destination(dest)  # not in a thread: a cancel must never orphan the lock
-        wanted = await asyncio.to_thread(_prepare_local, out, dest, listing, targets, single, rel)
+        wanted, new_dirs = await asyncio.to_thread(_prepare_local, out, dest, listing, targets,
+                                                   single, rel)
         total = sum(listing.files[i][1] for i in wanted)
-        parts = await asyncio.to_thread(_part_names, targets, wanted)
+        parts = await asyncio.to_thread(_part_names, targets, wanted, new_dirs)
         if len(wanted) >= AHEAD_FROM:
             lander.create_ahead(parts)
         done = [0, 0]  # raw bytes landed, bytes on the wire
