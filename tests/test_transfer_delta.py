@@ -523,6 +523,7 @@ def test_a_first_upload_faster_than_its_cut_writes_no_manifest_and_leaves_no_thr
     import threading
 
     monkeypatch.setattr(delta, "CUT_ALWAYS", 1 << 20)
+    monkeypatch.setattr(delta, "SAMPLE", 1 << 20)
     monkeypatch.setattr(delta, "CUT_SHARE", 0.0)
     work = tmp_path / "work"
     first = write_file(tmp_path / "base" / "train.jsonl", base)
@@ -542,6 +543,7 @@ def test_a_first_upload_over_a_slow_link_is_cut_so_an_edit_later_goes_as_a_delta
     """The cut that a fast link gives up keeps up with a slow one (20 Mbit/s: a small
     share of a core, whatever the load), so the edit goes as a delta over it."""
     monkeypatch.setattr(delta, "CUT_ALWAYS", 1 << 20)  # the rule applies to this file
+    monkeypatch.setattr(delta, "SAMPLE", 1 << 20)
     link = throttled("gpu", rate_mbit=20)
     work = tmp_path / "work"
     first = write_file(tmp_path / "base" / "train.jsonl", base)

@@ -77,13 +77,48 @@ def test_a_stopped_cut_ends_early_with_stopped(tmp_path: Path) -> None:
     asked: list[int] = []
 
     class Once:
-        def keep(self, cut: int, cpu: float) -> bool:
+        def keep(self, cut: int, took: float) -> bool:
             asked.append(cut)
             return len(asked) < 2
 
     with pytest.raises(delta.Stopped):
         delta.chunk_file(path, False, Once())  # type: ignore[arg-type]
-    assert len(asked) == 2 and delta.SAMPLE <= asked[1] < 2 * delta.SAMPLE + delta.MAX
+    assert len(asked) == 2 and 2 * delta.SAMPLE <= asked[1] < 2 * delta.SAMPLE + delta.MAX
+
+
+@pytest.mark.parametrize("upload", ["faster", "slower"])
+def test_a_cut_beside_an_upload_stops_only_when_the_upload_outruns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upload: str,
+) -> None:
+    """Cut waits for the upload's rate once past its sample, then stops (no manifest)
+    or cuts to the end. Faster: the whole file sent within a millisecond of the first
+    byte (terabytes a second); slower: two bytes in a tenth of a second."""
+    import asyncio
+
+    monkeypatch.setattr(delta, "CUT_ALWAYS", 0)
+    data = os.urandom(3 * delta.SAMPLE)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+
+    async def go() -> delta.Chunks | str:
+        cut = delta.Cut(path, len(data))
+        cut.sent(1)
+        if upload == "faster":
+            cut.sent(len(data), done=True)
+        else:
+            await asyncio.sleep(0.1)
+            cut.sent(2, done=True)
+        try:
+            return await cut.result
+        except delta.Stopped:
+            return "stopped"
+
+    got = asyncio.run(go())
+    if upload == "faster":
+        assert got == "stopped"
+    else:
+        assert isinstance(got, delta.Chunks) and got.size == len(data)
+        assert got.digests == chunks_of(tmp_path, data, "again").digests
 
 
 @pytest.mark.parametrize("edit", ["middle", "append", "truncate", "insert"])

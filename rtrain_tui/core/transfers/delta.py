@@ -62,11 +62,11 @@ DELTA_FROM = 1 << 20
 # A first upload's cut (Cut): below CUT_ALWAYS bytes it always runs (~30 ms of CPU
 # here); above, it stops when keeping up with the upload would take more than CUT_SHARE
 # of a core (the upload's rate known after RATE_AFTER seconds; the cut's own speed
-# measured on SAMPLE bytes, and the question asked again every SAMPLE bytes).
+# measured on its first SAMPLE bytes; its stop asked for every SAMPLE bytes).
 CUT_ALWAYS = 32 << 20
 CUT_SHARE = 0.15
 RATE_AFTER = 0.25
-SAMPLE = 4 << 20
+SAMPLE = 8 << 20
 CHUNKS_DIR = ".dataset-chunks"  # beside `.datasets/` in the workdir
 _REC = transfer_program.REC  # one chunk in a delta's list: >I length, then its SHA-256
 log = logging.getLogger(__name__)
@@ -106,14 +106,17 @@ class Cut:
     So, past CUT_ALWAYS bytes, the cut measures its own speed on the first SAMPLE bytes
     and waits until the upload's rate is known (`sent`, RATE_AFTER seconds of it, or its
     end); if keeping up would take more than CUT_SHARE of a core, it stops (Stopped: no
-    manifest), else it goes on to the end. A nice'd thread was tried: it still found
-    idle CPU to take, and the upload still paid (1.17× `scp`).
+    manifest), else it goes on to the end. Its speed is by the clock, not its CPU time:
+    on a machine busy with other work it gets less of a core, and the same upload is
+    then more of a load. A nice'd thread was tried: it still found idle CPU to take, and
+    the upload still paid (1.17× `scp`).
 
     `sent(n)`: the upload's bytes so far (from the event loop); `stop()`: give up."""
 
     def __init__(self, path: Path, size: int) -> None:
         self.size = size
         self.stopped = False
+        self._decided = False  # once: it goes on to the end
         self._first: tuple[float, int] | None = None  # (when, bytes) of the first sent
         self._last: tuple[float, int] | None = None
         self._known = threading.Event()  # the upload's rate is known, or the cut stopped
@@ -143,14 +146,17 @@ class Cut:
             return None
         return (self._last[1] - self._first[1]) / (self._last[0] - self._first[0])
 
-    def keep(self, cut: int, cpu: float) -> bool:
-        """Whether to cut on, `cut` bytes having taken `cpu` seconds of this thread."""
+    def keep(self, cut: int, took: float) -> bool:
+        """Whether to cut on, `cut` bytes having taken `took` seconds (asked by the
+        cutting thread; the first time past SAMPLE bytes, it waits for the rate)."""
         if self.stopped:
             return False
-        if self.size < CUT_ALWAYS or cut < SAMPLE:
+        if self.size < CUT_ALWAYS or cut < SAMPLE or self._decided:
             return True
+        speed = cut / max(took, 1e-6)
         self._known.wait()
-        return not self.stopped and not outran(self.rate(), cut / max(cpu, 1e-6))
+        self._decided = True
+        return not self.stopped and not outran(self.rate(), speed)
 
     def _run(self, path: Path, loop: asyncio.AbstractEventLoop) -> None:
         try:
@@ -172,8 +178,8 @@ class Cut:
 
 
 def outran(upload_rate: float | None, cut_speed: float) -> bool:
-    """Whether an upload of `upload_rate` bytes/s outruns a cut of `cut_speed` bytes per
-    CPU second: keeping up would take more than CUT_SHARE of a core. Unknown: no."""
+    """Whether an upload of `upload_rate` bytes/s outruns a cut of `cut_speed` bytes/s:
+    keeping up would take more than CUT_SHARE of a core. Unknown: no."""
     return upload_rate is not None and upload_rate > CUT_SHARE * cut_speed
 
 
@@ -186,7 +192,7 @@ def chunk_file(path: Path, whole: bool = True, cut: Cut | None = None) -> Chunks
     lengths: list[int] = []
     digests: list[bytes] = []
     h = hashlib.sha256()
-    done, ask, began = 0, 0, time.thread_time()
+    done, ask, began = 0, SAMPLE, time.monotonic()
     with path.open("rb") as f:
         for chunk in FastCDC(AVG, min_size=MIN, max_size=MAX).cut_stream(f):
             lengths.append(chunk.length)
@@ -195,7 +201,7 @@ def chunk_file(path: Path, whole: bool = True, cut: Cut | None = None) -> Chunks
                 h.update(chunk.data)
             done += chunk.length
             if cut is not None and done >= ask:
-                if not cut.keep(done, time.thread_time() - began):
+                if not cut.keep(done, time.monotonic() - began):
                     raise Stopped
                 ask = done + SAMPLE
     return Chunks(sum(lengths), h.hexdigest() if whole else "", tuple(lengths), tuple(digests))
