@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import random
 import stat
 import time
 from pathlib import Path
 
 import pytest
 
+from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.transfers import transfer
 from rtrain_tui.core.transport import openssh_pipe
 from rtrain_tui.core.transport.connection import HostConnection
@@ -171,3 +173,138 @@ def test_a_cancelled_system_ssh_upload_ends_ssh_and_leaves_no_part(
     data = random_file(tmp_path / "d.jsonl", 256 << 20)
     cancel_upload_midway(hosts.ssh_config, data, tmp_path / "work")
     assert len(started) == 1 and started[0].returncode is not None  # ssh was ended, and reaped
+
+
+# -- the bulk channel's login beside the store's check (transfer.EarlyBulk) ------------
+def host_programs(store: Path) -> list[int]:
+    """The transfer programs on the host (this machine, for the test sshd) working in
+    `store`: its path is in their command line, hex-encoded."""
+    mark = os.fsencode(str(store)).hex().encode()
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and mark in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:  # it ended meanwhile
+            continue
+    return pids
+
+
+def nothing_left(work: Path) -> None:
+    """No temporary file in the store, and (within 10 s) no transfer program running there."""
+    store = work / ".datasets"
+    assert [p.name for p in store.iterdir() if p.name.endswith(".part")] == []
+    deadline = time.monotonic() + 10
+    while host_programs(store):
+        assert time.monotonic() < deadline, f"still running: {host_programs(store)}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def checked_at(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each answer of the store's check (upload_prepare) came back."""
+    times: list[float] = []
+    real = HostConnection.run
+
+    async def recording(self: HostConnection, script: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = await real(self, script, *args, **kwargs)
+        if "manifests=" in script:
+            times.append(time.monotonic())
+        return out
+
+    monkeypatch.setattr(HostConnection, "run", recording)
+    return times
+
+
+def test_a_big_upload_logs_in_its_ssh_beside_the_store_check_and_sends_through_it(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None, checked_at: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    starts: list[float] = []
+    real = openssh_pipe.start
+
+    async def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        starts.append(time.monotonic())
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(openssh_pipe, "start", recording)
+    data = random_file(tmp_path / "d.jsonl", 3 << 20)
+    work = tmp_path / "work"
+    ship(hosts, data, work / "run")
+    assert len(starts) == 1 and len(checked_at) == 1
+    assert starts[0] < checked_at[0]  # its login went on while the check ran
+    assert (work / "run" / "d.jsonl").read_bytes() == data.read_bytes()
+    nothing_left(work)
+
+
+def test_an_early_ssh_not_needed_for_a_stored_dataset_is_ended_leaving_nothing(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None,
+    started: list[asyncio.subprocess.Process],
+) -> None:
+    data = random_file(tmp_path / "d.jsonl", 3 << 20)
+    work = tmp_path / "work"
+    ship(hosts, data, work / "a")
+    ship(hosts, data, work / "b")  # stored already: linked, no byte sent
+    assert (work / "b" / "d.jsonl").read_bytes() == data.read_bytes()
+    assert len(started) == 2 and all(p.returncode is not None for p in started)  # reaped
+    assert [p.name for p in (work / ".datasets").iterdir()] == [
+        hashlib.sha256(data.read_bytes()).hexdigest()]
+    nothing_left(work)
+
+
+def test_an_early_ssh_not_needed_for_a_delta_is_ended_leaving_nothing(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None,
+    started: list[asyncio.subprocess.Process],
+) -> None:
+    rnd = random.Random(1)
+    words = [bytes(rnd.choices(b"abcdefghij", k=rnd.randint(2, 9))) for _ in range(4000)]
+    base = b"".join(b'{"messages": "' + b" ".join(rnd.choices(words, k=100)) + b'"}\n'
+                    for _ in range(16000))
+    first = tmp_path / "a" / "train.jsonl"
+    first.parent.mkdir()
+    first.write_bytes(base)
+    work = tmp_path / "work"
+    ship(hosts, first, work / "a")
+    edited = tmp_path / "b" / "train.jsonl"
+    edited.parent.mkdir()
+    new = base[:len(base) // 2] + b'{"messages": []}\n' + base[len(base) // 2:]
+    edited.write_bytes(new)
+    shipped: list[object] = []
+
+    async def go() -> None:
+        (work / "b").mkdir()
+        conn = HostConnection("gpu", hosts.ssh_config)
+        try:
+            shipped.append(await transfer.ship_dataset(conn, None, edited, str(work / "b")))
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+    assert getattr(shipped[0], "how", None) == "delta"
+    assert (work / "b" / "train.jsonl").read_bytes() == new
+    assert len(started) == 2 and started[1].returncode is not None
+    nothing_left(work)
+
+
+def test_a_failing_store_check_still_says_why_and_leaves_no_program_behind(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None,
+    started: list[asyncio.subprocess.Process],
+) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the workdir's parent should be\n")
+    data = random_file(tmp_path / "d.jsonl", 3 << 20)
+
+    async def go() -> None:
+        conn = HostConnection("gpu", hosts.ssh_config)
+        try:
+            await transfer.store_dataset(conn, data, str(blocker / "work"))
+        finally:
+            await conn.close()
+
+    with pytest.raises(RemoteError, match="Not a directory"):
+        asyncio.run(go())
+    assert started and all(p.returncode is not None for p in started)
+    deadline = time.monotonic() + 10
+    while host_programs(blocker / "work" / ".datasets"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)

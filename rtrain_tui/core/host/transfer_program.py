@@ -222,24 +222,30 @@ def send(path, num, enc):
 
 
 def recv(d, size, inp=0):
-    """Store SIZE bytes and a hash line read from fd INP in D as D/<sha256>; print the verdict."""
+    """Store SIZE bytes and a hash line read from fd INP in D as D/<sha256>; print the verdict.
+
+    The temporary file is made when the first bytes arrive, not before: the client may
+    start this program before it knows the bytes must go (transfer.EarlyBulk), even
+    before D exists, and then ends it having sent nothing; it leaves nothing behind."""
     tmp = os.path.join(d, b".up-%s.part" % os.urandom(8).hex().encode())
-    fd = None
+    fds = []  # the temporary file's, once made
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         h = hashlib.sha256()
 
         def sink(b):
+            if not fds:
+                fds.append(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             h.update(b)
             mv = memoryview(b)
             while mv:
-                mv = mv[os.write(fd, mv):]
+                mv = mv[os.write(fds[0], mv):]
         why = read_blocks(inp, size, sink)
         if why is not None:
             line(b"error=" + why)
             return
-        os.close(fd)
-        fd = None
+        if not fds:  # an empty file
+            sink(b"")
+        os.close(fds.pop())
         want = b""
         while not want.endswith(b"\n") and len(want) < 200:
             b = os.read(inp, 65)
@@ -263,8 +269,8 @@ def recv(d, size, inp=0):
         else:
             line(b"error=" + str(e).replace("\n", " ").encode("utf-8", "replace"))
     finally:
-        if fd is not None:
-            os.close(fd)
+        if fds:
+            os.close(fds[0])
         try:
             os.unlink(tmp)
         except OSError:

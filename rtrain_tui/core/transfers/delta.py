@@ -288,14 +288,18 @@ class Shipped:
 
 async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
                    progress: transfer.Progress | None, python: str, workdir: str,
-                   manifests: int) -> Shipped:
+                   manifests: int, early: transfer.EarlyBulk | None = None) -> Shipped:
     """Send a dataset the host does not have: as a delta when the host has manifests to
-    build it from, else whole (and its manifest written for the next upload)."""
+    build it from, else whole (and its manifest written for the next upload). `early`:
+    the whole upload's channel, maybe started already (transfer.EarlyBulk)."""
     chunks_dir = posixpath.join(posixpath.dirname(store), CHUNKS_DIR)
     if size < DELTA_FROM or not _chunker():
-        digest = await transfer._stream_upload(conn, local, store, size, progress, python, workdir)
+        digest = await transfer._stream_upload(conn, local, store, size, progress, python,
+                                               workdir, early)
         return Shipped(digest, "whole", size)
     if manifests:
+        if early is not None:
+            await early.close()  # a delta goes over this connection's own channel
         # Cut while the host program starts (a login, a Python: round trips on a far link).
         cutting: asyncio.Future[Chunks] = asyncio.ensure_future(
             asyncio.to_thread(chunk_file, local))
@@ -322,7 +326,7 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
                 progress(label, done, total)
         try:
             digest = await transfer._stream_upload(conn, local, store, size, counted, python,
-                                                   workdir)
+                                                   workdir, early)
         except BaseException:
             cut.stop()
             await asyncio.wait({cut.result})  # never leave the thread reading behind a failure

@@ -100,14 +100,17 @@ class _Stream:
 
     @classmethod
     async def open(cls, conn: HostConnection, command: str, bulk: int = 0,
-                   upload: bool = False) -> _Stream:
+                   upload: bool = False, early: EarlyBulk | None = None) -> _Stream:
         """Start the program; through the system's `ssh` when `bulk` bytes will move.
 
         `upload`: a system `ssh` gets its stdin from a plain pipe (`stdin_fd`), which a
-        thread fills; an asyncssh channel is written as usual.
+        thread fills; an asyncssh channel is written as usual. `early`: that `ssh`, for
+        this very command, may have been started already (EarlyBulk).
         """
         if bulk >= openssh_pipe.MIN_BYTES:
-            stream = await cls._open_system(conn, command, upload)
+            stream = await early.take(command) if early is not None else None
+            if stream is None:
+                stream = await cls._open_system(conn, command, upload)
             if stream is not None:
                 return stream
         import asyncssh
@@ -131,6 +134,10 @@ class _Stream:
         try:
             process = await openssh_pipe.start(
                 conn, command, asyncio.subprocess.PIPE if read_end is None else read_end)
+        except BaseException:  # cancelled (an early start no longer needed: EarlyBulk)
+            if write_end is not None:
+                os.close(write_end)
+            raise
         finally:
             if read_end is not None:
                 os.close(read_end)  # ssh has its copy
@@ -289,6 +296,61 @@ class _Stream:
             if not data:
                 return heard
             self._buf += data
+
+
+class EarlyBulk:
+    """A big upload's `ssh … recv`, started beside the store's check instead of after it.
+
+    The system `ssh` is a second login (0.4-0.6 s here, the largest fixed cost of a big
+    upload on a far link), and its command is known before the check (upload_prepare)
+    says whether the bytes must go at all. It is started only where it can log in on
+    its own: the host key already on record, or this connection made (and recorded it).
+    The host program creates nothing before the first block arrives, so one that is not
+    needed (the dataset is stored already, or goes as a delta) is simply ended (`close`):
+    its program reads the end of its input and exits, leaving nothing behind.
+    """
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self._opening: asyncio.Future[_Stream | None] | None = None
+
+    @classmethod
+    async def start(cls, conn: HostConnection, command: str, size: int) -> EarlyBulk:
+        """Start `command` through the system `ssh` when `size` bytes would go that way."""
+        early = cls(command)
+        if size >= openssh_pipe.MIN_BYTES and conn.direct is None \
+                and conn.bulk_client_refused is None:
+            if not conn.connected and not conn.host_key_on_record():
+                await conn.connect()  # it records the key (accept-new), as before
+            early._opening = asyncio.ensure_future(_Stream._open_system(conn, command, True))
+        return early
+
+    async def take(self, command: str) -> _Stream | None:
+        """The greeted stream, if it runs `command`; None when `ssh` could not log in (the
+        connection then knows not to try it again) or there is none."""
+        opening, self._opening = self._opening, None
+        if opening is None:
+            return None
+        if command != self.command:
+            await self._end(opening)
+            return None
+        return await opening
+
+    async def close(self) -> None:
+        """End it unless an upload took it: a no-op then."""
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            await self._end(opening)
+
+    @staticmethod
+    async def _end(opening: asyncio.Future[_Stream | None]) -> None:
+        opening.cancel()  # still logging in or greeting: _open_system ends its ssh
+        stream = (await asyncio.gather(opening, return_exceptions=True))[0]
+        if isinstance(stream, _Stream):
+            # Greeted: the end of its input ends the host program (no file made yet),
+            # and with it ssh; a round trip, bounded.
+            stream.close_stdin_fd()
+            await openssh_pipe.end(stream.process, grace=2)
 
 
 # -- listing --------------------------------------------------------------------------
@@ -830,10 +892,27 @@ async def store_dataset(
 async def _store(conn: HostConnection, local: Path, workdir: str, progress: Progress | None,
                  python: str) -> delta.Shipped:
     """store_dataset, saying how the dataset went: linked, whole or as a delta."""
-    from rtrain_tui.core.transfers import delta
-
     cache_dir = posixpath.join(workdir, ".datasets")
     size = local.stat().st_size
+    # A big dataset's bulk channel logs in beside the check: most go whole.
+    early = await EarlyBulk.start(conn, _recv_command(python, cache_dir, size), size)
+    try:
+        return await _store_checked(conn, local, workdir, cache_dir, size, progress, python,
+                                    early)
+    finally:
+        await early.close()
+
+
+def _recv_command(python: str, cache_dir: str, size: int) -> str:
+    return remote_sh.transfer_command(python, "recv", os.fsencode(cache_dir), size)
+
+
+async def _store_checked(conn: HostConnection, local: Path, workdir: str, cache_dir: str,
+                         size: int, progress: Progress | None, python: str,
+                         early: EarlyBulk) -> delta.Shipped:
+    """_store from the store's check on; `early` may carry the whole upload's channel."""
+    from rtrain_tui.core.transfers import delta
+
     facts = await conn.run(remote_sh.upload_prepare(
         cache_dir, size, posixpath.join(workdir, delta.CHUNKS_DIR)))
     free_kb = same = None
@@ -860,7 +939,7 @@ async def _store(conn: HostConnection, local: Path, workdir: str, progress: Prog
             raise _no_space(conn, workdir, f": {local.name} needs {_mib(size)}, "
                                            f"{_mib(free_kb * 1024)} free")
         shipped = await delta.ship_new(conn, local, cache_dir, size, progress, python, workdir,
-                                       manifests)
+                                       manifests, early)
     return shipped
 
 
@@ -983,13 +1062,15 @@ async def _pump_system(stream: _Stream, f: Any, size: int, h: Any, enc: Any,
 
 
 async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size: int,
-                         progress: Progress | None, python: str, workdir: str) -> str:
-    """Send `local` to the host program, hashing it here in the same pass; its digest."""
+                         progress: Progress | None, python: str, workdir: str,
+                         early: EarlyBulk | None = None) -> str:
+    """Send `local` to the host program, hashing it here in the same pass; its digest.
+    `early`: its `ssh`, maybe started already (EarlyBulk)."""
     import asyncssh
 
     label = local.name
-    stream = await _Stream.open(conn, remote_sh.transfer_command(
-        python, "recv", os.fsencode(cache_dir), size), bulk=size, upload=True)
+    stream = await _Stream.open(conn, _recv_command(python, cache_dir, size), bulk=size,
+                                upload=True, early=early)
     h = hashlib.sha256()
     sent = 0
     answer = ""

@@ -233,7 +233,8 @@ def _read_known_hosts(paths: tuple[Path, ...]) -> asyncssh.SSHKnownHosts:
     return asyncssh.import_known_hosts(text)
 
 
-def _known_line(path: Path, host: str, addr: str, port: int, key: Any = None) -> tuple[int, bool]:
+def _known_line(path: Path, host: str, addr: str, port: int | None,
+                key: Any = None) -> tuple[int, bool]:
     """(line of the first known_hosts entry for this host or 0, whether one holds `key`)."""
     import asyncssh
 
@@ -449,6 +450,17 @@ class HostConnection:
         self.bulk_client_refused = why
         self._warn(f"{self.alias}: transfers use the built-in SSH client, which is slower: "
                    f"the system's ssh cannot log in on its own ({why})")
+
+    def host_key_on_record(self) -> bool:
+        """Whether the host's key is in its known_hosts files already, under the name
+        OpenSSH looks it up by (HostKeyAlias, else `[host]:port`): the system's `ssh`,
+        which insists on that (openssh_pipe.py), can then log in before this connection
+        has checked the key itself."""
+        if self.direct is not None:
+            return False
+        opts = self.options
+        name = opts.key_alias or known_hosts_name(opts.hostname, opts.port)
+        return any(_known_line(path, name, "", None)[0] for path in opts.known_hosts)
 
     @property
     def connected(self) -> bool:
