@@ -235,6 +235,14 @@ def _only_short_of_room(report: PreflightReport) -> bool:
     return report.reachable and {c.name for c in report.checks if not c.ok and not c.warning} == {"disk"}
 
 
+def resolved_here(workdir: str) -> str | None:
+    """What the host's shell resolves a valid `workdir` to (remote_sh.resolve_workdir),
+    when that needs no host: an absolute one is itself, its trailing `/` dropped. None for
+    one with `~` or a relative one. A cold start's upload waited for that round trip
+    (a new shell session: 50-100 ms) before its first byte."""
+    return (workdir.rstrip("/") or "/") if workdir.startswith("/") else None
+
+
 def _local_size(*paths: Path | None) -> int:
     """Bytes a start will upload (files that cannot be read fail later, with their own error)."""
     total = 0
@@ -1234,8 +1242,11 @@ class Engine:
         return f"{await self._workdir_path(host, workdir)}/{run_id}"
 
     async def _workdir_path(self, host: str, workdir: str) -> str:
-        """The workdir as an absolute path on the host, asked once per engine."""
+        """The workdir as an absolute path on the host, asked once per engine (an
+        absolute one needs no asking: resolved_here)."""
         key = (host, validate.check_workdir(host, workdir))
+        if key not in self._workdirs and (here := resolved_here(workdir)) is not None:
+            self._workdirs[key] = here
         if key not in self._workdirs:
             out = (await self.host(host).run(remote_sh.resolve_workdir(workdir))).strip()
             if not out.startswith("/"):
