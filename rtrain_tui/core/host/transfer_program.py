@@ -632,6 +632,7 @@ SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx
                  ".gz", ".tgz", ".zst", ".zstd", ".xz", ".bz2", ".lz4", ".br", ".zip", ".7z",
                  ".parquet", ".npz", ".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4",
                  ".mp3", ".wav", ".flac")
+_SKIP_BYTES = tuple(s.encode() for s in SKIP_SUFFIXES)  # made once: asked once a file
 BLOCKED = 0.0002  # a write that took longer than this waited for the link
 # A write that waited this long found the buffers to the link full: the link's measure
 # starts there. (While they fill, the first writes wait 0.3-0.9 ms for `ssh` to take
@@ -652,7 +653,7 @@ MEASURED_WIN = 1.25  # on a fast link, compressed must have moved this much more
 
 def skipped_by_name(name):
     """True for a file name whose bytes are already compressed (or weights)."""
-    return name.lower().endswith(tuple(s.encode() for s in SKIP_SUFFIXES))
+    return name.lower().endswith(_SKIP_BYTES)
 
 
 def choose(levels, link, ratio, speed, current=None):
