@@ -217,7 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("."), help="local directory (default: .)")
     p.add_argument("--incomplete", action="store_true",
                    help="fetch a checkpoint-N directory even when it was cut off mid-save")
-    _add_remote(p)
+    _add_remote(p, python=False)
+    p.add_argument("--python", default=None,
+                   help="python on the host, which runs the transfer (default: the one the run "
+                   f"index recorded for this run, else {validate.DEFAULT_PYTHON})")
 
     p = sub.add_parser("stop", help="stop the run's whole process group and verify it is gone",
                        parents=common)
@@ -851,7 +854,7 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
         with TerminalProgress() as progress:
             dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
                                       progress.update, on_warning=warnings.append,
-                                      on_landed=landed.append)
+                                      on_landed=landed.append, python=args.python)
     except RemoteError:
         # Whether the run exists is asked only now: a fetch that works needs no probe
         # (one round trip less before the first byte), and a run that is not there

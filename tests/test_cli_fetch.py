@@ -62,6 +62,26 @@ def test_symlink_out_of_the_run_dir_is_refused(cli: Cli, done_run: Path, workdir
     assert not (out / "sneaky").exists() and not (out / "lora_model" / "inner").exists()
 
 
+def test_fetch_python_runs_the_transfer_on_the_host(cli: Cli, done_run: Path, workdir: str,
+                                                    tmp_path: Path) -> None:
+    """`--python` names the host's interpreter for the transfer program, over the one
+    the run index recorded (it was accepted, and ignored). The test host is this machine:
+    a wrapper there records that it ran, then runs the host's python3."""
+    ran = tmp_path / "ran"
+    wrapper = tmp_path / "my-python"
+    wrapper.write_text(f"#!/bin/sh\necho \"$1\" >> '{ran}'\nexec python3 \"$@\"\n")
+    wrapper.chmod(0o755)
+    out = tmp_path / "out"
+    r = cli("fetch", "gpu", "done", "train.log", "--out", str(out), "--workdir", workdir,
+            "--python", str(wrapper))
+    assert r.rc == 0, r.err
+    assert (out / "train.log").read_bytes() == (done_run / "train.log").read_bytes()
+    assert ran.read_text() == "-c\n"  # the transfer program, once
+    r = cli("fetch", "gpu", "done", "train.log", "--out", str(out), "--workdir", workdir,
+            "--python=-c")  # validated before the host is asked, as every command's
+    assert r.rc == 1 and "python '-c' is not usable" in r.err
+
+
 def test_missing_path_is_named(cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
     r = cli("fetch", "gpu", "done", "checkpoint-500", "--out", str(tmp_path), "--workdir", workdir)
     assert r.rc == 1

@@ -1275,20 +1275,24 @@ class Engine:
     async def fetch(self, host: str, workdir: str, run_id: str, path: str, out: Path,
                     progress: Progress | None = None,
                     on_warning: Callable[[str], None] | None = None,
-                    on_landed: Callable[[Path], None] | None = None) -> Path:
+                    on_landed: Callable[[Path], None] | None = None,
+                    python: str | None = None) -> Path:
         """Fetch `path` (relative to the run dir) into `out`; returns the local path.
 
         `on_warning` hears about what was left out (FIFOs, sockets: never regular files);
         `on_landed` about each file renamed into place, verified (a cancelled fetch keeps those).
+        `python` runs the transfer on the host (default: the run's recorded interpreter).
         """
         rel = validate.check_fetch_path(path)
+        if python is not None:
+            validate.check_python(python)
         # The transfer program expands a leading `~` itself (as the shell would, from the
         # same HOME): a fetch whose workdir is not resolved yet needs no script in the
         # host's shell before its own program starts, one round trip and a login less.
         resolved = self._workdirs.get((host, validate.check_workdir(host, workdir)))
         run_dir = (f"{resolved}/{validate.check_run_id(run_id)}" if resolved is not None
                    else remote_sh.run_dir_word(workdir, run_id))
-        python = await self._run_python(host, workdir, run_id)
+        python = python or await self._run_python(host, workdir, run_id)
         return await fetch(self.host(host), run_dir, rel, out, progress, python=python,
                            on_warning=on_warning, on_landed=on_landed)
 
