@@ -15,8 +15,12 @@ original = ctypes.util.find_library
 import rtrain_tui.core.transport.connection
 import asyncssh
 pq = sys.modules["asyncssh.crypto.pq"]
+import inspect
+from rtrain_tui.core.transport import ssh_import
 print(json.dumps({"restored": ctypes.util.find_library is original,
-                  "mlkem": pq.mlkem_available, "connect": callable(asyncssh.connect)}))
+                  "mlkem": pq.mlkem_available, "connect": callable(asyncssh.connect),
+                  "source": "find_library" in inspect.getsource(pq),
+                  "finder_left": any(isinstance(f, ssh_import._Finder) for f in sys.meta_path)}))
 """
 
 
@@ -33,8 +37,10 @@ def test_asyncssh_first_import_through_the_connection_module_runs_no_compiler(
     out = subprocess.run([sys.executable, "-c", FIRST_IMPORT], env=env, capture_output=True,
                          text=True, check=True).stdout
     assert not ran.exists(), f"ran: {ran.read_text().split()}"
-    # asyncssh works as before: ML-KEM from cryptography, and find_library is put back.
-    assert json.loads(out) == {"restored": True, "mlkem": True, "connect": True}
+    # asyncssh works as before: ML-KEM from cryptography, find_library is put back, the
+    # module's source is still found, and the finder is gone once it has done its job.
+    assert json.loads(out) == {"restored": True, "mlkem": True, "connect": True,
+                               "source": True, "finder_left": False}
 
 
 def test_without_the_finder_asyncssh_would_run_the_compiler(tmp_path: Path) -> None:

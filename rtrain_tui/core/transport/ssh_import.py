@@ -31,6 +31,9 @@ class _CacheOnlyLoader(importlib.abc.Loader):
     def __init__(self, loader: Any) -> None:
         self._loader = loader
 
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename...: the wrapped one's
+        return getattr(self._loader, name)
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
@@ -57,6 +60,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
             spec.loader = _CacheOnlyLoader(spec.loader)
+            sys.meta_path.remove(self)  # once: its job is done (the import returns here)
         return spec
 
 
