@@ -105,7 +105,7 @@ def test_a_text_dataset_goes_compressed_with_zstd_and_lands_identical(
     digest = ship(link, data, tmp_path / "work", python, labels)
     assert digest == hashlib.sha256(data.read_bytes()).hexdigest()
     assert [p.name for p in (tmp_path / "work" / ".datasets").iterdir()] == [digest]
-    assert [e.codec for e in encoders] == [tp.ZSTD]
+    assert [e.codec for e in encoders] == [tp.ZSTDS]  # one stream, either decoder
     up, _ = link.proxy.counts()
     size = data.stat().st_size
     assert up < size / 2, (up, size)  # on the wire: a fraction of the file
@@ -208,21 +208,29 @@ def test_a_fetch_compresses_text_and_sends_weights_raw(
 def test_a_corrupt_block_in_an_upload_is_refused_and_nothing_is_published(
     hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The client's encoder is made to flip a byte of its third compressed block."""
+    """The client's encoder is made to flip a byte of its third compressed block (of its
+    stream: a block's own check is the stream's decoding, then the file's SHA-256)."""
     monkeypatch.setenv("HOME", str(hosts.home))
     real = codec.encoder_for
 
-    def breaking(*args, **kwargs):  # type: ignore[no-untyped-def]
-        enc = real(*args, **kwargs)
-        compress, count = enc.compress, [0]
+    class Flipping:
+        def __init__(self, stream: codec.ZstdStream) -> None:
+            self.stream, self.count = stream, 0
 
-        def flipped(b, level):  # type: ignore[no-untyped-def]
-            packed = bytearray(compress(b, level))
-            count[0] += 1
-            if count[0] == 3:
+        def __call__(self, b: bytes, level: int, last: bool = False) -> bytes:
+            packed = bytearray(self.stream(b, level, last))
+            self.count += 1
+            if self.count == 3:
                 packed[len(packed) // 2] ^= 0xFF
             return bytes(packed)
-        enc.compress = flipped
+
+        def end(self) -> bytes:
+            return self.stream.end()
+
+    def breaking(*args, **kwargs):  # type: ignore[no-untyped-def]
+        enc = real(*args, **kwargs)
+        assert enc.stream is not None  # the test host decodes zstd
+        enc.stream = Flipping(enc.stream)
         return enc
 
     monkeypatch.setattr(codec, "encoder_for", breaking)

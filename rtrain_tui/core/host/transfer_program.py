@@ -534,7 +534,8 @@ def delta(store, chunkdir, size, inp=0):
         out.flush()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         asm = Assembly(fd, chunks, marks, have, sources)
-        why = read_blocks(inp, sum(chunks[i][1] for i in asm.sent), asm.take)
+        frames = FrameStream()  # the chunks asked for again continue the client's stream
+        why = read_blocks(inp, sum(chunks[i][1] for i in asm.sent), asm.take, frames)
         if why is None and asm.refused:
             why = b"corrupt"
         if why is None:
@@ -545,7 +546,7 @@ def delta(store, chunkdir, size, inp=0):
             line(b"again", *[str(i).encode() for i in asm.stale])
             out.flush()
             asm.refill()
-            why = read_blocks(inp, sum(chunks[i][1] for i in asm.stale), asm.take)
+            why = read_blocks(inp, sum(chunks[i][1] for i in asm.stale), asm.take, frames)
             if why is None and asm.refused:
                 why = b"corrupt"
             if why is None and readn(inp, 1) != b"E":
@@ -606,8 +607,14 @@ def copy_chunk(where, sources):
 # A file's bytes travel as blocks, each raw or compressed on its own (the client side is
 # core/transfers/codec.py, which imports what follows): data that does not shrink, or a
 # link fast enough that compressing would only cost time, goes raw, block by block.
-RAW, ZLIB, ZSTD = 0, 1, 2
-CODEC_NAMES = {ZSTD: b"zstd", ZLIB: b"zlib"}
+# ZSTDS: uploads only, blocks of one zstd stream (FrameStream): each block is flushed, so
+# it decodes on arrival, yet refers back to the blocks before it; a new level begins a
+# new frame. On chat JSONL, level 6 so makes 3% fewer bytes than 9 on blocks alone, 40%
+# faster; 12, 4% fewer than 12 alone. Every frame is ended by the last block of a run
+# of blocks, and before a block that goes raw (the `zstd` program, decoding where the
+# host's Python cannot, must see whole frames before its input ends).
+RAW, ZLIB, ZSTD, ZSTDS = 0, 1, 2, 3
+CODEC_NAMES = {ZSTDS: b"zstds", ZSTD: b"zstd", ZLIB: b"zlib"}
 BLOCK = 1 << 20  # raw bytes per block at most: bounded memory, and a bad block is found alone
 HEAD = struct.Struct(">BII")  # codec, raw length, wire length
 SMALL = 512  # a block this short is never worth a compressor's call
@@ -626,6 +633,10 @@ LEVELS = {
     ZSTD: ((1, 1.0, 1.0), (3, 0.75, 0.94), (6, 0.27, 0.905), (9, 0.165, 0.887),
            (12, 0.09, 0.867), (13, 0.023, 0.849), (16, 0.011, 0.793), (19, 0.009, 0.784)),
     ZLIB: ((1, 1.0, 1.0), (4, 0.64, 0.88), (6, 0.21, 0.82), (9, 0.12, 0.815)),
+    # A stream's levels, relative to zstd's fastest on blocks alone (what a sample measures).
+    ZSTDS: ((1, 0.97, 0.994), (3, 0.64, 0.924), (6, 0.234, 0.881), (8, 0.129, 0.864),
+            (10, 0.083, 0.851), (12, 0.044, 0.835), (13, 0.015, 0.814), (16, 0.006, 0.743),
+            (19, 0.004, 0.726)),
 }
 # By name: data already compressed (or weights, which barely shrink) is sent raw untried.
 SKIP_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".onnx", ".h5",
@@ -708,6 +719,57 @@ def zstd_module():
     return compress, (lambda b: d.decompress(b, max_output_size=BLOCK))
 
 
+def stored_frame(data):
+    """A whole zstd frame that holds `data` as it is (raw blocks, no compressor): a block
+    going raw that must also end a stream's frame goes as one, behind that frame's end."""
+    parts = [b"\x28\xb5\x2f\xfd", b"\xa0", struct.pack("<I", len(data))]  # size given
+    step = 1 << 17  # a zstd block's most
+    for at in range(0, len(data), step):
+        piece = data[at:at + step]
+        parts.append(struct.pack("<I", len(piece) << 3 | (at + step >= len(data)))[:3])
+        parts.append(piece)
+    return b"".join(parts)
+
+
+def zstd_stream():
+    """A new decoder of one zstd frame fed in pieces (`decompress`, `eof`,
+    `unused_data`), from compression.zstd or zstandard; None without either."""
+    if zstd_module() is None:
+        return None
+    try:
+        from compression import zstd as z  # Python 3.14
+        return z.ZstdDecompressor
+    except ImportError:
+        pass
+    try:
+        import zstandard as z
+    except ImportError:
+        return None
+    if not hasattr(z.ZstdDecompressor().decompressobj(), "eof"):
+        return None  # too old a zstandard to tell where a frame ends
+    return lambda: z.ZstdDecompressor().decompressobj()
+
+
+class FrameStream:
+    """Decodes ZSTDS blocks in order: the frames of one stream, a decoder per frame."""
+
+    def __init__(self):
+        self.new, self.d = zstd_stream(), None
+
+    def feed(self, payload):
+        """All the raw bytes this block's payload holds (the client flushed each block)."""
+        got = []
+        while payload:
+            if self.d is None:
+                self.d = self.new()
+            got.append(self.d.decompress(payload))
+            if self.d.eof:  # a new level: the rest begins the next frame
+                payload, self.d = self.d.unused_data, None
+            else:
+                payload = b""
+        return b"".join(got)
+
+
 def zstd_command():
     """The `zstd` program on the PATH (it decodes, as a pipe), or None."""
     for d in os.environ.get("PATH", "").split(os.pathsep):
@@ -741,8 +803,11 @@ class Encoder:
     it compresses.
     """
 
-    def __init__(self, codec, compress):
-        self.codec, self.compress = codec, compress
+    def __init__(self, codec, compress, stream=None):
+        # `stream(data, level, last)`: ZSTDS's blocks, each continuing the one before, the
+        # frame ended when `last`; `stream.end()` ends it (its bytes; b"" when none is
+        # open). Samples, thrown away, are still compressed on their own by `compress`.
+        self.codec, self.compress, self.stream = codec, compress, stream
         self.levels = LEVELS.get(codec, ())
         self.level = None  # None: raw
         self.ratio = self.speed = None  # the fastest level's, on the latest data
@@ -833,13 +898,18 @@ class Encoder:
                     self.win_bytes, self.win_time = 0, 0.0
         self.last = (packed, n, now)
 
-    def _measure(self, level, data):
-        """Compress `data` at `level`; fold what it saved and cost into the fastest
-        level's ratio and speed (scaled by LEVELS), smoothed over recent blocks."""
+    def _measure(self, level, data, sample=False, last=False):
+        """Compress `data` at `level` (a `sample`: on its own, even for a stream); fold
+        what it saved and cost into the fastest level's ratio and speed (scaled by
+        LEVELS), smoothed over recent blocks."""
+        streamed = self.stream is not None and not sample
         began = time.perf_counter()
-        packed = self.compress(data, level)
+        packed = self.stream(data, level, last) if streamed else self.compress(data, level)
         took = max(time.perf_counter() - began, 1e-6)
-        fast, small = [(f, s) for lv, f, s in self.levels if lv == level][0]
+        if self.stream is not None and sample:
+            fast, small = 1.0, 1.0  # what a stream's priors are relative to
+        else:
+            fast, small = [(f, s) for lv, f, s in self.levels if lv == level][0]
         ratio, speed = len(packed) / float(len(data)) / small, len(data) / took / fast
         if self.ratio is None:
             self.ratio, self.speed = ratio, speed
@@ -866,13 +936,18 @@ class Encoder:
             self.until_check, self.check_at = RECHECK, time.perf_counter() + RECHECK_S
         return packed
 
-    def encode(self, block):
-        """(codec, wire bytes) for one block of at most BLOCK raw bytes."""
-        kind, payload = self._encode(block)
+    def encode(self, block, last=False):
+        """(codec, wire bytes) for one block of at most BLOCK raw bytes; `last`: the last
+        of a run of blocks (the host reads them in one go)."""
+        kind, payload = self._encode(block, last)
+        if kind == RAW and self.stream is not None:
+            end = self.stream.end()
+            if end:  # a stream's frame is open: it ends, and this block goes as a frame
+                kind, payload = self.codec, end + stored_frame(block)
         self._tick(len(block), kind != RAW)
         return kind, payload
 
-    def _encode(self, block):
+    def _encode(self, block, last):
         if self.skip or len(block) < SMALL:
             return RAW, block
         if self.level is None:
@@ -882,13 +957,15 @@ class Encoder:
             # A sample: the fastest level on the block's first piece, cheap even where
             # nothing shrinks (random bytes) and even for zlib.
             fastest = self.levels[0][0]
-            packed = self._measure(fastest, block[:PIECE])
+            packed = self._measure(fastest, block[:PIECE], sample=True)
             if self.level is None:
                 return RAW, block
-            if len(block) > PIECE or self.level != fastest:
-                packed = self._measure(self.level, block)
+            if self.stream is not None or len(block) > PIECE or self.level != fastest:
+                packed = self._measure(self.level, block, last=last)
         else:
-            packed = self._measure(self.level, block)
+            packed = self._measure(self.level, block, last=last)
+        if self.stream is not None:
+            return self.codec, packed  # the stream holds it now: it goes as made
         if len(packed) <= SHRINK * len(block):
             return self.codec, packed
         return RAW, block
@@ -897,7 +974,7 @@ class Encoder:
 def host_codecs():
     """(decodable, encodable): the codec ids this host decodes and encodes, best first."""
     z = zstd_module()
-    dec = [ZSTD] if z is not None or zstd_command() else []
+    dec = [ZSTDS, ZSTD] if z is not None or zstd_command() else []
     enc = [ZSTD] if z is not None else []
     return dec + [ZLIB], enc + [ZLIB]
 
@@ -963,10 +1040,12 @@ class ZstdPipe:
         return code == 0 and self.got == self.want
 
 
-def read_blocks(inp, size, sink):
+def read_blocks(inp, size, sink, frames=None):
     """Read SIZE raw bytes as blocks from fd INP into `sink`; None, or why not (b"short",
-    b"corrupt")."""
+    b"corrupt"). `frames`: the ZSTDS stream's decoder, when one upload's blocks come in
+    more than one call (a delta's chunks asked for again)."""
     z = zstd_module()
+    frames = frames or FrameStream()
     pipe = None
     left = size
     try:
@@ -976,9 +1055,9 @@ def read_blocks(inp, size, sink):
                 return b"short"
             codec, n, wire = HEAD.unpack(head)
             if not 0 < n <= min(left, BLOCK) or wire > BLOCK + 4096 \
-                    or (codec == RAW and wire != n) or codec not in (RAW, ZLIB, ZSTD):
+                    or (codec == RAW and wire != n) or codec not in (RAW, ZLIB, ZSTD, ZSTDS):
                 return b"corrupt"
-            if codec != ZSTD and pipe is not None:
+            if codec not in (ZSTD, ZSTDS) and pipe is not None:
                 ok, pipe = pipe.close(), None
                 if not ok:
                     return b"corrupt"
@@ -994,7 +1073,7 @@ def read_blocks(inp, size, sink):
             payload = readn(inp, wire)
             if len(payload) < wire:
                 return b"short"
-            if codec == ZSTD and z is None:
+            if codec in (ZSTD, ZSTDS) and z is None:  # frames end before a raw block
                 if pipe is None:
                     pipe = ZstdPipe(zstd_command(), sink)
                 if not pipe.feed(payload, n):
@@ -1002,7 +1081,10 @@ def read_blocks(inp, size, sink):
                 left -= n
                 continue
             try:
-                raw = inflate(payload, n) if codec == ZLIB else z[1](payload)
+                if codec == ZSTDS:
+                    raw = frames.feed(payload)
+                else:
+                    raw = inflate(payload, n) if codec == ZLIB else z[1](payload)
             except Exception:  # each codec's own error type: a block that is not one
                 return b"corrupt"
             if len(raw) != n:

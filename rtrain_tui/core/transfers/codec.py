@@ -17,7 +17,7 @@ from typing import Any
 
 from rtrain_tui.core.host import transfer_program as tp
 
-RAW, ZLIB, ZSTD = tp.RAW, tp.ZLIB, tp.ZSTD
+RAW, ZLIB, ZSTD, ZSTDS = tp.RAW, tp.ZLIB, tp.ZSTD, tp.ZSTDS
 HEAD = tp.HEAD
 BLOCK = tp.BLOCK
 MAX_WIRE = BLOCK + 4096  # a block's wire bytes: compressed data may grow a little
@@ -62,9 +62,45 @@ def _zstd_compress(data: bytes | memoryview, level: int) -> bytes:
     return bytes(_compressors[level].compress(data))
 
 
+class ZstdStream:
+    """An upload's ZSTDS blocks (the host program's FrameStream, or its `zstd` program,
+    decodes them): one zstd stream, each block flushed whole, so the host decodes it on
+    arrival; a new level ends the frame (its end goes first in the next block's bytes)
+    and begins another, and so does a run's `last` block. No checksum: the file's
+    SHA-256 covers every byte."""
+
+    def __init__(self) -> None:
+        self.level: int | None = None
+        self.frame: Any = None
+
+    def __call__(self, data: bytes | memoryview, level: int, last: bool = False) -> bytes:
+        import zstandard
+
+        head = b""
+        if level != self.level:
+            head = self.end()
+            self.frame = zstandard.ZstdCompressor(level=level).compressobj()
+            self.level = level
+        body = self.frame.compress(data)
+        if last:
+            return head + body + self.end()
+        return head + body + self.frame.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+
+    def end(self) -> bytes:
+        """The open frame's end (b"" when none is open); the next block begins another."""
+        import zstandard
+
+        if self.frame is None:
+            return b""
+        frame, self.frame, self.level = self.frame, None, None
+        return bytes(frame.flush(zstandard.COMPRESSOBJ_FLUSH_FINISH))
+
+
 def encoder_for(host: HostCodecs, name: bytes | str) -> tp.Encoder:
     """The encoder for an upload of the file `name` to a host that decodes `host.decodes`."""
-    if ZSTD in host.decodes:
+    if ZSTDS in host.decodes:
+        enc = tp.Encoder(ZSTDS, _zstd_compress, ZstdStream())
+    elif ZSTD in host.decodes:
         enc = tp.Encoder(ZSTD, _zstd_compress)
     elif ZLIB in host.decodes:
         enc = tp.Encoder(ZLIB, tp.zlib_compress)

@@ -489,24 +489,30 @@ async def _send_ranges(stream: transfer._Stream, fd: int, ranges: list[tuple[int
     or compressed, transfer_program's rule), the next read and encoded in a thread while
     this one goes; bounded by the channel's flow control."""
 
-    def prepare(at: int, n: int) -> tuple[int, int, bytes]:
+    def prepare(at: int, n: int, last: bool) -> tuple[int, int, bytes]:
         try:
             block = os.pread(fd, n, at)
         except OSError as exc:  # this machine's disk, not the channel
             raise RemoteError(f"cannot read the dataset: {exc.strerror}") from None
         if len(block) != n:
             raise RemoteError("the dataset changed while it was uploaded; start again.")
-        kind, payload = enc.encode(block)
+        kind, payload = enc.encode(block, last)  # the host reads this run in one go
         return n, kind, payload
 
     sent = 0
-    pieces = _pieces(ranges, codec.BLOCK)
-    nxt = next(pieces, None)
-    ready: Any = asyncio.ensure_future(asyncio.to_thread(prepare, *nxt)) if nxt else None
+    pieces = list(_pieces(ranges, codec.BLOCK))
+
+    def start(i: int) -> Any:
+        if i >= len(pieces):
+            return None
+        return asyncio.ensure_future(asyncio.to_thread(prepare, *pieces[i],
+                                                       i == len(pieces) - 1))
+    i = 0
+    ready: Any = start(0)
     while ready is not None:
         n, kind, payload = await ready
-        nxt = next(pieces, None)
-        ready = asyncio.ensure_future(asyncio.to_thread(prepare, *nxt)) if nxt else None
+        i += 1
+        ready = start(i)
         try:
             began = time.perf_counter()
             await stream.write(codec.HEAD.pack(kind, n, len(payload)))

@@ -967,21 +967,23 @@ async def _send_hashed(f: Any, size: int, h: Any, stream: _Stream, enc: Any,
     taking turns, which is most of the gap to scp.
     """
 
-    def prepare(want: int) -> tuple[int, int, bytes] | None:
+    def prepare(want: int, last: bool) -> tuple[int, int, bytes] | None:
         block = f.read(want)
         if not block:
             return None
         h.update(block)
-        kind, payload = enc.encode(block)
+        kind, payload = enc.encode(block, last)
         return len(block), kind, payload
 
     sent = 0
-    nxt: Any = asyncio.ensure_future(asyncio.to_thread(prepare, min(CHUNK, size)))
+    nxt: Any = asyncio.ensure_future(asyncio.to_thread(prepare, min(CHUNK, size),
+                                                       CHUNK >= size))
     while (ready := await nxt) is not None:
         n, kind, payload = ready
         sent += n
         want = min(CHUNK, size - sent)
-        nxt = asyncio.ensure_future(asyncio.to_thread(prepare, want) if want > 0 else _none())
+        nxt = asyncio.ensure_future(asyncio.to_thread(prepare, want, sent + want == size)
+                                    if want > 0 else _none())
         try:
             began = time.perf_counter()
             await stream.write(codec.HEAD.pack(kind, n, len(payload)))
@@ -1018,7 +1020,7 @@ def _pump(f: Any, size: int, h: Any, fd: int, enc: Any, sent: list[int]) -> None
         if not n:
             return
         h.update(buf[:n])
-        kind, payload = enc.encode(buf[:n])
+        kind, payload = enc.encode(buf[:n], sent[0] + n == size)
         began = time.perf_counter()
         _write_all(fd, codec.HEAD.pack(kind, n, len(payload)))
         _write_all(fd, payload)
