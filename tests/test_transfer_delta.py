@@ -554,3 +554,33 @@ def test_a_first_upload_over_a_slow_link_is_cut_so_an_edit_later_goes_as_a_delta
     shipped = upload_via(link, edited, work / "b")
     assert shipped.how == "delta" and shipped.wire < 0.03 * len(new)
     assert (work / "b" / "train.jsonl").read_bytes() == new
+
+
+def test_a_first_upload_writes_its_manifest_while_its_last_bytes_drain(
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path, base: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over a slow link the host's verdict comes a buffer's drain after the last byte
+    left (most of a second at 20 Mbit/s): the manifest's write goes meanwhile."""
+    link = throttled("gpu", rate_mbit=20)
+    events: list[tuple[float, str]] = []
+    real_write, real_upload = delta._write_manifest, transfer._stream_upload
+
+    async def writing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        events.append((time.monotonic(), "manifest written"))
+        return await real_write(*args, **kwargs)
+
+    async def uploading(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return await real_upload(*args, **kwargs)
+        finally:
+            events.append((time.monotonic(), "the host's verdict"))
+
+    monkeypatch.setattr(delta, "_write_manifest", writing)
+    monkeypatch.setattr(transfer, "_stream_upload", uploading)
+    work = tmp_path / "work"
+    first = write_file(tmp_path / "base" / "train.jsonl", base)
+    assert upload_via(link, first, work / "a").how == "whole"
+    assert [what for _, what in sorted(events)] == ["manifest written", "the host's verdict"]
+    assert [p.name for p in (work / delta.CHUNKS_DIR).iterdir()] == [sha(base)]
+    assert leftovers(work) == []

@@ -319,19 +319,34 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
     else:
         # Cut while the bytes go (Cut: unless the link is as fast as this machine).
         cut = Cut(local, size)
+        early_writes: list[asyncio.Future[None]] = []
 
         def counted(label: str, done: int, total: int) -> None:
             cut.sent(done)
             if progress:
                 progress(label, done, total)
+
+        def all_sent(sent_digest: str) -> None:
+            # The manifest goes while the last bytes drain to the host, not after its
+            # verdict (its write took 0.12 s of a 256 MiB upload at 100 Mbit/s). Should
+            # the verdict be no, nothing is misled: a manifest only says where chunks
+            # were (every chunk copied from one is hashed again), and the next upload's
+            # check removes one whose dataset is not stored.
+            early_writes.append(asyncio.ensure_future(_manifest_when_cut(
+                conn, chunks_dir, cut.result, size, sent_digest, cut.stop)))
         try:
             digest = await transfer._stream_upload(conn, local, store, size, counted, python,
-                                                   workdir, early)
+                                                   workdir, early, all_sent)
         except BaseException:
             cut.stop()
+            for writing in early_writes:
+                writing.cancel()
+            await asyncio.gather(*early_writes, return_exceptions=True)
             await asyncio.wait({cut.result})  # never leave the thread reading behind a failure
             raise
         cut.sent(size, done=True)
+        if early_writes:
+            return Shipped(digest, "whole", size, early_writes[0])
         cutting, stop = cut.result, cut.stop
     # The bytes are there, verified: the cut's end (on a fast link it can trail the
     # upload) and the manifest's write are left under way, beside what the start does next.

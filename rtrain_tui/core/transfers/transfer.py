@@ -1065,9 +1065,12 @@ async def _pump_system(stream: _Stream, f: Any, size: int, h: Any, enc: Any,
 
 async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size: int,
                          progress: Progress | None, python: str, workdir: str,
-                         early: EarlyBulk | None = None) -> str:
+                         early: EarlyBulk | None = None,
+                         all_sent: Callable[[str], object] | None = None) -> str:
     """Send `local` to the host program, hashing it here in the same pass; its digest.
-    `early`: its `ssh`, maybe started already (EarlyBulk)."""
+    `early`: its `ssh`, maybe started already (EarlyBulk). `all_sent(digest)`: every
+    byte is on its way, the host's verdict not yet in (what is still in the buffers to
+    the host must drain first: 0.17 s at 100 Mbit/s, 0.9 s at 20)."""
     import asyncssh
 
     label = local.name
@@ -1096,6 +1099,8 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
             if not piped:
                 await stream.write(h.hexdigest().encode() + b"\n")
                 stream.process.stdin.write_eof()
+            if all_sent is not None:
+                all_sent(h.hexdigest())
         except (asyncssh.Error, OSError, BrokenPipeError, ConnectionError):
             pass  # the host program ended early: its answer says why
         why = "the channel closed"
