@@ -398,6 +398,20 @@ def test_a_block_going_raw_while_a_frame_is_open_ends_it_and_goes_stored() -> No
     assert enc.encode(tail) == (tp.RAW, tail)  # no frame open: raw as ever
 
 
+def test_a_host_whose_zstandard_cannot_tell_where_a_frame_ends_gets_blocks_alone(
+    tmp_path: Path, out: io.BytesIO, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A zstandard before `eof` on its decompressobj (zstd_stream is None then) decodes
+    # blocks alone, not a stream: a ZSTDS upload to it would land as `error=corrupt`.
+    monkeypatch.setattr(tp, "zstd_stream", lambda: None)
+    decodes = tp.host_codecs()[0]
+    assert decodes == [tp.ZSTD, tp.ZLIB]
+    data = words(3 * tp.BLOCK)
+    wire = blocks(data, codec.encoder_for(codec.HostCodecs(tuple(decodes)), "t.jsonl"))
+    digest = hashlib.sha256(data).hexdigest()
+    assert recv(tmp_path, wire + digest.encode() + b"\n", len(data)) == f"ok={digest}\n"
+
+
 def test_recv_refuses_a_corrupt_stream_block_and_publishes_nothing(
     tmp_path: Path, out: io.BytesIO,
 ) -> None:

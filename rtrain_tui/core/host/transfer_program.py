@@ -978,7 +978,12 @@ class Encoder:
 def host_codecs():
     """(decodable, encodable): the codec ids this host decodes and encodes, best first."""
     z = zstd_module()
-    dec = [ZSTDS, ZSTD] if z is not None or zstd_command() else []
+    dec = [ZSTD] if z is not None or zstd_command() else []
+    # A stream needs a decoder that says where its frames end (zstd_stream; a zstandard
+    # older than that decodes blocks alone), or, with no zstd in this Python, the `zstd`
+    # program (read_blocks).
+    if (zstd_stream() is not None) if z is not None else dec:
+        dec = [ZSTDS] + dec
     enc = [ZSTD] if z is not None else []
     return dec + [ZLIB], enc + [ZLIB]
 
