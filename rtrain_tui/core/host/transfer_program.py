@@ -26,14 +26,21 @@ stdin into a temporary name of its own in DIR, hashing in the same pass; if the 
 agree the file is published as DIR/<sha256> (the first to publish wins, the others find
 it there), and it prints `ok=<sha256>`; else `error=...`. Every failure removes the
 temporary file; a full disk says `error=nospace`, a block that does not decode to its
-length `error=corrupt`.
+length `error=corrupt`. The temporary file is made only when the first block arrives:
+a big upload's client starts `recv` through the system `ssh` beside the store's check
+(transfer.EarlyBulk), before it knows the bytes must go or DIR exists, and ends its
+input unsent when they need not; the program then says `error=short` and leaves nothing.
 
-Blocks (`send` and `recv`; section "compressed blocks" below): a file's bytes travel as
-blocks of at most BLOCK raw bytes, each `HEAD` (codec, raw length, wire length) and its
-wire bytes, raw or compressed on its own. `recv` and `send` greet with what this host
-can decode and encode (`rtrain-transfer 2 d=zstd,zlib e=zlib`); `send` takes a 4th
-argument, the codecs the client decodes, and picks from them; the client picks for
-`recv`. SHA-256 is always of the raw bytes.
+Blocks (`send`, `recv` and `delta`; section "compressed blocks" below): a file's bytes
+travel as blocks of at most BLOCK raw bytes, each `HEAD` (codec, raw length, wire
+length) and its wire bytes: raw, compressed on its own (`zstd`, `zlib`), or, uploads
+only, a flushed piece of one zstd stream (`zstds`: each block decodes on arrival, to
+exactly its raw length, yet refers back to the blocks before it in its frame; the
+client ends the frame with the last block of a run). `recv` and `send` greet with what
+this host can decode and encode (`rtrain-transfer 2 d=zstds,zstd,zlib e=zlib`: a Python
+without zstd, where the `zstd` program decodes); `send` takes a 4th argument, the
+codecs the client decodes, and picks from them; the client picks for `recv`. SHA-256
+is always of the raw bytes.
 
 `delta STORE CHUNKS SIZE` (core/transfers/delta.py): a new dataset of SIZE bytes built
 from the chunks the host already holds. stdin: LIST, `>I` count and the whole file's
@@ -46,7 +53,8 @@ reads, in order, the bytes of every chunk not marked (as blocks, one run of them
 greets with its codecs as `recv` does), then `E`; it assembles the file
 under a temporary name in STORE, hashing each chunk (copied or received) against the
 list. A copied chunk whose bytes no longer hash right is left a hole and asked for
-again: `again I J ...`, whose bytes follow in that order, then `E`. The whole file's
+again: `again I J ...`, whose bytes follow in that order (a run of blocks of its own),
+then `E`. The whole file's
 hash is checked before it is published as STORE/<sha256> (first to publish wins), its
 manifest then written; it prints `ok=<sha256>` or `error=...` (`p` lines meanwhile are a
 keepalive, every few seconds of copying or hashing, which the client counts as progress
@@ -56,7 +64,8 @@ A manifest (`manifest_bytes`) is text: `rtrain-cdc 1 SIZE COUNT`, then `LENGTH H
 chunk, in order. It is a list of where chunks were: every chunk copied from it is hashed
 again, so one that is wrong or stale costs a resend, never a wrong dataset. A
 whole-file upload's is written by the client through the host's shell
-(remote_sh.write_manifest).
+(remote_sh.write_manifest) as soon as its last bytes are sent, not after `recv`'s
+verdict: one whose dataset was never published is removed by the next upload's check.
 """
 
 import errno
@@ -604,7 +613,7 @@ def copy_chunk(where, sources):
 
 
 # -- compressed blocks ------------------------------------------------------------------
-# A file's bytes travel as blocks, each raw or compressed on its own (the client side is
+# A file's bytes travel as blocks, each raw or compressed (the client side is
 # core/transfers/codec.py, which imports what follows): data that does not shrink, or a
 # link fast enough that compressing would only cost time, goes raw, block by block.
 # ZSTDS: uploads only, blocks of one zstd stream (FrameStream): each block is flushed, so

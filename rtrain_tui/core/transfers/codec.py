@@ -41,7 +41,7 @@ def parse_greeting(line: bytes) -> HostCodecs | None:
     """The host program's first line: its codecs, or None when it is not its greeting.
 
     `rtrain-transfer 2` alone (the `list` mode) has none; `recv` and `send` add
-    `d=zstd,zlib e=zlib`.
+    `d=zstds,zstd,zlib e=zstd,zlib`.
     """
     if line != tp.GREETING and not line.startswith(tp.GREETING + b" "):
         return None
