@@ -24,8 +24,9 @@ print(json.dumps({"restored": ctypes.util.find_library is original,
 """
 
 
-def test_asyncssh_first_import_through_the_connection_module_runs_no_compiler(
-        tmp_path: Path) -> None:
+def compiler_stand_ins(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """(the file each stand-in's name is appended to when it runs, an environment whose
+    PATH finds the stand-ins first)."""
     ran = tmp_path / "ran"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -33,7 +34,12 @@ def test_asyncssh_first_import_through_the_connection_module_runs_no_compiler(
         stand_in = bin_dir / tool
         stand_in.write_text(f"#!/bin/sh\necho {tool} >> {ran}\nexit 1\n")
         stand_in.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+    return ran, {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+
+
+def test_asyncssh_first_import_through_the_connection_module_runs_no_compiler(
+        tmp_path: Path) -> None:
+    ran, env = compiler_stand_ins(tmp_path)
     out = subprocess.run([sys.executable, "-c", FIRST_IMPORT], env=env, capture_output=True,
                          text=True, check=True).stdout
     assert not ran.exists(), f"ran: {ran.read_text().split()}"
@@ -46,13 +52,6 @@ def test_asyncssh_first_import_through_the_connection_module_runs_no_compiler(
 def test_without_the_finder_asyncssh_would_run_the_compiler(tmp_path: Path) -> None:
     """The stand-ins are what the first test relies on: asyncssh imported on its own does
     call them here (no liboqs in the ldconfig cache), so their silence above is ours."""
-    ran = tmp_path / "ran"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for tool in ("gcc", "cc", "ld"):
-        stand_in = bin_dir / tool
-        stand_in.write_text(f"#!/bin/sh\necho {tool} >> {ran}\nexit 1\n")
-        stand_in.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
+    ran, env = compiler_stand_ins(tmp_path)
     subprocess.run([sys.executable, "-c", "import asyncssh"], env=env, check=True)
     assert ran.exists() and "gcc" in ran.read_text().split()
