@@ -844,6 +844,8 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
 
     # Engine.fetch validates the path, run id and workdir before it connects.
     rel = validate.check_fetch_path(args.path)  # a bad path is said before the host is asked
+    if args.python is not None:  # so is a bad interpreter (a checkpoint's check connects)
+        validate.check_python(args.python)
     checkpoint = _checkpoint_step(rel) is not None
     if checkpoint:  # an incomplete one is refused before any of it is fetched
         await engine.require_run(args.host, args.workdir, args.run_id)
@@ -855,11 +857,12 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
             dest = await engine.fetch(args.host, args.workdir, args.run_id, args.path, args.out,
                                       progress.update, on_warning=warnings.append,
                                       on_landed=landed.append, python=args.python)
-    except RemoteError:
+    except RemoteError as exc:
         # Whether the run exists is asked only now: a fetch that works needs no probe
         # (one round trip less before the first byte), and a run that is not there
-        # fails the fetch's listing, which is then said in the run's words.
-        if not checkpoint:
+        # fails the fetch's listing, which is then said in the run's words. Input that
+        # was refused asked no host, and is said as it is.
+        if not checkpoint and not isinstance(exc, validate.ValidationError):
             await engine.require_run(args.host, args.workdir, args.run_id)
         raise
     except asyncio.CancelledError:

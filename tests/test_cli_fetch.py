@@ -82,6 +82,17 @@ def test_fetch_python_runs_the_transfer_on_the_host(cli: Cli, done_run: Path, wo
     assert r.rc == 1 and "python '-c' is not usable" in r.err
 
 
+@pytest.mark.parametrize("path", ["train.log", "checkpoint-500"])
+@pytest.mark.parametrize("python", ["-c", "python3; touch /tmp/x", "$(id)", "py\nthon", ""])
+def test_a_bad_fetch_python_is_refused_before_connecting(cli: Cli, path: str, python: str) -> None:
+    """Whatever the path (a checkpoint's is checked for completeness on the host first),
+    the interpreter is refused before any host is asked: `refused` accepts no connection."""
+    r = cli("fetch", "refused", "r1", path, f"--python={python}")
+    assert r.rc == 1
+    assert r.err.strip() == (f"rtrain-tui: python {python!r} is not usable: give a program "
+                             "name or path such as 'python3' or '/opt/conda/bin/python'.")
+
+
 def test_missing_path_is_named(cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
     r = cli("fetch", "gpu", "done", "checkpoint-500", "--out", str(tmp_path), "--workdir", workdir)
     assert r.rc == 1
