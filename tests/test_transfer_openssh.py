@@ -308,3 +308,59 @@ def test_a_failing_store_check_still_says_why_and_leaves_no_program_behind(
     while host_programs(blocker / "work" / ".datasets"):
         assert time.monotonic() < deadline
         time.sleep(0.05)
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("when", ["logging in", "greeted"])
+def test_a_start_cancelled_while_its_early_ssh_logs_in_leaves_nothing_here_or_there(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None,
+    started: list[asyncio.subprocess.Process], monkeypatch: pytest.MonkeyPatch, when: str,
+) -> None:
+    """Ctrl-C during the store's check, while the early `ssh` logs in (or once it has
+    greeted): that `ssh` is ended and reaped, no pipe end stays open here, and on the host
+    no program and no temporary file is left."""
+    made: list[transfer.EarlyBulk] = []
+    real_start = transfer.EarlyBulk.start
+
+    async def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        made.append(await real_start(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(transfer.EarlyBulk, "start", recording)
+    real_run = HostConnection.run
+
+    async def slow_check(self: HostConnection, script: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if "manifests=" in script:
+            await asyncio.Event().wait()  # the check never answers: only a cancel ends it
+        return await real_run(self, script, *args, **kwargs)
+
+    monkeypatch.setattr(HostConnection, "run", slow_check)
+    data = random_file(tmp_path / "d.jsonl", 3 << 20)
+    work = tmp_path / "work"
+    (work / "run").mkdir(parents=True)
+
+    async def go() -> None:
+        conn = HostConnection("gpu", hosts.ssh_config)
+        await conn.connect()
+        before = open_fds()
+        try:
+            task = asyncio.ensure_future(transfer.ship_dataset(conn, None, data, str(work / "run")))
+            deadline = time.monotonic() + 30
+            while not (started if when == "logging in"
+                       else made and made[0]._opening and made[0]._opening.done()):
+                assert not task.done() and time.monotonic() < deadline
+                await asyncio.sleep(0.001)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert open_fds() - before == set()
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+    assert len(started) == 1 and started[0].returncode is not None  # ended and reaped
+    (work / ".datasets").mkdir(exist_ok=True)
+    nothing_left(work)
