@@ -543,8 +543,7 @@ def delta(store, chunkdir, size, inp=0):
         out.flush()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         asm = Assembly(fd, chunks, marks, have, sources)
-        frames = FrameStream()  # the chunks asked for again continue the client's stream
-        why = read_blocks(inp, sum(chunks[i][1] for i in asm.sent), asm.take, frames)
+        why = read_blocks(inp, sum(chunks[i][1] for i in asm.sent), asm.take)
         if why is None and asm.refused:
             why = b"corrupt"
         if why is None:
@@ -555,7 +554,8 @@ def delta(store, chunkdir, size, inp=0):
             line(b"again", *[str(i).encode() for i in asm.stale])
             out.flush()
             asm.refill()
-            why = read_blocks(inp, sum(chunks[i][1] for i in asm.stale), asm.take, frames)
+            # A run of its own: the client ended its stream's frame with the run before.
+            why = read_blocks(inp, sum(chunks[i][1] for i in asm.stale), asm.take)
             if why is None and asm.refused:
                 why = b"corrupt"
             if why is None and readn(inp, 1) != b"E":
@@ -813,8 +813,8 @@ class Encoder:
     `codec`, `compress`: what to compress with (RAW: never). It measures on the data what
     the fastest level saves and costs (a sample, again after RECHECK raw bytes or
     RECHECK_S, and each new file's first unless it is small), and the link's speed from
-    the writes that had to wait for it (`sent`), and asks `choose` again at every block
-    it compresses.
+    what it drained between writes that found its buffers full (`sent`), and asks
+    `choose` again at every block it compresses.
     """
 
     def __init__(self, codec, compress, stream=None):
@@ -1062,12 +1062,12 @@ class ZstdPipe:
         return code == 0 and self.got == self.want
 
 
-def read_blocks(inp, size, sink, frames=None):
+def read_blocks(inp, size, sink):
     """Read SIZE raw bytes as blocks from fd INP into `sink`; None, or why not (b"short",
-    b"corrupt"). `frames`: the ZSTDS stream's decoder, when one upload's blocks come in
-    more than one call (a delta's chunks asked for again)."""
+    b"corrupt"). They are one run: its ZSTDS frames end with it (the `zstd` program
+    decoding them sees its input end)."""
     z = zstd_module()
-    frames = frames or FrameStream()
+    frames = FrameStream()
     pipe = None
     left = size
     try:
