@@ -184,3 +184,30 @@ def test_a_bad_strict_host_key_checking_value_is_one_line_before_connecting(
     assert not known.exists()
     with pytest.raises(ValidationError):
         _echo(config, "gpu")
+
+
+def test_a_key_is_on_record_for_the_system_ssh_exactly_when_it_logs_in_on_its_own(
+        hosts: SshHosts, tmp_path: Path) -> None:
+    """A big upload starts the system `ssh` before its own connection is made when
+    host_key_on_record says so (transfer.EarlyBulk): it must agree with OpenSSH, which
+    insists on every key on the way (StrictHostKeyChecking=yes), a ProxyJump host's too."""
+    config, known = _config(hosts, tmp_path, "Host gpu\n" + COMMON + "  Port {gpu}\n" + JUMP)
+
+    def on_record(alias: str) -> bool:
+        return HostConnection(alias, config).host_key_on_record()
+
+    def ssh_logs_in(alias: str) -> bool:
+        return subprocess.run(["ssh", "-F", str(config), "-o", "StrictHostKeyChecking=yes",
+                               "-o", "BatchMode=yes", alias, "true"], capture_output=True,
+                              timeout=30, env=hosts.env()).returncode == 0
+
+    def agreed() -> dict[str, bool]:
+        says = {alias: on_record(alias) for alias in ("gpu", "viajump")}
+        assert says == {alias: ssh_logs_in(alias) for alias in says}
+        return says
+
+    assert agreed() == {"gpu": False, "viajump": False}
+    _echo(config, "gpu")  # the target's key is recorded; the jump host's is not
+    assert agreed() == {"gpu": True, "viajump": False}
+    _echo(config, "viajump")  # the jump host's too (accept-new)
+    assert agreed() == {"gpu": True, "viajump": True}

@@ -453,14 +453,28 @@ class HostConnection:
 
     def host_key_on_record(self) -> bool:
         """Whether the host's key is in its known_hosts files already, under the name
-        OpenSSH looks it up by (HostKeyAlias, else `[host]:port`): the system's `ssh`,
-        which insists on that (openssh_pipe.py), can then log in before this connection
-        has checked the key itself."""
+        OpenSSH looks it up by (HostKeyAlias, else `[host]:port`), and so is every
+        ProxyJump hop's: the system's `ssh`, which insists on each (openssh_pipe.py), can
+        then log in before this connection has checked the keys itself."""
         if self.direct is not None:
             return False
-        opts = self.options
-        name = opts.key_alias or known_hosts_name(opts.hostname, opts.port)
-        return any(_known_line(path, name, "", None)[0] for path in opts.known_hosts)
+        try:
+            return _key_on_record(self.options) and (
+                not self.options.jump or self._hops_on_record(self.options.jump))
+        except ValidationError:  # a bad hop: connecting says so
+            return False
+
+    def _hops_on_record(self, spec: str, depth: int = 0) -> bool:
+        """host_key_on_record for the hops of a ProxyJump, walked as _open_jumps walks them."""
+        for i, hop in enumerate(spec.split(",")):
+            _, name, port = _parse_hop(hop.strip())
+            opts = host_options(name, self._ssh_config)
+            if i == 0 and opts.jump and depth < 4 and not self._hops_on_record(opts.jump,
+                                                                               depth + 1):
+                return False
+            if not _key_on_record(opts, port):
+                return False
+        return True
 
     @property
     def connected(self) -> bool:
@@ -761,6 +775,13 @@ class HostConnection:
 def _abort_all(connections: list[asyncssh.SSHClientConnection]) -> None:
     for conn in reversed(connections):
         conn.abort()
+
+
+def _key_on_record(opts: HostOptions, port: int | None = None) -> bool:
+    """Whether a known_hosts file of `opts` holds a key for the host (on `port`, when a
+    ProxyJump hop names one), under the name OpenSSH looks it up by."""
+    name = opts.key_alias or known_hosts_name(opts.hostname, port or opts.port)
+    return any(_known_line(path, name, "", None)[0] for path in opts.known_hosts)
 
 
 def _parse_hop(hop: str) -> tuple[str | None, str, int | None]:

@@ -9,7 +9,8 @@ the same reason.
 
 It is only a faster pipe for the same validated transfer program: the host key must
 already be on record (StrictHostKeyChecking=yes; asyncssh's own connection checked and
-recorded it first), it never prompts (BatchMode), forwards nothing, and runs no command
+recorded it first, or every key on the way was there before: transfer.EarlyBulk,
+connection.host_key_on_record), it never prompts (BatchMode), forwards nothing, and runs no command
 of the config's (RemoteCommand, LocalCommand). No shell runs here: the argv goes to
 `ssh` as a list. When it cannot log in (no `ssh`, a password login, a key that only
 asyncssh was given), the caller carries on over asyncssh, and the connection remembers,
