@@ -304,7 +304,8 @@ class EarlyBulk:
     The system `ssh` is a second login (0.4-0.6 s here, the largest fixed cost of a big
     upload on a far link), and its command is known before the check (upload_prepare)
     says whether the bytes must go at all. It is started only where it can log in on
-    its own: the host key already on record, or this connection made (and recorded it).
+    its own: the host's key, and every ProxyJump hop's, already on record
+    (HostConnection.host_key_on_record), or this connection made (which records them).
     The host program creates nothing before the first block arrives, so one that is not
     needed (the dataset is stored already, or goes as a delta) is simply ended (`close`):
     its program reads the end of its input and exits, leaving nothing behind.
