@@ -13,14 +13,15 @@ exactly as a whole-file upload is.
 
 When the host has no manifest at all (its first upload, or a store from before delta
 uploads), the file goes whole, as before (transfer._stream_upload, through the system
-`ssh` when big), and is chunked meanwhile in a thread so its manifest is written after:
-the next upload can be a delta (through the host's long-lived shell: a channel of its own
-cost 0.15-0.3 s). So is a dataset that shares no chunk with the host's. On a link as fast
-as this machine's CPUs that cut is given up (Cut): it took the upload's CPU, and there a
-delta would save little. The end of that
-chunking and the write are left under way when the upload returns (`Shipped.manifest`):
-placing the dataset and the launch go on beside them (the write took 0.12-0.13 s of a
-start's critical path), and whoever shipped waits for them before it is done.
+`ssh` when big), and is chunked meanwhile in a thread so its manifest is written once
+the last byte has left, while it drains to the host, not after the host's verdict: the
+next upload can be a delta (the write goes through the host's long-lived shell: a channel
+of its own cost 0.15-0.3 s). So is a dataset that shares no chunk with the host's. On a
+link as fast as this machine's CPUs that cut is given up (Cut): it took the upload's CPU,
+and there a delta would save little. The end of that chunking and the write are left
+under way when the upload returns (`Shipped.manifest`): placing the dataset and the
+launch go on beside them (the write took 0.12-0.13 s of a start's critical path), and
+whoever shipped waits for them before it is done.
 
 Average chunk 64 KiB (80 KiB with FastCDC's minimum): a 1% edit of a 256 MiB JSONL in
 one place costs the edited bytes plus about two chunks around it and the list; smaller
