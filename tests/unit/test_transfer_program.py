@@ -182,3 +182,13 @@ def test_sent_text_is_the_module_and_runs_as_the_host_runs_it(tmp_path: Path) ->
     r = subprocess.run(["/bin/sh", "-c", command], capture_output=True, timeout=30)
     mtime = (tmp_path / "f").stat().st_mtime_ns
     assert r.stdout == tp.GREETING + f"\nf 3 {mtime} {b'f'.hex()}\ne\n".encode()
+
+
+def test_the_sent_program_fits_one_argument_of_the_hosts_shell() -> None:
+    """sshd hands the command to the login shell as one argument (`-c`), which Linux caps
+    at MAX_ARG_STRLEN (128 KiB): past it every transfer would fail at once, on every host.
+    The program travels whole, comments included, base64 (a third larger): 66 KB on
+    2026-12-02, 56 KB the day before."""
+    deep = b"/" + b"d" * 4000  # a store under a path as long as Linux allows
+    command = remote_sh.transfer_command("python3", "delta", deep, deep, 1 << 40)
+    assert len(command.encode()) < 128 << 10
