@@ -493,3 +493,47 @@ def test_on_a_fast_link_the_measured_rates_decide_and_raw_is_tried_once_first() 
     enc.rates = {True: 200e6, False: 80e6}  # it clearly moves more: compress
     enc.level = 1
     assert enc.encode(text)[0] == tp.ZSTD and enc.level == 1
+
+
+def test_a_stream_block_that_would_make_more_than_its_length_is_refused_in_bounded_memory(
+    tmp_path: Path, out: io.BytesIO,
+) -> None:
+    """A bomb: a few bytes per 128 KiB of zeros (zstd's RLE blocks), 64 MiB from 2 KiB,
+    under a header that says 1 MiB. The host decodes a block's zstd blocks one at a time
+    and stops past its length: never more than the block is made."""
+    import tracemalloc
+
+    import zstandard
+
+    frame = zstandard.ZstdCompressor(level=1).compressobj()
+    payload = frame.compress(b"\0" * (64 << 20)) + frame.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+    assert len(payload) < 4096
+    wire = tp.HEAD.pack(tp.ZSTDS, tp.BLOCK, len(payload)) + payload
+    tracemalloc.start()
+    try:
+        got = recv(tmp_path, wire + b"0" * 64 + b"\n", tp.BLOCK)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == "error=corrupt\n"
+    assert peak < 8 << 20, peak  # a block and a zstd block's worth, not 64 MiB
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("cut", ["a block cut short", "a frame header cut short",
+                                 "a reserved block type"])
+def test_a_stream_payload_that_is_not_whole_zstd_blocks_is_refused(
+    tmp_path: Path, out: io.BytesIO, cut: str,
+) -> None:
+    data = words(tp.BLOCK)
+    payload = codec.ZstdStream()(data, 3, last=True)
+    if cut == "a block cut short":
+        payload = payload[:-5]
+    elif cut == "a frame header cut short":
+        payload = payload[:5]
+    else:  # the first block's header (after the 4-byte magic, the descriptor, the window)
+        payload = payload[:6] + bytes([payload[6] | 0b110]) + payload[7:]
+    wire = tp.HEAD.pack(tp.ZSTDS, len(data), len(payload)) + payload
+    digest = hashlib.sha256(data).hexdigest()
+    assert recv(tmp_path, wire + digest.encode() + b"\n", len(data)) == "error=corrupt\n"
+    assert list(tmp_path.iterdir()) == []

@@ -764,23 +764,64 @@ def zstd_stream():
     return lambda: z.ZstdDecompressor().decompressobj()
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def frame_header(payload, at):
+    """(where a zstd frame's header that begins at `at` ends, its checksum's length)."""
+    if payload[at:at + 4] != ZSTD_MAGIC or at + 5 > len(payload):
+        raise ValueError("not a zstd frame")
+    fhd = payload[at + 4]
+    if fhd & 0x08:
+        raise ValueError("a reserved bit set")
+    single = fhd >> 5 & 1
+    fcs = (single, 2, 4, 8)[fhd >> 6]
+    end = at + 5 + (1 - single) + (0, 1, 2, 4)[fhd & 3] + fcs
+    if end > len(payload):
+        raise ValueError("a frame header cut short")
+    return end, 4 * (fhd >> 2 & 1)
+
+
 class FrameStream:
-    """Decodes ZSTDS blocks in order: the frames of one stream, a decoder per frame."""
+    """Decodes ZSTDS blocks in order: the frames of one stream, a decoder per frame.
+
+    The decoder is given a payload one zstd block at a time (their 3-byte headers are
+    read here; the client flushed each block, so none spans two payloads): a zstd block
+    makes at most 128 KiB, so a payload that would make more than its header's length (a
+    corrupt one, or a bomb: 4 bytes of an RLE block make 128 KiB) is refused once past
+    it, never made whole in memory, whichever decoder this Python has.
+    """
 
     def __init__(self):
         self.new, self.d = zstd_stream(), None
+        self.check = 0  # the open frame's checksum length, after its last block
 
-    def feed(self, payload):
-        """All the raw bytes this block's payload holds (the client flushed each block)."""
-        got = []
-        while payload:
-            if self.d is None:
+    def feed(self, payload, n):
+        """The `n` raw bytes this block's payload holds, else ValueError."""
+        got, made, at, mv = [], 0, 0, memoryview(payload)
+        while at < len(payload):
+            start = at
+            if self.d is None:  # a frame begins (a new level, a stored frame)
+                at, self.check = frame_header(payload, at)
                 self.d = self.new()
-            got.append(self.d.decompress(payload))
-            if self.d.eof:  # a new level: the rest begins the next frame
-                payload, self.d = self.d.unused_data, None
-            else:
-                payload = b""
+            if at + 3 > len(payload):
+                raise ValueError("a block header cut short")
+            head = int.from_bytes(payload[at:at + 3], "little")
+            last, kind, size = head & 1, head >> 1 & 3, head >> 3
+            if kind == 3:
+                raise ValueError("a reserved block type")
+            at += 3 + (1 if kind == 1 else size) + (self.check if last else 0)
+            if at > len(payload):
+                raise ValueError("a block cut short")
+            raw = self.d.decompress(mv[start:at])
+            made += len(raw)
+            if made > n:
+                raise ValueError("more bytes than the block holds")
+            got.append(raw)
+            if last:
+                if not self.d.eof:
+                    raise ValueError("a frame that did not end at its last block")
+                self.d = None
         return b"".join(got)
 
 
@@ -1104,7 +1145,7 @@ def read_blocks(inp, size, sink):
                 continue
             try:
                 if codec == ZSTDS:
-                    raw = frames.feed(payload)
+                    raw = frames.feed(payload, n)
                 else:
                     raw = inflate(payload, n) if codec == ZLIB else z[1](payload)
             except Exception:  # each codec's own error type: a block that is not one
