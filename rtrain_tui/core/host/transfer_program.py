@@ -696,8 +696,10 @@ def choose(levels, link, ratio, speed, current=None):
         # Until the link is measured (a quarter second, the first MB of the buffers to
         # it filling): the level for the fastest link a compressor still runs beside,
         # which on chat JSONL is zstd 3, not 1. Those bytes cross a slow link as they
-        # would any others: 1's cost 0.4 MB more at 20 Mbit/s, 0.16 s.
-        return choose(levels, FAST_LINK * 0.99, ratio, speed)
+        # would any others: 1's cost 0.4 MB more at 20 Mbit/s, 0.16 s. Never raw on a
+        # speed alone: a first sample may time the compressor's own start (33 MB/s),
+        # and the raw blocks it sent cost a 20 Mbit/s upload 3 MB.
+        return choose(levels, FAST_LINK * 0.99, ratio, speed) or levels[0][0]
     together = link >= FAST_LINK
     costs = {}
     for level, fast, small in levels:
