@@ -584,3 +584,43 @@ def test_a_first_upload_writes_its_manifest_while_its_last_bytes_drain(
     assert [what for _, what in sorted(events)] == ["manifest written", "the host's verdict"]
     assert [p.name for p in (work / delta.CHUNKS_DIR).iterdir()] == [sha(base)]
     assert leftovers(work) == []
+
+
+def test_a_cancel_while_the_first_upload_is_cut_leaves_no_unretrieved_error(
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path, base: bytes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C during a first upload, its last bytes sent, stops its cut (Stopped) and the
+    manifest's write waiting for it: that is the cancel's own end, not an error to
+    report. It was left in a future nobody read, and Python printed "Future exception
+    was never retrieved … Stopped" under the CLI's one-line cancel message."""
+    import gc
+
+    monkeypatch.setattr(delta, "CUT_ALWAYS", 1 << 20)
+    monkeypatch.setattr(delta, "SAMPLE", 1 << 20)
+    monkeypatch.setattr(delta, "RATE_AFTER", 60.0)  # the cut waits for the upload's end
+    link = throttled("gpu", rate_mbit=20)
+    local = write_file(tmp_path / "base" / "train.jsonl", base)
+    run_dir = tmp_path / "work" / "a"
+    run_dir.mkdir(parents=True)
+    reported: list[dict[str, object]] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+        conn = HostConnection(link.alias, link.ssh_config)
+        moving = asyncio.Event()
+        try:
+            upload = asyncio.ensure_future(transfer.ship_dataset(
+                conn, None, local, str(run_dir), lambda _label, done, total: done == total and moving.set()))
+            await asyncio.wait_for(moving.wait(), 30)
+            upload.cancel()
+            await asyncio.wait({upload})
+            assert upload.cancelled()
+            del upload  # with it, the frames that held the cut
+            gc.collect()  # an unread future reports itself when it is collected
+        finally:
+            await conn.close()
+
+    asyncio.run(main())
+    assert [str(ctx.get("message")) for ctx in reported] == []
+    assert not (run_dir / "train.jsonl").exists()

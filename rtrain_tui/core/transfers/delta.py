@@ -174,6 +174,10 @@ class Cut:
             return
         if isinstance(outcome, BaseException):
             self.result.set_exception(outcome)
+            # Read here: a cut given up (Stopped) or unreadable costs only the manifest,
+            # and a failing or cancelled start may never get to await it (its manifest's
+            # write cancelled before it began); unread, Python would print it at exit.
+            self.result.exception()
         else:
             self.result.set_result(outcome)
 
@@ -310,8 +314,7 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         except OSError as exc:  # reading the local file, in the cutting thread
             raise RemoteError(f"cannot read {local}: {exc.strerror}") from None
         finally:
-            if not cutting.done():
-                await asyncio.wait({cutting})
+            await _reap(cutting)
         chunks = cutting.result()
         if wire is not None:
             return Shipped(chunks.digest, "delta", wire)
@@ -343,7 +346,7 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
             for writing in early_writes:
                 writing.cancel()
             await asyncio.gather(*early_writes, return_exceptions=True)
-            await asyncio.wait({cut.result})  # never leave the thread reading behind a failure
+            await _reap(cut.result)  # never leave the thread reading behind a failure
             raise
         cut.sent(size, done=True)
         if early_writes:
@@ -367,7 +370,7 @@ async def _manifest_when_cut(conn: HostConnection, chunks_dir: str,
     except asyncio.CancelledError:
         if stop is not None:
             stop()
-        await asyncio.wait({cutting})
+        await _reap(cutting)
         raise
     except Stopped:  # given up: the upload outran it
         log.debug("%s: no manifest of %s: the upload outran its cut", conn.alias, digest)
@@ -382,6 +385,15 @@ async def _manifest_when_cut(conn: HostConnection, chunks_dir: str,
     body = transfer_program.manifest_bytes(chunks.size, list(zip(
         chunks.offsets(), chunks.lengths, chunks.digests))).decode("ascii")
     await _write_manifest(conn, chunks_dir, body, digest)
+
+
+async def _reap(cutting: asyncio.Future[Chunks]) -> None:
+    """Wait for a cut's end, its outcome read: on a failure or a cancel, the cut's own
+    Stopped (or an error reading the file) is no news, and a future ending in an
+    exception nobody reads is printed as "Future exception was never retrieved"."""
+    await asyncio.wait({cutting})
+    if not cutting.cancelled():
+        cutting.exception()
 
 
 async def _write_manifest(conn: HostConnection, chunks_dir: str, body: str,
