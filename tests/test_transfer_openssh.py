@@ -364,3 +364,37 @@ def test_a_start_cancelled_while_its_early_ssh_logs_in_leaves_nothing_here_or_th
     assert len(started) == 1 and started[0].returncode is not None  # ended and reaped
     (work / ".datasets").mkdir(exist_ok=True)
     nothing_left(work)
+
+
+def test_a_changed_host_key_fails_a_big_upload_as_itself_with_no_word_about_the_bulk_client(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None,
+    started: list[asyncio.subprocess.Process],
+) -> None:
+    """The host was reinstalled: another key is on record for it. The early `ssh` may
+    try (a key is on record) and be refused, but the upload fails saying the key
+    changed, and no warning says the system's ssh cannot log in on its own."""
+    import asyncssh
+
+    from rtrain_tui.core.errors import HostKeyChangedError
+
+    known = tmp_path / "known_hosts"
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
+    known.write_text(f"[127.0.0.1]:{hosts.ports['gpu']} {other}")
+    config = tmp_path / "ssh_config"
+    config.write_text(hosts.ssh_config.read_text().replace(
+        str(hosts.home / ".ssh" / "known_hosts"), str(known)).replace(
+        "Include extra.conf\n", ""))
+    data = random_file(tmp_path / "d.jsonl", 3 << 20)
+    warnings: list[str] = []
+
+    async def go() -> None:
+        conn = HostConnection("gpu", config, on_warning=warnings.append)
+        try:
+            await transfer.store_dataset(conn, data, str(tmp_path / "work"))
+        finally:
+            await conn.close()
+
+    with pytest.raises(HostKeyChangedError):
+        asyncio.run(go())
+    assert warnings == []
+    assert all(p.returncode is not None for p in started)
