@@ -735,10 +735,13 @@ def zstd_module():
     return compress, (lambda b: d.decompress(b, max_output_size=BLOCK))
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # every zstd frame begins with it
+
+
 def stored_frame(data):
     """A whole zstd frame that holds `data` as it is (raw blocks, no compressor): a block
     going raw that must also end a stream's frame goes as one, behind that frame's end."""
-    parts = [b"\x28\xb5\x2f\xfd", b"\xa0", struct.pack("<I", len(data))]  # size given
+    parts = [ZSTD_MAGIC, b"\xa0", struct.pack("<I", len(data))]  # size given
     step = 1 << 17  # a zstd block's most
     for at in range(0, len(data), step):
         piece = data[at:at + step]
@@ -765,8 +768,6 @@ def zstd_stream():
         return None  # too old a zstandard to tell where a frame ends
     return lambda: z.ZstdDecompressor().decompressobj()
 
-
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def frame_header(payload, at):
