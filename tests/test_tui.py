@@ -335,9 +335,10 @@ def test_refresh_of_a_silent_host_does_not_hold_up_the_others(hosts: SshHosts, t
             app.refresh_runs()
             states = lambda: {v.record.run_id: (v.record.state, v.record.stale)  # noqa: E731
                               for v in app.runs_table.views.values()}
-            await until(pilot, lambda: states()["ok"] == ("completed", False), "gpu's run")
+            # the index is read in a thread: until it has been, the table holds no run at all
+            await until(pilot, lambda: states().get("ok") == ("completed", False), "gpu's run")
             assert "silent" in app.refresher.in_flight  # still waiting out its ConnectTimeout
-            await until(pilot, lambda: states()["far"] == ("running", True), "silent's run stale")
+            await until(pilot, lambda: states().get("far") == ("running", True), "silent's run stale")
             assert app.host_list.hosts["silent"].status == "unreachable"
             await until(pilot, lambda: "?stale" in screen_text(app), "the stale mark drawn")
 
