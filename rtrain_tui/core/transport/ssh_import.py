@@ -11,6 +11,11 @@ reads the cache only, then puts the original back. A liboqs that the dynamic loa
 knows (the ldconfig cache) is found as before; one that only a compiler's search path
 holds is not, and asyncssh then offers ML-KEM and curve25519 without sntrup761, as on a
 machine without liboqs.
+
+It also keeps `cryptography` (51 and later) from printing "DSA is deprecated" five times
+on stderr when asyncssh's key modules are imported: every CLI command's error output and
+the TUI's screen would carry it. It says nothing a user can act on (asyncssh still only
+offers DSA keys someone configured), and it is silenced for asyncssh's modules only.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
+import warnings
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -68,6 +74,8 @@ _FINDER = _Finder()
 
 
 def install() -> None:
-    """From now on, asyncssh's first import (wherever it happens) runs no compiler."""
+    """From now on, asyncssh's first import (wherever it happens) runs no compiler and
+    prints no warning about DSA."""
+    warnings.filterwarnings("ignore", message="DSA is deprecated", module=r"asyncssh(\.|$)")
     if PROBING_MODULE not in sys.modules and _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
