@@ -21,7 +21,7 @@ import pytest
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.transfers import transfer
 from rtrain_tui.core.transport import openssh_pipe
-from rtrain_tui.core.transport.connection import HostConnection
+from rtrain_tui.core.transport.connection import ConnectionPool, HostConnection
 from tests.sshd import SshHosts
 
 
@@ -398,3 +398,60 @@ def test_a_changed_host_key_fails_a_big_upload_as_itself_with_no_word_about_the_
         asyncio.run(go())
     assert warnings == []
     assert all(p.returncode is not None for p in started)
+
+
+def test_a_start_into_a_home_workdir_logs_in_its_ssh_before_the_workdir_is_resolved(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None,
+    started: list[asyncio.subprocess.Process], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default workdir is `~/.praisonai-train`: resolving it is a round trip over the
+    asyncssh connection (after its whole login). The dataset's own `ssh` logs in first,
+    the host program expanding `~` itself, and that very `ssh` carries the upload."""
+    from rtrain_tui.core.engine import Engine, StartRequest
+    from rtrain_tui.core.runs.index import RunIndex
+    from tests.conftest import write_config
+
+    spawned: list[float] = []
+    real_start = openssh_pipe.start
+
+    async def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        spawned.append(time.monotonic())
+        return await real_start(*args, **kwargs)
+
+    monkeypatch.setattr(openssh_pipe, "start", recording)
+    resolved: list[float] = []
+    real_run = HostConnection.run
+
+    async def run(self: HostConnection, script: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out = await real_run(self, script, *args, **kwargs)
+        if "wd=$(pwd)/$wd" in script:  # resolve_workdir.sh
+            resolved.append(time.monotonic())
+        return out
+
+    monkeypatch.setattr(HostConnection, "run", run)
+    data = random_file(tmp_path / "d.jsonl", 3 << 20)
+    name = f"w-{tmp_path.name}"
+    work = hosts.remote_homes["gpu"] / name
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        try:
+            await engine.start(StartRequest("gpu", write_config(tmp_path / "c.yaml", steps=1),
+                                            dataset=data, run_id="home", workdir=f"~/{name}",
+                                            gpus=0))
+        finally:
+            await engine.close()
+
+    try:
+        asyncio.run(go())
+        assert len(spawned) == 1 and len(resolved) == 1 and spawned[0] < resolved[0]
+        assert len(started) == 1 and started[0].returncode == 0  # it carried the upload
+        digest = hashlib.sha256(data.read_bytes()).hexdigest()
+        assert [p.name for p in (work / ".datasets").iterdir()] == [digest]
+        assert (work / "home" / "d.jsonl").read_bytes() == data.read_bytes()
+        nothing_left(work)
+        assert host_programs(Path(f"~/{name}/.datasets")) == []  # as its command names it
+    finally:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)

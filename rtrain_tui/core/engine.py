@@ -65,6 +65,7 @@ from rtrain_tui.core.transfers import delta
 from rtrain_tui.core.transfers.transfer import (
     Progress,
     RemoteEntry,
+    early_store,
     fetch,
     list_tree,
     place_dataset,
@@ -478,9 +479,18 @@ class Engine:
                      later: list[asyncio.Future[None]]) -> tuple[str, str]:
         """Send `dataset` into the store of `req`'s workdir: (absolute workdir, its SHA-256).
         A manifest write still under way is appended to `later`."""
-        workdir = await self._workdir_path(req.host, req.workdir)
-        digest = await store_dataset(self.host(req.host), dataset, workdir, progress,
-                                     python=req.python, later=later)
+        conn = self.host(req.host)
+        # A big dataset's own `ssh` logs in while the workdir is resolved, not after: the
+        # host program expands a leading `~` itself (the default workdir has one).
+        early = (await early_store(conn, dataset, req.workdir, req.python)
+                 if req.workdir.startswith(("/", "~/")) or req.workdir == "~" else None)
+        try:
+            workdir = await self._workdir_path(req.host, req.workdir)
+            digest = await store_dataset(conn, dataset, workdir, progress,
+                                         python=req.python, later=later, early=early)
+        finally:
+            if early is not None:
+                await early.close()  # a no-op once the upload took it
         return workdir, digest
 
     async def _start_checked(

@@ -235,7 +235,10 @@ def recv(d, size, inp=0):
 
     The temporary file is made when the first bytes arrive, not before: the client may
     start this program before it knows the bytes must go (transfer.EarlyBulk), even
-    before D exists, and then ends it having sent nothing; it leaves nothing behind."""
+    before D exists, and then ends it having sent nothing; it leaves nothing behind.
+    A leading `~` in D is the login shell's (transfer.early_store: the client starts this
+    program before it has asked the host where `~` is)."""
+    d = os.path.expanduser(d)
     tmp = os.path.join(d, b".up-%s.part" % os.urandom(8).hex().encode())
     fds = []  # the temporary file's, once made
     try:

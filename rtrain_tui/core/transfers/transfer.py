@@ -313,6 +313,10 @@ class EarlyBulk:
 
     def __init__(self, command: str) -> None:
         self.command = command
+        # The same command with the store's path resolved (`stands_for`): a store under
+        # `~` is named as given, for the host program to expand, so that its login need
+        # not wait for the round trip that resolves the workdir here.
+        self._same: set[str] = {command}
         self._opening: asyncio.Future[_Stream | None] | None = None
 
     @classmethod
@@ -326,13 +330,18 @@ class EarlyBulk:
             early._opening = asyncio.ensure_future(_Stream._open_system(conn, command, True))
         return early
 
+    def stands_for(self, command: str) -> None:
+        """`command` does what this one's does: the same program, on the same store, named
+        with its path resolved (store_dataset's caller started it before it knew)."""
+        self._same.add(command)
+
     async def take(self, command: str) -> _Stream | None:
         """The greeted stream, if it runs `command`; None when `ssh` could not log in (the
         connection then knows not to try it again) or there is none."""
         opening, self._opening = self._opening, None
         if opening is None:
             return None
-        if command != self.command:
+        if command not in self._same:
             await self._end(opening)
             return None
         return await opening
@@ -866,10 +875,20 @@ async def ship_dataset(
     return shipped
 
 
+async def early_store(conn: HostConnection, local: Path, workdir: str,
+                      python: str = validate.DEFAULT_PYTHON) -> EarlyBulk:
+    """A big dataset's bulk `ssh … recv` for `workdir` as the user gave it, started before
+    that workdir is resolved (a round trip): the host program resolves a leading `~` as
+    the login shell does. Handed to store_dataset (`early`) with the resolved workdir."""
+    store = posixpath.join(workdir.rstrip("/") or "/", ".datasets")
+    size = local.stat().st_size
+    return await EarlyBulk.start(conn, _recv_command(python, store, size), size)
+
+
 async def store_dataset(
     conn: HostConnection, local: Path, workdir: str,
     progress: Progress | None = None, python: str = validate.DEFAULT_PYTHON,
-    later: list[asyncio.Future[None]] | None = None,
+    later: list[asyncio.Future[None]] | None = None, early: EarlyBulk | None = None,
 ) -> str:
     """Have `local` in the host's store `<workdir>/.datasets/<sha256>` (an absolute
     workdir), sent only when it is not there yet; its SHA-256.
@@ -879,10 +898,12 @@ async def store_dataset(
     The write of the dataset's chunk manifest (delta.py), when one is due, is waited for
     here, or, given `later`, appended to it still under way: the caller goes on (places
     the dataset, launches) and settles it (`delta.settle`) before it is done.
+    `early`: the bulk channel early_store started for this dataset and workdir (ended
+    here when the upload does not take it).
     """
     from rtrain_tui.core.transfers import delta
 
-    shipped = await _store(conn, local, workdir, progress, python)
+    shipped = await _store(conn, local, workdir, progress, python, early)
     if later is None:
         await delta.settle(shipped.manifest)
     elif shipped.manifest is not None:
@@ -891,12 +912,16 @@ async def store_dataset(
 
 
 async def _store(conn: HostConnection, local: Path, workdir: str, progress: Progress | None,
-                 python: str) -> delta.Shipped:
+                 python: str, early: EarlyBulk | None = None) -> delta.Shipped:
     """store_dataset, saying how the dataset went: linked, whole or as a delta."""
     cache_dir = posixpath.join(workdir, ".datasets")
     size = local.stat().st_size
+    command = _recv_command(python, cache_dir, size)
     # A big dataset's bulk channel logs in beside the check: most go whole.
-    early = await EarlyBulk.start(conn, _recv_command(python, cache_dir, size), size)
+    if early is None:
+        early = await EarlyBulk.start(conn, command, size)
+    else:
+        early.stands_for(command)
     try:
         return await _store_checked(conn, local, workdir, cache_dir, size, progress, python,
                                     early)
