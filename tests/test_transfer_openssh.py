@@ -13,6 +13,7 @@ import hashlib
 import os
 import random
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -35,15 +36,14 @@ def big_is_small(monkeypatch: pytest.MonkeyPatch, hosts: SshHosts) -> None:
 def started(monkeypatch: pytest.MonkeyPatch) -> list[asyncio.subprocess.Process]:
     """Every `ssh` the transfers start (the real ones; only recorded)."""
     seen: list[asyncio.subprocess.Process] = []
-    real = openssh_pipe.start
+    real = openssh_pipe.spawn  # where every one starts, a cold start's too (cold_ssh.py)
 
     async def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
         process = await real(*args, **kwargs)
-        if process is not None:
-            seen.append(process)
+        seen.append(process)
         return process
 
-    monkeypatch.setattr(openssh_pipe, "start", recording)
+    monkeypatch.setattr(openssh_pipe, "spawn", recording)
     return seen
 
 
@@ -400,25 +400,38 @@ def test_a_changed_host_key_fails_a_big_upload_as_itself_with_no_word_about_the_
     assert all(p.returncode is not None for p in started)
 
 
+def record_host_key(hosts: SshHosts) -> None:
+    """The gpu host's key on record, as after any earlier login (accept-new)."""
+    subprocess.run(["ssh", "-F", str(hosts.ssh_config), "-o", "StrictHostKeyChecking=accept-new",
+                    "gpu", "true"], env=hosts.env(), check=True, capture_output=True, timeout=30)
+
+
+@pytest.mark.parametrize("process", ["new", "warm"])
 def test_a_start_into_a_home_workdir_logs_in_its_ssh_before_the_workdir_is_resolved(
     hosts: SshHosts, tmp_path: Path, big_is_small: None,
-    started: list[asyncio.subprocess.Process], monkeypatch: pytest.MonkeyPatch,
+    started: list[asyncio.subprocess.Process], monkeypatch: pytest.MonkeyPatch, process: str,
 ) -> None:
     """The default workdir is `~/.praisonai-train`: resolving it is a round trip over the
     asyncssh connection (after its whole login). The dataset's own `ssh` logs in first,
-    the host program expanding `~` itself, and that very `ssh` carries the upload."""
+    the host program expanding `~` itself, and that very `ssh` carries the upload.
+
+    A new process (no connection to the host yet, its key on record) starts that `ssh`
+    before the connection is even made (cold_ssh.py); one that has the connection
+    (the TUI) starts it beside the store's check (EarlyBulk)."""
     from rtrain_tui.core.engine import Engine, StartRequest
     from rtrain_tui.core.runs.index import RunIndex
     from tests.conftest import write_config
 
-    spawned: list[float] = []
-    real_start = openssh_pipe.start
+    record_host_key(hosts)
+    engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+    spawned: list[tuple[float, bool]] = []  # when, and whether the pool had the host then
+    real_spawn = openssh_pipe.spawn
 
     async def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
-        spawned.append(time.monotonic())
-        return await real_start(*args, **kwargs)
+        spawned.append((time.monotonic(), engine.pool.knows("gpu")))
+        return await real_spawn(*args, **kwargs)
 
-    monkeypatch.setattr(openssh_pipe, "start", recording)
+    monkeypatch.setattr(openssh_pipe, "spawn", recording)
     resolved: list[float] = []
     real_run = HostConnection.run
 
@@ -434,8 +447,9 @@ def test_a_start_into_a_home_workdir_logs_in_its_ssh_before_the_workdir_is_resol
     work = hosts.remote_homes["gpu"] / name
 
     async def go() -> None:
-        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
         try:
+            if process == "warm":
+                await engine.host("gpu").connect()
             await engine.start(StartRequest("gpu", write_config(tmp_path / "c.yaml", steps=1),
                                             dataset=data, run_id="home", workdir=f"~/{name}",
                                             gpus=0))
@@ -444,7 +458,8 @@ def test_a_start_into_a_home_workdir_logs_in_its_ssh_before_the_workdir_is_resol
 
     try:
         asyncio.run(go())
-        assert len(spawned) == 1 and len(resolved) == 1 and spawned[0] < resolved[0]
+        assert len(spawned) == 1 and len(resolved) == 1 and spawned[0][0] < resolved[0]
+        assert spawned[0][1] is (process == "warm")
         assert len(started) == 1 and started[0].returncode == 0  # it carried the upload
         digest = hashlib.sha256(data.read_bytes()).hexdigest()
         assert [p.name for p in (work / ".datasets").iterdir()] == [digest]
@@ -455,3 +470,98 @@ def test_a_start_into_a_home_workdir_logs_in_its_ssh_before_the_workdir_is_resol
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_new_process_starts_no_early_ssh_where_it_cannot_be_sure_of_the_key(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None,
+) -> None:
+    """cold_ssh only takes the plain case: a host behind a ProxyJump, or whose key is not
+    on record (a first contact), gets no `ssh` before its connection is made."""
+    from rtrain_tui.core.transport import cold_ssh
+
+    record_host_key(hosts)
+    empty = tmp_path / "known_hosts_empty"
+    empty.write_text("")
+    config = tmp_path / "ssh_config"
+    config.write_text(hosts.ssh_config.read_text()
+                      + "\nHost jumpy\n  HostName 127.0.0.1\n  ProxyJump gpu\n"
+                      + f"\nHost newbox\n  HostName 127.0.0.1\n  Port {hosts.ports['gpu']}\n"
+                      + f"  UserKnownHostsFile {empty}\n")
+
+    async def go() -> list[object]:
+        return [await cold_ssh.spawn(config, alias, "true") for alias in ("jumpy", "newbox")]
+
+    assert asyncio.run(go()) == [None, None]
+
+
+def test_a_start_cancelled_as_its_early_ssh_starts_leaves_nothing_here_or_there(
+    hosts: SshHosts, tmp_path: Path, big_is_small: None,
+    started: list[asyncio.subprocess.Process], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C just as a new process's early `ssh` began to log in: it is ended and reaped,
+    no pipe end stays open, and the host has no program and no file of it."""
+    from rtrain_tui.core.engine import Engine, StartRequest
+    from rtrain_tui.core.runs.index import RunIndex
+    from tests.conftest import write_config
+
+    record_host_key(hosts)
+    began = asyncio.Event()
+    real_spawn = openssh_pipe.spawn
+
+    async def spawning(*args, **kwargs):  # type: ignore[no-untyped-def]
+        process = await real_spawn(*args, **kwargs)
+        began.set()
+        return process
+
+    monkeypatch.setattr(openssh_pipe, "spawn", spawning)
+    data = random_file(tmp_path / "d.jsonl", 3 << 20)
+    work = tmp_path / "work"
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "runs.toml"))
+        before = open_fds()
+        try:
+            task = asyncio.ensure_future(engine.start(StartRequest(
+                "gpu", write_config(tmp_path / "c.yaml", steps=1), dataset=data,
+                run_id="cut", workdir=str(work), gpus=0)))
+            await asyncio.wait_for(began.wait(), 30)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await engine.close()
+        assert open_fds() - before == set()
+
+    asyncio.run(go())
+    assert started and all(p.returncode is not None for p in started)
+    deadline = time.monotonic() + 10
+    while host_programs(work / ".datasets"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert not (work / ".datasets").exists() or [
+        p.name for p in (work / ".datasets").iterdir()] == []
+
+
+def test_an_early_ssh_no_upload_took_is_ended_and_one_taken_is_left_to_its_upload(
+    hosts: SshHosts, big_is_small: None,
+) -> None:
+    """The engine's safety net (Spawned.discard): a start that ends before its upload
+    adopted the `ssh` ends it, closing the pipe; once adopted, the upload owns it."""
+    from rtrain_tui.core.transport import cold_ssh
+
+    record_host_key(hosts)
+
+    async def go() -> None:
+        left = await cold_ssh.spawn(hosts.ssh_config, "gpu", "cat")
+        taken = await cold_ssh.spawn(hosts.ssh_config, "gpu", "cat")
+        assert left is not None and taken is not None
+        taken.taken = True  # as EarlyBulk.adopt marks it
+        await left.discard()
+        assert left.process.returncode is not None
+        await left.discard()  # twice: nothing more happens
+        await taken.discard()
+        assert taken.process.returncode is None
+        os.close(taken.write_end)  # the end of its input ends `cat`, and with it `ssh`
+        assert await asyncio.wait_for(taken.process.wait(), 30) == 0
+
+    asyncio.run(go())

@@ -34,7 +34,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rtrain_tui.core import backends
 from rtrain_tui.core import host as host_files
@@ -65,6 +65,7 @@ from rtrain_tui.core.transfers import delta
 from rtrain_tui.core.transfers.transfer import (
     Progress,
     RemoteEntry,
+    early_command,
     early_store,
     fetch,
     list_tree,
@@ -72,6 +73,7 @@ from rtrain_tui.core.transfers.transfer import (
     store_dataset,
     upload_file,
 )
+from rtrain_tui.core.transport import cold_ssh, openssh_pipe
 from rtrain_tui.core.transport.bounded import bounded
 from rtrain_tui.core.transport.connection import BoundedSFTP, ConnectionPool, HostConnection
 
@@ -242,6 +244,12 @@ def resolved_here(workdir: str) -> str | None:
     one with `~` or a relative one. A cold start's upload waited for that round trip
     (a new shell session: 50-100 ms) before its first byte."""
     return (workdir.rstrip("/") or "/") if workdir.startswith("/") else None
+
+
+def _early_workdir(workdir: str) -> bool:
+    """Whether a dataset's `ssh` may start before `workdir` is resolved: an absolute one, or
+    one under `~` (its host program expands that as the login shell does)."""
+    return workdir.startswith(("/", "~/")) or workdir == "~"
 
 
 def _local_size(*paths: Path | None) -> int:
@@ -456,14 +464,19 @@ class Engine:
         # The dataset's chunk manifest (transfers/delta.py) is written beside placing it
         # and the launch, not before them; the start waits for it only at its end.
         manifests: list[asyncio.Future[None]] = []
-        storing = (asyncio.ensure_future(self._store(req, req.dataset, progress, manifests))
-                   if req.dataset is not None else None)
-        # The SFTP channel the config and the launch files go over opens meanwhile too
-        # (a few round trips of its own).
-        opening = asyncio.ensure_future(self.host(req.host).sftp())
-        early = [task for task in (storing, opening) if task is not None]
+        # A new process's big dataset: its `ssh` logs in before asyncssh is even imported.
+        cold = await self._cold_bulk(req, ship)
+        early: list[asyncio.Future[Any]] = []
         failed = True
         try:
+            storing = (asyncio.ensure_future(self._store(req, req.dataset, progress, manifests,
+                                                         cold))
+                       if req.dataset is not None else None)
+            early += [storing] if storing is not None else []
+            # The SFTP channel the config and the launch files go over opens meanwhile too
+            # (a few round trips of its own).
+            opening = asyncio.ensure_future(self.host(req.host).sftp())
+            early.append(opening)
             started = await self._start_checked(req, kind, options, ship, storing, opening,
                                                 progress, step, on_created, trace)
             failed = False
@@ -472,18 +485,34 @@ class Engine:
             for task in early:
                 task.cancel()  # a no-op once it is done
             await asyncio.gather(*early, return_exceptions=True)
+            if cold is not None:
+                await cold.discard()  # a no-op once the upload took it
             for writing in manifests:
                 await delta.settle(writing, abandon=failed)
 
+    async def _cold_bulk(self, req: StartRequest, ship: int) -> cold_ssh.Spawned | None:
+        """A big dataset's `ssh`, started before this host's connection is made (and so,
+        in a new process, before asyncssh is imported: cold_ssh.py); None where not."""
+        if (req.dataset is None or ship < openssh_pipe.MIN_BYTES
+                or self.pool.knows(req.host) or not _early_workdir(req.workdir)):
+            return None
+        try:
+            command = early_command(req.dataset, req.workdir, req.python)
+        except OSError:
+            return None  # the upload says what is wrong with the file
+        return await cold_ssh.spawn(self.pool.ssh_config, req.host, command)
+
     async def _store(self, req: StartRequest, dataset: Path, progress: Progress | None,
-                     later: list[asyncio.Future[None]]) -> tuple[str, str]:
+                     later: list[asyncio.Future[None]],
+                     cold: cold_ssh.Spawned | None = None) -> tuple[str, str]:
         """Send `dataset` into the store of `req`'s workdir: (absolute workdir, its SHA-256).
-        A manifest write still under way is appended to `later`."""
+        A manifest write still under way is appended to `later`. `cold`: its `ssh`,
+        started already (cold_ssh.py)."""
         conn = self.host(req.host)
         # A big dataset's own `ssh` logs in while the workdir is resolved, not after: the
         # host program expands a leading `~` itself (the default workdir has one).
-        early = (await early_store(conn, dataset, req.workdir, req.python)
-                 if req.workdir.startswith(("/", "~/")) or req.workdir == "~" else None)
+        early = (await early_store(conn, dataset, req.workdir, req.python, cold)
+                 if _early_workdir(req.workdir) else None)
         try:
             workdir = await self._workdir_path(req.host, req.workdir)
             digest = await store_dataset(conn, dataset, workdir, progress,

@@ -38,7 +38,7 @@ from rtrain_tui.core.safety import validate
 from rtrain_tui.core.transfers import codec
 from rtrain_tui.core.transfers.lander import CHANGED, CORRUPT, LANDED, Lander, fresh_part
 from rtrain_tui.core.transfers.meter import Moving
-from rtrain_tui.core.transport import openssh_pipe
+from rtrain_tui.core.transport import cold_ssh, openssh_pipe
 from rtrain_tui.core.transport.bounded import bounded
 
 if TYPE_CHECKING:
@@ -127,24 +127,31 @@ class _Stream:
         return cls(conn, process)
 
     @classmethod
-    async def _open_system(cls, conn: HostConnection, command: str,
-                           upload: bool) -> _Stream | None:
-        """The program through `ssh`, greeted; None when `ssh` cannot log in (not retried)."""
-        read_end, write_end = os.pipe() if upload else (None, None)
-        try:
-            process = await openssh_pipe.start(
-                conn, command, asyncio.subprocess.PIPE if read_end is None else read_end)
-        except BaseException:  # cancelled (an early start no longer needed: EarlyBulk)
-            if write_end is not None:
-                os.close(write_end)
-            raise
-        finally:
-            if read_end is not None:
-                os.close(read_end)  # ssh has its copy
-        if process is None:
-            if write_end is not None:
-                os.close(write_end)
-            return None
+    async def _open_system(cls, conn: HostConnection, command: str, upload: bool,
+                           spawned: cold_ssh.Spawned | None = None) -> _Stream | None:
+        """The program through `ssh`, greeted; None when `ssh` cannot log in (not retried).
+        `spawned`: that upload's `ssh`, started before `conn` was made (cold_ssh.py)."""
+        write_end: int | None
+        if spawned is not None:
+            spawned.taken = True
+            process, write_end = spawned.process, spawned.write_end
+        else:
+            read_end, write_end = os.pipe() if upload else (None, None)
+            try:
+                found = await openssh_pipe.start(
+                    conn, command, asyncio.subprocess.PIPE if read_end is None else read_end)
+            except BaseException:  # cancelled (an early start no longer needed: EarlyBulk)
+                if write_end is not None:
+                    os.close(write_end)
+                raise
+            finally:
+                if read_end is not None:
+                    os.close(read_end)  # ssh has its copy
+            if found is None:
+                if write_end is not None:
+                    os.close(write_end)
+                return None
+            process = found
         stream = cls(conn, process, system=True, stdin_fd=write_end)
         ok = False
         try:
@@ -334,6 +341,14 @@ class EarlyBulk:
         """`command` does what this one's does: the same program, on the same store, named
         with its path resolved (store_dataset's caller started it before it knew)."""
         self._same.add(command)
+
+    @classmethod
+    def adopt(cls, conn: HostConnection, spawned: cold_ssh.Spawned) -> EarlyBulk:
+        """One whose `ssh` a new process started before it had `conn` (cold_ssh.py)."""
+        early = cls(spawned.command)
+        early._opening = asyncio.ensure_future(
+            _Stream._open_system(conn, spawned.command, True, spawned))
+        return early
 
     async def take(self, command: str) -> _Stream | None:
         """The greeted stream, if it runs `command`; None when `ssh` could not log in (the
@@ -875,14 +890,22 @@ async def ship_dataset(
     return shipped
 
 
-async def early_store(conn: HostConnection, local: Path, workdir: str,
-                      python: str = validate.DEFAULT_PYTHON) -> EarlyBulk:
-    """A big dataset's bulk `ssh … recv` for `workdir` as the user gave it, started before
-    that workdir is resolved (a round trip): the host program resolves a leading `~` as
-    the login shell does. Handed to store_dataset (`early`) with the resolved workdir."""
+def early_command(local: Path, workdir: str, python: str = validate.DEFAULT_PYTHON) -> str:
+    """The host program that receives `local` into the store of `workdir` as the user gave
+    it: a leading `~` is expanded there, as the login shell does (early_store)."""
     store = posixpath.join(workdir.rstrip("/") or "/", ".datasets")
-    size = local.stat().st_size
-    return await EarlyBulk.start(conn, _recv_command(python, store, size), size)
+    return _recv_command(python, store, local.stat().st_size)
+
+
+async def early_store(conn: HostConnection, local: Path, workdir: str,
+                      python: str = validate.DEFAULT_PYTHON,
+                      spawned: cold_ssh.Spawned | None = None) -> EarlyBulk:
+    """A big dataset's bulk `ssh … recv` (early_command), started before `workdir` is
+    resolved (a round trip). Handed to store_dataset (`early`) with the resolved workdir.
+    `spawned`: that `ssh`, started already, before `conn` was made (cold_ssh.py)."""
+    if spawned is not None:
+        return EarlyBulk.adopt(conn, spawned)
+    return await EarlyBulk.start(conn, early_command(local, workdir, python), local.stat().st_size)
 
 
 async def store_dataset(

@@ -992,6 +992,10 @@ class ConnectionPool:
                                                 on_warning=lambda m: self.on_warning and self.on_warning(m))
         return self._hosts[alias]
 
+    def knows(self, alias: str) -> bool:
+        """Whether `alias` has a connection here already (made or being made)."""
+        return alias in self._hosts
+
     def add(self, connection: HostConnection) -> None:
         """Register a prepared connection (the demo host) under its alias."""
         self._hosts[connection.alias] = connection

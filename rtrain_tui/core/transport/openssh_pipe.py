@@ -45,7 +45,7 @@ _NEWER_OPTIONS = ["-o", "StdinNull=no", "-o", "SessionType=default",
 _versions: dict[str, tuple[int, int] | None] = {}
 
 
-async def _version(ssh: str) -> tuple[int, int] | None:
+async def version(ssh: str) -> tuple[int, int] | None:
     """OpenSSH's version of the `ssh` at this path, from `ssh -V` (asked once)."""
     if ssh not in _versions:
         found = None
@@ -64,8 +64,6 @@ async def _version(ssh: str) -> tuple[int, int] | None:
 
 async def argv(conn: HostConnection, command: str) -> list[str] | None:
     """The `ssh` command line that runs `command` on the host, or None where not usable."""
-    from rtrain_tui.core.transport.connection import _GCM_FIRST, _aes_is_fast
-
     if conn.direct is not None or conn.bulk_client_refused is not None:
         return None
     ssh = shutil.which("ssh")
@@ -73,16 +71,26 @@ async def argv(conn: HostConnection, command: str) -> list[str] | None:
         conn.refuse_bulk_client("no `ssh` program on this machine")
         return None
     config = str(conn.ssh_config) if conn.ssh_config and conn.ssh_config.exists() else "none"
+    return await command_line(ssh, config, conn.options.connect_timeout,
+                              conn.options.ciphers_set, conn.alias, command)
+
+
+async def command_line(ssh: str, config: str, connect_timeout: float, ciphers_set: bool,
+                       alias: str, command: str) -> list[str]:
+    """`ssh` (at this path) with our options, reading `config` ("none": no file), to run
+    `command` on `alias`. `ciphers_set`: the config names the host's Ciphers itself."""
+    from rtrain_tui.core.transport.connection import _GCM_FIRST, _aes_is_fast
+
     words = [ssh, "-F", config, "-T", "-x", "-a", "-e", "none",
              "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-             "-o", f"ConnectTimeout={max(1, round(conn.options.connect_timeout))}",
+             "-o", f"ConnectTimeout={max(1, round(connect_timeout))}",
              "-o", "ClearAllForwardings=yes", "-o", "PermitLocalCommand=no",
              "-o", "RemoteCommand=none", "-o", "LogLevel=ERROR"]
-    if (await _version(ssh) or (0, 0)) >= (8, 7):
+    if (await version(ssh) or (0, 0)) >= (8, 7):
         words += _NEWER_OPTIONS
-    if not conn.options.ciphers_set and _aes_is_fast():
+    if not ciphers_set and _aes_is_fast():
         words += ["-c", ",".join(_GCM_FIRST)]  # as the asyncssh connection does
-    return [*words, "--", conn.alias, command]
+    return [*words, "--", alias, command]
 
 
 async def start(conn: HostConnection, command: str,
@@ -97,12 +105,18 @@ async def start(conn: HostConnection, command: str,
     if words is None:
         return None
     try:
-        return await asyncio.create_subprocess_exec(
-            *words, stdin=stdin, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        return await spawn(words, stdin)
     except OSError as exc:
         conn.refuse_bulk_client(f"cannot run ssh: {exc.strerror}")
         return None
+
+
+async def spawn(words: list[str],
+                stdin: int = asyncio.subprocess.PIPE) -> asyncio.subprocess.Process:
+    """Run `words` (an `ssh` command line) as `start` says; OSError where it cannot."""
+    return await asyncio.create_subprocess_exec(
+        *words, stdin=stdin, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True)
 
 
 async def failed_login(conn: HostConnection, process: asyncio.subprocess.Process,
