@@ -384,8 +384,7 @@ def known_chunks(store, chunkdir, wanted, busy=None):
         path = os.path.join(store, name)
         try:
             size = os.stat(path).st_size
-            with open(os.path.join(chunkdir, name), "rb") as f:
-                chunks = parse_manifest(f.read(), size)
+            chunks = parse_manifest(read_manifest(os.path.join(chunkdir, name)), size)
         except OSError:
             continue
         for off, length, digest in chunks or ():
@@ -394,6 +393,26 @@ def known_chunks(store, chunkdir, wanted, busy=None):
         if busy is not None:
             busy()
     return found
+
+
+# A manifest's bytes at most: its first line and MAX_CHUNKS rows (a length, a digest).
+MANIFEST_MOST = 64 + MAX_CHUNKS * 76
+
+
+def read_manifest(path):
+    """The bytes of the manifest at PATH, or b"" when it is not a regular file of a
+    manifest's size. Only this program and the client's shell write manifests, always
+    as regular files: anything else there was put by hand or by another tool, and a
+    FIFO (or a link to one) would block the open for good, a link to /dev/zero never
+    end its read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MANIFEST_MOST:
+            return b""
+        return readn(fd, st.st_size)
+    finally:
+        os.close(fd)
 
 
 def write_at(fd, data, off):
@@ -602,7 +621,9 @@ def delta(store, chunkdir, size, inp=0):
 def fd_read(path, sources):
     """A read descriptor for PATH, opened once per assembly (closed with SOURCES)."""
     if path not in sources:
-        sources[path] = os.open(path, os.O_RDONLY)
+        # O_NONBLOCK: a stored dataset swapped for a FIFO since its manifest was read
+        # must not block the open; its pread then fails and the chunk is sent again.
+        sources[path] = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     return sources[path]
 
 

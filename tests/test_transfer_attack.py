@@ -1,0 +1,77 @@
+"""Uploads attacked against the real sshd: a store in a state its own code never makes
+(a manifest that is a FIFO or a link), a name or workdir of awkward characters, the file
+changing while it goes. The contract: nothing wrong is published in `.datasets/`, no
+temporary file stays, the error is one clear line, and what is said is the truth."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from rtrain_tui.core.transfers import delta, transfer
+from tests.sshd import SshHosts
+from tests.test_transfer_delta import jsonl, leftovers, sha, ship, write_file
+
+IN_TIME_S = 25  # under transfer.STALL_TIMEOUT: a hung host program shows as a timeout
+
+
+def ship_in_time(hosts: SshHosts, local: Path, run_dir: Path) -> delta.Shipped:
+    """ship(), failing the test if it takes longer than IN_TIME_S."""
+    from rtrain_tui.core.transport.connection import HostConnection
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    async def main() -> delta.Shipped:
+        conn = HostConnection("gpu", hosts.ssh_config)
+        try:
+            return await asyncio.wait_for(
+                transfer.ship_dataset(conn, None, local, str(run_dir)), IN_TIME_S)
+        finally:
+            await conn.close()
+    return asyncio.run(main())
+
+
+def unblock_fifo(path: Path) -> None:
+    """Open FIFO `path` for writing and close it, so a reader blocked on it sees its end."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        assert exc.errno in (errno.ENXIO, errno.ENOENT), exc  # no reader: nothing blocked
+
+
+# (A link to /dev/zero had the host program read it into memory for good: not kept as a
+# case, since a regression would eat the test machine's memory, but the same check holds.)
+@pytest.mark.parametrize("kind", ["fifo", "link to a fifo"])
+def test_a_manifest_that_is_no_regular_file_is_passed_over_and_the_delta_lands(
+    hosts: SshHosts, tmp_path: Path, kind: str,
+) -> None:
+    work = tmp_path / "work"
+    one, two = jsonl(2 << 20, 11), jsonl(2 << 20, 12)
+    ship(hosts, write_file(tmp_path / "one" / "train.jsonl", one), work / "a")
+    ship(hosts, write_file(tmp_path / "two" / "train.jsonl", two), work / "b")
+    chunks = work / delta.CHUNKS_DIR
+    assert sorted(p.name for p in chunks.iterdir()) == sorted([sha(one), sha(two)])
+    # `one`'s manifest replaced (a hand, another tool): `two`'s still counts, so the
+    # next upload of an edit of either goes as a delta and reads every manifest.
+    bad = chunks / sha(one)
+    bad.unlink()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    if kind == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.symlink_to(fifo)
+    new = two + jsonl(100 << 10, 13)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
+    try:
+        shipped = ship_in_time(hosts, edited, work / "c")
+    finally:
+        unblock_fifo(bad if kind == "fifo" else fifo)  # else a hung host program stays
+    assert shipped.how == "delta" and shipped.digest == sha(new)
+    assert (work / ".datasets" / sha(new)).read_bytes() == new
+    assert (work / "c" / "train.jsonl").read_bytes() == new
+    assert leftovers(work) == []
