@@ -75,3 +75,36 @@ def test_a_manifest_that_is_no_regular_file_is_passed_over_and_the_delta_lands(
     assert (work / ".datasets" / sha(new)).read_bytes() == new
     assert (work / "c" / "train.jsonl").read_bytes() == new
     assert leftovers(work) == []
+
+
+@pytest.mark.parametrize("how", ["whole", "delta"])
+@pytest.mark.parametrize("squatter", ["link to other bytes", "dangling link", "fifo"])
+def test_a_store_entry_that_is_no_regular_file_is_replaced_by_the_verified_upload(
+    hosts: SshHosts, tmp_path: Path, how: str, squatter: str,
+) -> None:
+    work = tmp_path / "work"
+    base = jsonl(2 << 20, 21)
+    new = base + jsonl(64 << 10, 22)
+    if how == "delta":
+        ship(hosts, write_file(tmp_path / "base" / "train.jsonl", base), work / "a")
+    else:
+        new = new[:300 << 10]  # below delta.DELTA_FROM: it goes whole
+    # The new dataset's name in the store is taken by something that is not it, put
+    # there by hand or another tool (the store's check counts only regular files).
+    store = work / ".datasets"
+    store.mkdir(parents=True, exist_ok=True)
+    entry = store / sha(new)
+    other = tmp_path / "other"
+    other.write_bytes(b"x" * len(new))  # the same size: it must not pass for the dataset
+    if squatter == "fifo":
+        os.mkfifo(entry)
+    else:
+        entry.symlink_to(other if squatter == "link to other bytes" else tmp_path / "gone")
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
+    shipped = ship_in_time(hosts, edited, work / "c")
+    assert shipped.how == how and shipped.digest == sha(new)
+    assert entry.is_file() and not entry.is_symlink() and entry.read_bytes() == new
+    placed = work / "c" / "train.jsonl"
+    assert not placed.is_symlink() and placed.read_bytes() == new
+    assert other.read_bytes() == b"x" * len(new)
+    assert leftovers(work) == []

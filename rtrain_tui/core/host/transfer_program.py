@@ -268,12 +268,7 @@ def recv(d, size, inp=0):
         if want != h.hexdigest():
             line(b"error=corrupt")
             return
-        final = os.path.join(d, want.encode())
-        try:
-            os.link(tmp, final)
-        except FileExistsError:
-            if os.stat(final).st_size != size:
-                os.replace(tmp, final)
+        publish(tmp, os.path.join(d, want.encode()), size)
         line(b"ok=" + want.encode())
     except OSError as e:
         if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
@@ -423,11 +418,15 @@ def write_at(fd, data, off):
 
 
 def publish(tmp, final, size):
-    """Make TMP the store's FINAL: the first to publish wins, a wrong-sized one is replaced."""
+    """Make TMP the store's FINAL: the first to publish wins; what is there and is not a
+    regular file of SIZE bytes is replaced. Looked at with lstat: a link (to other bytes
+    of the right size, or to nothing) or a FIFO put there by hand is not the dataset,
+    and a run dir's hard link to it would be that link, not the verified bytes."""
     try:
         os.link(tmp, final)
     except FileExistsError:
-        if os.stat(final).st_size != size:
+        st = os.lstat(final)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
             os.replace(tmp, final)
 
 
