@@ -8,11 +8,17 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.transfers import delta, transfer
+from rtrain_tui.core.transport import openssh_pipe
+from rtrain_tui.core.transport.connection import HostConnection
+from tests.conftest import Throttled
 from tests.sshd import SshHosts
 from tests.test_transfer_delta import jsonl, leftovers, sha, ship, write_file
 
@@ -21,8 +27,6 @@ IN_TIME_S = 25  # under transfer.STALL_TIMEOUT: a hung host program shows as a t
 
 def ship_in_time(hosts: SshHosts, local: Path, run_dir: Path) -> delta.Shipped:
     """ship(), failing the test if it takes longer than IN_TIME_S."""
-    from rtrain_tui.core.transport.connection import HostConnection
-
     run_dir.mkdir(parents=True, exist_ok=True)
 
     async def main() -> delta.Shipped:
@@ -107,4 +111,67 @@ def test_a_store_entry_that_is_no_regular_file_is_replaced_by_the_verified_uploa
     placed = work / "c" / "train.jsonl"
     assert not placed.is_symlink() and placed.read_bytes() == new
     assert other.read_bytes() == b"x" * len(new)
+    assert leftovers(work) == []
+
+
+def change(path: Path, how: str) -> None:
+    """Change the dataset at `path` under an upload that has sent some of it."""
+    if how == "append":
+        with path.open("ab") as f:
+            f.write(b'{"messages": [{"role": "user", "content": "late"}]}\n')
+    else:  # rewritten in place, the same size: its first and last bytes
+        with path.open("r+b") as f:
+            f.write(b"[")
+            f.seek(-1, os.SEEK_END)
+            f.write(b"]")
+
+
+@pytest.mark.parametrize("how", ["rewritten the same size", "append"])
+@pytest.mark.parametrize("way", ["asyncssh", "system ssh", "delta"])
+def test_a_dataset_changed_while_it_uploads_is_refused_and_nothing_is_published(
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, way: str, how: str,
+) -> None:
+    """Bytes sent before the change and after it make a file that never was: it must not
+    be stored (nor placed) as the dataset, whatever way it goes."""
+    monkeypatch.setenv("HOME", str(hosts.home))
+    monkeypatch.setattr(openssh_pipe, "MIN_BYTES", 1 << 20 if way == "system ssh" else 1 << 40)
+    work = tmp_path / "work"
+    base = os.urandom(4 << 20)  # random: no compression hurries it past the change
+    stored = []
+    if way == "delta":
+        ship(hosts, write_file(tmp_path / "base" / "train.jsonl", base), work / "a")
+        stored = [sha(base)]
+        data = base[:1 << 20] + os.urandom(3 << 20)  # megabytes to send
+    else:
+        data = base
+    local = write_file(tmp_path / "new" / "train.jsonl", data)
+    (work / "b").mkdir(parents=True)
+    link = throttled("gpu", rate_mbit=40)
+    changed: list[int] = []
+
+    def progress(label: str, done: int, total: int) -> None:
+        if 0 < done < total and not changed:
+            change(local, how)
+            changed.append(done)
+
+    async def go() -> str:
+        conn = HostConnection(link.alias, link.ssh_config)
+        try:
+            await transfer.ship_dataset(conn, None, local, str(work / "b"), progress)
+            return "shipped"
+        except RemoteError as exc:
+            return str(exc)
+        finally:
+            await conn.close()
+
+    said = asyncio.run(go())
+    assert changed, "the upload ended before the file could be changed"
+    assert said == f"{local} changed while it was uploaded; start again."
+    deadline = time.monotonic() + 20
+    while leftovers(work):  # the host program sees its input end, through the slow link
+        assert time.monotonic() < deadline, leftovers(work)
+        time.sleep(0.05)
+    assert sorted(p.name for p in (work / ".datasets").iterdir()) == stored
+    assert not (work / "b" / "train.jsonl").exists()
     assert leftovers(work) == []

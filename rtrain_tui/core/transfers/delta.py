@@ -306,11 +306,12 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         if early is not None:
             await early.close()  # a delta goes over this connection's own channel
         # Cut while the host program starts (a login, a Python: round trips on a far link).
+        before = local.stat()  # the file as cut: it must be so when the last byte is sent
         cutting: asyncio.Future[Chunks] = asyncio.ensure_future(
             asyncio.to_thread(chunk_file, local))
         try:
             wire = await _delta(conn, local, store, chunks_dir, size, cutting, progress, python,
-                                workdir)
+                                workdir, before)
         except OSError as exc:  # reading the local file, in the cutting thread
             raise RemoteError(f"cannot read {local}: {exc.strerror}") from None
         finally:
@@ -423,10 +424,12 @@ async def settle(writing: asyncio.Future[None] | None, abandon: bool = False) ->
 
 async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str, size: int,
                  chunking: Awaitable[Chunks], progress: transfer.Progress | None, python: str,
-                 workdir: str) -> int | None:
+                 workdir: str, before: os.stat_result | None = None) -> int | None:
     """Send `local` (`size` bytes, cut by `chunking`) as a delta; the bytes written, or
     None when the host has none of its chunks, or the list has more than it takes (nothing
-    was published; the caller sends it whole)."""
+    was published; the caller sends it whole). `before`: the file's stat before its cut
+    began; changed by the last byte sent (the chunks the host copies are the cut's, the
+    ones sent are read now), the delta is refused, its `E` unsaid."""
     import asyncssh
 
     stream = await transfer._Stream.open(conn, remote_sh.transfer_command(
@@ -468,6 +471,7 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
                 report(0)
                 with local.open("rb", buffering=0) as f:
                     await _send_ranges(stream, f.fileno(), to_send(chunks, missing), enc, report)
+                    _still(f.fileno(), before, local)
                     await stream.write(b"E")
                     while not answer:
                         row = await stream.line()
@@ -483,6 +487,7 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
                             break
                         await _send_ranges(stream, f.fileno(), to_send(chunks, again), enc,
                                            lambda n: None)
+                        _still(f.fileno(), before, local)
                         await stream.write(b"E")
         except (asyncssh.Error, OSError, ConnectionError):
             pass  # the host program ended early: its answer says why
@@ -497,6 +502,16 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
         return wire
     _refuse(conn, local, answer.decode("utf-8", "replace"), workdir)
     return None  # not reached: _refuse raises
+
+
+def _still(fd: int, before: os.stat_result | None, local: Path) -> None:
+    """Raise the one-line RemoteError unless the file `fd` is as `before` (if given)."""
+    if before is None:
+        return
+    try:
+        transfer._as_before(fd, before)
+    except transfer._Changed:
+        raise RemoteError(f"{local} changed while it was uploaded; start again.") from None
 
 
 def _refuse(conn: HostConnection, local: Path, answer: str, workdir: str) -> None:

@@ -1055,7 +1055,8 @@ async def _none() -> None:
     return None
 
 
-def _pump(f: Any, size: int, h: Any, fd: int, enc: Any, sent: list[int]) -> None:
+def _pump(f: Any, size: int, h: Any, fd: int, enc: Any, sent: list[int],
+          before: os.stat_result) -> None:
     """In a thread: read `f`, hash it and write it as blocks to the pipe `fd`, then the digest.
 
     Reading, hashing, compressing and writing a pipe all release the GIL, so this costs
@@ -1075,7 +1076,24 @@ def _pump(f: Any, size: int, h: Any, fd: int, enc: Any, sent: list[int]) -> None
         _write_all(fd, payload)
         enc.sent(codec.HEAD.size + len(payload), time.perf_counter() - began)
         sent[0] += n
+    _as_before(f.fileno(), before)
     os.write(fd, h.hexdigest().encode() + b"\n")
+
+
+class _Changed(Exception):
+    """The file being sent changed since its upload began (_as_before)."""
+
+
+def _as_before(fd: int, before: os.stat_result) -> None:
+    """Raise _Changed unless the file open as `fd` is still as `before` said (its inode,
+    size, modification and change times). Asked once every byte is read, before the
+    upload's last word (its digest, a delta's `E`) is said: bytes read before an edit
+    and after it hash consistently and make a file that never was, which the host would
+    verify and store as the dataset; without that word it stores nothing."""
+    now = os.fstat(fd)
+    if (now.st_ino, now.st_size, now.st_mtime_ns, now.st_ctime_ns) != (
+            before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns):
+        raise _Changed
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
@@ -1085,12 +1103,12 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 async def _pump_system(stream: _Stream, f: Any, size: int, h: Any, enc: Any,
-                       progress: Callable[[int], object]) -> int:
+                       progress: Callable[[int], object], before: os.stat_result) -> int:
     """Send `f` to a system `ssh` (see _pump); bounded by time without progress."""
     assert stream.stdin_fd is not None
     sent = [0]
     pumping = asyncio.ensure_future(asyncio.to_thread(_pump, f, size, h, stream.stdin_fd,
-                                                      enc, sent))
+                                                      enc, sent, before))
     last, moved_at = -1, time.monotonic()
     try:
         while not pumping.done():
@@ -1139,12 +1157,17 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
                 if progress:
                     progress(Moving(label, enc.wire), n, size)
             with local.open("rb", buffering=0) as f:
+                before = os.fstat(f.fileno())
+                if before.st_size != size:
+                    raise _Changed
                 if piped:
-                    sent = await _pump_system(stream, f, size, h, enc, report)
+                    sent = await _pump_system(stream, f, size, h, enc, report, before)
                 else:
                     sent = await _send_hashed(f, size, h, stream, enc, report)
+                    if sent == size:
+                        _as_before(f.fileno(), before)
             if sent != size:
-                raise RemoteError(f"{local} changed while it was uploaded; start again.")
+                raise _Changed
             if not piped:
                 await stream.write(h.hexdigest().encode() + b"\n")
                 stream.process.stdin.write_eof()
@@ -1152,6 +1175,9 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
                 all_sent(h.hexdigest())
         except (asyncssh.Error, OSError, BrokenPipeError, ConnectionError):
             pass  # the host program ended early: its answer says why
+        except _Changed:
+            # Its digest unsaid, the host program stores nothing (it reads a wrong one).
+            raise RemoteError(f"{local} changed while it was uploaded; start again.") from None
         why = "the channel closed"
         try:
             answer = (await stream.line()).decode("utf-8", "replace")
