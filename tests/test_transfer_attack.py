@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.host import transfer_program as tp
 from rtrain_tui.core.transfers import delta, transfer
 from rtrain_tui.core.transport import openssh_pipe
 from rtrain_tui.core.transport.connection import HostConnection
 from tests.conftest import Throttled
 from tests.sshd import SshHosts
 from tests.test_transfer_delta import jsonl, leftovers, sha, ship, write_file
+from tests.test_transfer_openssh import host_programs
 
 IN_TIME_S = 25  # under transfer.STALL_TIMEOUT: a hung host program shows as a timeout
 
@@ -37,6 +40,22 @@ def ship_in_time(hosts: SshHosts, local: Path, run_dir: Path) -> delta.Shipped:
         finally:
             await conn.close()
     return asyncio.run(main())
+
+
+@pytest.fixture
+def bulk_ssh(monkeypatch: pytest.MonkeyPatch) -> list[asyncio.subprocess.Process]:
+    """Every system `ssh` the transfers start (the real ones; only recorded)."""
+    seen: list[asyncio.subprocess.Process] = []
+    real = openssh_pipe.start
+
+    async def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        process = await real(*args, **kwargs)
+        if process is not None:
+            seen.append(process)
+        return process
+
+    monkeypatch.setattr(openssh_pipe, "start", recording)
+    return seen
 
 
 def unblock_fifo(path: Path) -> None:
@@ -175,3 +194,101 @@ def test_a_dataset_changed_while_it_uploads_is_refused_and_nothing_is_published(
     assert sorted(p.name for p in (work / ".datasets").iterdir()) == stored
     assert not (work / "b" / "train.jsonl").exists()
     assert leftovers(work) == []
+
+
+@pytest.mark.parametrize("victim,way", [
+    ("bulk ssh", "system ssh"), ("host program", "system ssh"), ("host program", "asyncssh"),
+    ("host program", "delta")])
+def test_an_upload_whose_ssh_or_host_program_is_killed_says_so_and_the_next_one_leaves_nothing(
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, bulk_ssh: list[asyncio.subprocess.Process],
+    victim: str, way: str,
+) -> None:
+    monkeypatch.setenv("HOME", str(hosts.home))
+    monkeypatch.setattr(openssh_pipe, "MIN_BYTES", 1 << 20 if way == "system ssh" else 1 << 40)
+    work = tmp_path / "work"
+    base = os.urandom(4 << 20)
+    stored = []
+    if way == "delta":
+        ship(hosts, write_file(tmp_path / "base" / "train.jsonl", base), work / "a")
+        stored = [sha(base)]
+        data = base[:1 << 20] + os.urandom(3 << 20)
+    else:
+        data = base
+    local = write_file(tmp_path / "new" / "train.jsonl", data)
+    (work / "b").mkdir(parents=True)
+    link = throttled("gpu", rate_mbit=40)
+    store = work / ".datasets"
+    killed: list[int] = []
+
+    def progress(label: str, done: int, total: int) -> None:
+        if 0 < done < total and not killed:
+            if victim == "bulk ssh":
+                pids = [p.pid for p in bulk_ssh]
+            else:
+                # The Python itself, not a login shell waiting for it.
+                pids = [pid for pid in host_programs(store)
+                        if Path(f"/proc/{pid}/comm").read_text().startswith("python")]
+            assert len(pids) == 1, pids
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    async def go(path: Path, run: str, report: transfer.Progress | None) -> str:
+        conn = HostConnection(link.alias, link.ssh_config)
+        try:
+            await transfer.ship_dataset(conn, None, path, str(work / run), report)
+            return "shipped"
+        except RemoteError as exc:
+            return str(exc)
+        finally:
+            await conn.close()
+
+    said = asyncio.run(go(local, "b", progress))
+    assert killed, "the upload ended before anything could be killed"
+    assert "\n" not in said and said.startswith(f"{link.alias}: ") and said.count(link.alias) == 1
+    if victim == "bulk ssh":
+        assert "ssh client" in said and "host program" not in said, said
+    else:
+        assert said.endswith("the host program ended early"), said
+    assert sorted(p.name for p in store.iterdir() if not p.name.endswith(".part")) == stored
+    assert not (work / "b" / "train.jsonl").exists()
+    # A killed host program removes nothing; its part, once older than a live upload's
+    # can be, is the next upload's to remove (one of a live upload, locked, is not).
+    deadline = time.monotonic() + 20
+    while host_programs(store):
+        assert time.monotonic() < deadline, host_programs(store)
+        time.sleep(0.05)
+    long_ago = time.time() - tp.DEAD_AFTER - 1
+    for part in store.glob(".up-*.part"):
+        os.utime(part, (long_ago, long_ago))
+    # The next upload of the same data lands, and no temporary file is left by either.
+    (work / "c").mkdir()
+    assert asyncio.run(go(local, "c", None)) == "shipped"
+    assert (work / "c" / "train.jsonl").read_bytes() == data
+    deadline = time.monotonic() + 20
+    while leftovers(work):
+        assert time.monotonic() < deadline, leftovers(work)
+        time.sleep(0.05)
+
+
+def test_an_old_temporary_file_is_swept_only_when_no_live_upload_holds_it(tmp_path: Path) -> None:
+    import fcntl
+
+    part = tmp_path / ".up-0123456789abcdef.part"
+    part.write_bytes(b"half")
+    long_ago = time.time() - tp.DEAD_AFTER - 1
+    os.utime(part, (long_ago, long_ago))
+    fresh = tmp_path / ".up-fedcba9876543210.part"
+    fresh.write_bytes(b"just made")
+    theirs = tmp_path / "notes.part"  # not ours: never touched
+    theirs.write_bytes(b"x")
+    os.utime(theirs, (long_ago, long_ago))
+    fd = os.open(part, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a live upload, slow (nothing written for long)
+        tp.sweep(os.fsencode(tmp_path))
+        assert part.exists()
+    finally:
+        os.close(fd)
+    tp.sweep(os.fsencode(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name, theirs.name]

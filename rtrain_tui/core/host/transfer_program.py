@@ -25,7 +25,7 @@ O_NOFOLLOW too), so a FIFO can never hang the stream.
 stdin into a temporary name of its own in DIR, hashing in the same pass; if the hashes
 agree the file is published as DIR/<sha256> (the first to publish wins, the others find
 it there), and it prints `ok=<sha256>`; else `error=...`. Every failure removes the
-temporary file; a full disk says `error=nospace`, a block that does not decode to its
+temporary file (one whose program was killed is removed by a later upload: sweep, hold); a full disk says `error=nospace`, a block that does not decode to its
 length `error=corrupt`. The temporary file is made only when the first block arrives:
 a big upload's client starts `recv` through the system `ssh` beside the store's check
 (transfer.EarlyBulk), before it knows the bytes must go or DIR exists, and ends its
@@ -230,6 +230,53 @@ def send(path, num, enc):
         os.close(fd)
 
 
+# A temporary file not written for this long whose writer holds no lock on it is a dead
+# upload's (its program killed, the host rebooted): the next upload removes it. Each
+# program holds an flock on its own from its creation (hold), so a live one, however
+# slow, is never taken; the age spares a program of before the locks, whose client
+# abandons it anyway after 30 s of silence (transfer.STALL_TIMEOUT).
+DEAD_AFTER = 60
+
+
+def hold(fd):
+    """Lock our temporary file FD for as long as we live (sweep's sign of life)."""
+    try:
+        import fcntl
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):  # no flock here: only the day-old rule removes parts
+        pass
+
+
+def sweep(d):
+    """Remove the dead uploads' temporary files in D (DEAD_AFTER says which). Without
+    it, a part left by a `kill -9` stayed a day (upload_prepare.sh's rule), and a big
+    one could keep the next upload from fitting."""
+    try:
+        import fcntl
+        names = os.listdir(d)
+    except (ImportError, OSError):
+        return
+    now = time.time()
+    for name in names:
+        if not (name.startswith(b".up-") and name.endswith(b".part")):
+            continue
+        path = os.path.join(d, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or now - st.st_mtime < DEAD_AFTER:
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(path)
+        except OSError:  # held: a live upload's (or gone meanwhile)
+            pass
+        finally:
+            os.close(fd)
+
+
 def recv(d, size, inp=0):
     """Store SIZE bytes and a hash line read from fd INP in D as D/<sha256>; print the verdict.
 
@@ -246,7 +293,9 @@ def recv(d, size, inp=0):
 
         def sink(b):
             if not fds:
+                sweep(d)
                 fds.append(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                hold(fds[0])
             h.update(b)
             mv = memoryview(b)
             while mv:
@@ -562,7 +611,9 @@ def delta(store, chunkdir, size, inp=0):
                 marks[i >> 3] |= 1 << (i & 7)
         line(b"have", hx(bytes(marks)))
         out.flush()
+        sweep(store)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        hold(fd)
         asm = Assembly(fd, chunks, marks, have, sources)
         why = read_blocks(inp, sum(chunks[i][1] for i in asm.sent), asm.take)
         if why is None and asm.refused:

@@ -265,6 +265,15 @@ class _Stream:
         text = err.decode("utf-8", "replace").strip().splitlines()
         self.stderr_line = safe_line(text[-1])[:200] if text else ""
         why = self.stderr_line or "the host program ended early"
+        if self.system and not self.stderr_line:
+            # The local `ssh` killed (a signal: the OOM killer, a `kill`) is not the host
+            # program ending: said as the host's would send the user looking there.
+            try:
+                code = await bounded(self.process.wait(), 2)
+            except TimeoutError:
+                code = None
+            if code is not None and code < 0:
+                why = f"the local ssh client carrying it was killed (signal {-code})"
         return f"{self.conn.alias}: the transfer failed: {why}"
 
     async def write(self, data: bytes | memoryview) -> None:
@@ -1181,8 +1190,8 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
         why = "the channel closed"
         try:
             answer = (await stream.line()).decode("utf-8", "replace")
-        except RemoteError as exc:
-            answer, why = "", str(exc)
+        except RemoteError as exc:  # said with the alias, which the error below says first
+            answer, why = "", str(exc).removeprefix(f"{conn.alias}: ")
     finally:
         await stream.aclose(finished=bool(answer))
     if answer == f"ok={h.hexdigest()}" and sent == size:
