@@ -292,3 +292,35 @@ def test_an_old_temporary_file_is_swept_only_when_no_live_upload_holds_it(tmp_pa
         os.close(fd)
     tp.sweep(os.fsencode(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name, theirs.name]
+
+
+def test_a_host_file_rewritten_in_place_while_it_is_fetched_lands_whole_not_torn(
+    hosts: SshHosts, throttled: Callable[..., Throttled], tmp_path: Path,
+) -> None:
+    """An adapter saved again over itself (the same size) while it is fetched: the bytes
+    read before the save and after it are no file the host ever held. Read again, it lands
+    as it is now; a growing log is still fetched as a prefix (test_transfer_fetch)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    held = run / "adapter.bin"
+    held.write_bytes(os.urandom(4 << 20))
+    link = throttled("gpu", rate_mbit=40)
+    out = tmp_path / "out"
+    rewritten: list[int] = []
+
+    def progress(label: str, done: int, total: int) -> None:
+        if 0 < done < total and not rewritten:
+            change(held, "rewritten the same size")
+            rewritten.append(done)
+
+    async def go() -> Path:
+        conn = HostConnection(link.alias, link.ssh_config)
+        try:
+            return await transfer.fetch(conn, str(run), "adapter.bin", out, progress)
+        finally:
+            await conn.close()
+
+    landed = asyncio.run(go())
+    assert rewritten, "the fetch ended before the file could be rewritten"
+    assert landed.read_bytes() == held.read_bytes()
+    assert [p.name for p in out.iterdir()] == ["adapter.bin"]

@@ -17,7 +17,7 @@ Every mode first prints GREETING's line, then:
 `send` then reads lines of file numbers on stdin (an empty line ends) and, per number,
 answers `H` num size mtime (from fstat at open: the snapshot), exactly `size` bytes,
 and `T` ok sha256: the hash computed in the same pass; ok=0 when the file shrank or
-failed to read (the bytes were padded). `S` num: the file is gone or is no longer a
+failed to read (the bytes were padded), or was written over without growing. `S` num: the file is gone or is no longer a
 regular file. `B` ends a batch. Only regular files are ever opened (O_NONBLOCK and
 O_NOFOLLOW too), so a FIFO can never hang the stream.
 
@@ -225,6 +225,13 @@ def send(path, num, enc):
                     write_block(enc, b)
                 k -= len(b)
             left -= n
+        if ok:
+            # Written over in place meanwhile (an adapter saved again), not only grown (a
+            # log: its first SIZE bytes are a prefix it had): the bytes read before and
+            # after the write are no file the host ever held. ok=0: read again.
+            now = os.fstat(fd)
+            if now.st_mtime_ns != st.st_mtime_ns and now.st_size <= size:
+                ok = 0
         out.write(struct.pack(">cB", b"T", ok) + h.digest())
     finally:
         os.close(fd)
