@@ -324,3 +324,50 @@ def test_a_host_file_rewritten_in_place_while_it_is_fetched_lands_whole_not_torn
     assert rewritten, "the fetch ended before the file could be rewritten"
     assert landed.read_bytes() == held.read_bytes()
     assert [p.name for p in out.iterdir()] == ["adapter.bin"]
+
+
+BASE = jsonl(2 << 20, 51)
+
+
+def store_base_jsonl(hosts: SshHosts, tmp_path: Path) -> Path:
+    """The host stores BASE (and its manifest): its workdir."""
+    work = tmp_path / "work"
+    ship(hosts, write_file(tmp_path / "base" / "train.jsonl", BASE), work / "a")
+    return work
+
+
+def test_a_delta_block_decoding_past_its_run_is_refused_not_hung(
+    hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last block of a delta's run decodes to more bytes than it says (a client's bug,
+    a bit flipped before encryption). The host's python3 has no zstd module, so the `zstd`
+    program decodes it (ZstdPipe), whose thread assembles the chunks: the surplus must be
+    refused, never end that thread and leave the program waiting on `zstd` for good."""
+    import zstandard
+
+    from rtrain_tui.core.transfers import codec
+
+    real = codec.encoder_for
+
+    def overlong(*args, **kwargs):  # type: ignore[no-untyped-def]
+        enc = real(*args, **kwargs)
+
+        def encode(block: bytes, last: bool = False) -> tuple[int, bytes]:
+            extra = b"x" * (256 << 10) if last else b""
+            return tp.ZSTD, zstandard.ZstdCompressor().compress(bytes(block) + extra)
+        enc.encode = encode
+        return enc
+
+    work = store_base_jsonl(hosts, tmp_path)
+    monkeypatch.setattr(codec, "encoder_for", overlong)
+    new = BASE + jsonl(200 << 10, 52)
+    edited = write_file(tmp_path / "edited" / "train.jsonl", new)
+    with pytest.raises(RemoteError) as refused:
+        ship_in_time(hosts, edited, work / "b")
+    assert str(refused.value) == f"gpu: upload of {edited} arrived corrupted; start again."
+    assert sorted(p.name for p in (work / ".datasets").iterdir()) == [sha(BASE)]
+    deadline = time.monotonic() + 10
+    while leftovers(work):
+        assert time.monotonic() < deadline, leftovers(work)
+        time.sleep(0.05)
+

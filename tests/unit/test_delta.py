@@ -308,7 +308,7 @@ def test_delta_refuses_bytes_that_are_not_the_chunk_listed(tmp_path: Path,
     wrong[100] ^= 1
     answer = _run_delta(tmp_path, store, chunkdir, c,
                         delta.encode_list(c) + _blocks(bytes(wrong)) + b"E")
-    assert answer[-1] == b"error=corrupt"
+    assert answer[-1] == b"error=changed"
     assert list(store.iterdir()) == []
 
 

@@ -56,7 +56,8 @@ list. A copied chunk whose bytes no longer hash right is left a hole and asked f
 again: `again I J ...`, whose bytes follow in that order (a run of blocks of its own),
 then `E`. The whole file's
 hash is checked before it is published as STORE/<sha256> (first to publish wins), its
-manifest then written; it prints `ok=<sha256>` or `error=...` (`p` lines meanwhile are a
+manifest then written; it prints `ok=<sha256>` or `error=...` (`changed`: a sent chunk
+is not the one listed; `corrupt`: a block that does not decode to its length) (`p` lines meanwhile are a
 keepalive, every few seconds of copying or hashing, which the client counts as progress
 even while its own writes wait). Every failure removes the temporary file.
 
@@ -532,6 +533,7 @@ class Assembly:
         self.whole = hashlib.sha256()
         self.stale = []
         self.refused = False  # a sent chunk was not the one listed: the file changed
+        self.surplus = False  # ... or bytes came past the last chunk: a corrupt block
         self.beat = time.time()
 
     def marked(self, i):
@@ -567,6 +569,13 @@ class Assembly:
         written once complete. It raises only OSError: it may run in ZstdPipe's thread."""
         mv = memoryview(b)
         while mv and not self.refused:
+            if self.k == len(self.order):
+                # Bytes past the run: a block that decoded to more than it said (the
+                # `zstd` program's output is checked only at its end). Refused here, so
+                # ZstdPipe's thread goes on draining and never dies on an IndexError,
+                # leaving `zstd`, and this program waiting on it, blocked for good.
+                self.refused = self.surplus = True
+                return
             i = self.order[self.k]
             off, length, digest = self.chunks[i]
             part = mv[:length - self.got]
@@ -586,6 +595,11 @@ class Assembly:
                 if self.whole is not None:
                     self.whole.update(data)
             write_at(self.fd, data, off)
+
+    def why(self):
+        """The error word once refused: `changed` (a sent chunk is not the one the list
+        names: the client's file changed after its cut) or `corrupt` (a bad block)."""
+        return b"corrupt" if self.surplus else b"changed"
 
     def refill(self):
         """From now on `take` fills the stale chunks (asked for again)."""
@@ -624,7 +638,7 @@ def delta(store, chunkdir, size, inp=0):
         asm = Assembly(fd, chunks, marks, have, sources)
         why = read_blocks(inp, sum(chunks[i][1] for i in asm.sent), asm.take)
         if why is None and asm.refused:
-            why = b"corrupt"
+            why = asm.why()
         if why is None:
             asm.copy_until(len(chunks))
             if readn(inp, 1) != b"E":
@@ -636,7 +650,7 @@ def delta(store, chunkdir, size, inp=0):
             # A run of its own: the client ended its stream's frame with the run before.
             why = read_blocks(inp, sum(chunks[i][1] for i in asm.stale), asm.take)
             if why is None and asm.refused:
-                why = b"corrupt"
+                why = asm.why()
             if why is None and readn(inp, 1) != b"E":
                 why = b"short"
         if why is not None:

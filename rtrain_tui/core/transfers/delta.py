@@ -520,8 +520,10 @@ def _refuse(conn: HostConnection, local: Path, answer: str, workdir: str) -> Non
 
     if answer == "error=nospace":
         raise transfer._no_space(conn, workdir)
-    if answer == "error=corrupt":
+    if answer == "error=changed":  # a chunk sent is not the one the list named
         raise RemoteError(f"{local} changed while it was uploaded; start again.")
+    if answer == "error=corrupt":  # a block that did not decode to its length
+        raise RemoteError(f"{conn.alias}: upload of {local} arrived corrupted; start again.")
     raise RemoteError(f"{conn.alias}: upload of {local} failed: "
                       f"{safe_line(answer.removeprefix('error='))[:200]}")
 
