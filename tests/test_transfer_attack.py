@@ -156,12 +156,15 @@ def test_a_dataset_changed_while_it_uploads_is_refused_and_nothing_is_published(
     monkeypatch.setenv("HOME", str(hosts.home))
     monkeypatch.setattr(openssh_pipe, "MIN_BYTES", 1 << 20 if way == "system ssh" else 1 << 40)
     work = tmp_path / "work"
-    base = os.urandom(4 << 20)  # random: no compression hurries it past the change
+    # Random: no compression hurries it past the change. 8 MiB: the system ssh's thread
+    # says its digest once the last bytes are in ssh's buffers (megabytes), and the
+    # change, made at the first progress report (polled), must come before that.
+    base = os.urandom(8 << 20)
     stored = []
     if way == "delta":
         ship(hosts, write_file(tmp_path / "base" / "train.jsonl", base), work / "a")
         stored = [sha(base)]
-        data = base[:1 << 20] + os.urandom(3 << 20)  # megabytes to send
+        data = base[:1 << 20] + os.urandom(7 << 20)  # megabytes to send
     else:
         data = base
     local = write_file(tmp_path / "new" / "train.jsonl", data)
@@ -207,12 +210,12 @@ def test_an_upload_whose_ssh_or_host_program_is_killed_says_so_and_the_next_one_
     monkeypatch.setenv("HOME", str(hosts.home))
     monkeypatch.setattr(openssh_pipe, "MIN_BYTES", 1 << 20 if way == "system ssh" else 1 << 40)
     work = tmp_path / "work"
-    base = os.urandom(4 << 20)
+    base = os.urandom(8 << 20)  # as in the test above: the kill comes well before the end
     stored = []
     if way == "delta":
         ship(hosts, write_file(tmp_path / "base" / "train.jsonl", base), work / "a")
         stored = [sha(base)]
-        data = base[:1 << 20] + os.urandom(3 << 20)
+        data = base[:1 << 20] + os.urandom(7 << 20)
     else:
         data = base
     local = write_file(tmp_path / "new" / "train.jsonl", data)
