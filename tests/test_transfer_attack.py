@@ -332,6 +332,26 @@ def test_a_host_file_rewritten_in_place_while_it_is_fetched_lands_whole_not_torn
 BASE = jsonl(2 << 20, 51)
 
 
+def overlong(extra: int) -> Callable[..., object]:
+    """An encoder_for whose encoders send every block as a zstd frame, the last of a run
+    decoding to `extra` bytes more than it says."""
+    import zstandard
+
+    from rtrain_tui.core.transfers import codec
+
+    real = codec.encoder_for
+
+    def making(*args, **kwargs):  # type: ignore[no-untyped-def]
+        enc = real(*args, **kwargs)
+
+        def encode(block: bytes, last: bool = False) -> tuple[int, bytes]:
+            tail = b"x" * extra if last else b""
+            return tp.ZSTD, zstandard.ZstdCompressor().compress(bytes(block) + tail)
+        enc.encode = encode
+        return enc
+    return making
+
+
 def store_base_jsonl(hosts: SshHosts, tmp_path: Path) -> Path:
     """The host stores BASE (and its manifest): its workdir."""
     work = tmp_path / "work"
@@ -346,23 +366,10 @@ def test_a_delta_block_decoding_past_its_run_is_refused_not_hung(
     a bit flipped before encryption). The host's python3 has no zstd module, so the `zstd`
     program decodes it (ZstdPipe), whose thread assembles the chunks: the surplus must be
     refused, never end that thread and leave the program waiting on `zstd` for good."""
-    import zstandard
-
     from rtrain_tui.core.transfers import codec
 
-    real = codec.encoder_for
-
-    def overlong(*args, **kwargs):  # type: ignore[no-untyped-def]
-        enc = real(*args, **kwargs)
-
-        def encode(block: bytes, last: bool = False) -> tuple[int, bytes]:
-            extra = b"x" * (256 << 10) if last else b""
-            return tp.ZSTD, zstandard.ZstdCompressor().compress(bytes(block) + extra)
-        enc.encode = encode
-        return enc
-
     work = store_base_jsonl(hosts, tmp_path)
-    monkeypatch.setattr(codec, "encoder_for", overlong)
+    monkeypatch.setattr(codec, "encoder_for", overlong(256 << 10))
     new = BASE + jsonl(200 << 10, 52)
     edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     with pytest.raises(RemoteError) as refused:
@@ -374,3 +381,26 @@ def test_a_delta_block_decoding_past_its_run_is_refused_not_hung(
         assert time.monotonic() < deadline, leftovers(work)
         time.sleep(0.05)
 
+
+
+def test_a_block_decoding_far_past_its_length_never_fills_the_hosts_disk(
+    hosts: SshHosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A whole upload's last block, decoded by the `zstd` program (the host's python3 has
+    no zstd module), makes 64 MiB more than it says: a few KiB on the wire. Written out
+    before the count was checked, it filled the disk (a running trainer's checkpoint
+    would fail meanwhile) and read as `no space left`; it is a corrupt block."""
+    from rtrain_tui.core.transfers import codec
+    from tests.small_disk import small_tmpfs
+
+    work = tmp_path / "work"
+    work.mkdir()
+    data = jsonl(512 << 10, 71)
+    local = write_file(tmp_path / "d" / "train.jsonl", data)
+    monkeypatch.setattr(codec, "encoder_for", overlong(64 << 20))
+    with small_tmpfs(work, "16m"):
+        (work / "a").mkdir()
+        with pytest.raises(RemoteError) as refused:
+            ship_in_time(hosts, local, work / "a")
+        assert str(refused.value) == f"gpu: upload of {local} arrived corrupted; start again."
+        assert [p.name for p in (work / ".datasets").iterdir()] == []

@@ -1182,7 +1182,10 @@ class ZstdPipe:
             if not b:
                 return
             self.got += len(b)
-            if self.error is None:
+            # Past what the blocks fed so far say (each is counted before it is fed): a
+            # block decoding to more than its length, corrupt (close says so). Nothing
+            # more is written: a few KiB of such a block made gigabytes, filling the disk.
+            if self.error is None and self.got <= self.want:
                 try:
                     self.sink(b)
                 except OSError as e:  # a full disk: keep draining, so zstd never blocks
