@@ -361,6 +361,24 @@ def test_enter_in_a_field_moves_to_the_next_field_and_never_launches(tmp_path: P
     asyncio.run(go())
 
 
+def test_tab_in_a_field_moves_to_the_next_field_and_shift_tab_back(tmp_path: Path) -> None:
+    """The form bound tab to a screen action that does not exist: tab did nothing, so a
+    user who tabbed from Config to Dataset and typed a path overwrote the config."""
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            form = await _open_form(app, pilot)
+            assert app.focused is form.query_one("#config")
+            await pilot.press("tab")
+            assert app.focused is form.query_one("#dataset")
+            await pilot.press("tab")
+            assert app.focused is form.query_one("#gpus")
+            await pilot.press("shift+tab")
+            assert app.focused is form.query_one("#dataset")
+
+    asyncio.run(go())
+
+
 def test_an_empty_config_says_choose_a_config_file(tmp_path: Path) -> None:
     async def go() -> None:
         app = make_scene_app(tmp_path)

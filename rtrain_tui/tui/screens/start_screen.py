@@ -182,7 +182,9 @@ class StartScreen(ModalScreen[StartedRun | None]):
         Binding("ctrl+s", "submit", "Start", tooltip="Preflight, upload and launch the run"),
         Binding("escape", "cancel", "Cancel", tooltip="Close the form; nothing is started"),
         Binding("ctrl+o", "browse", "Browse", tooltip="Pick the config or dataset file"),
-        Binding("tab", "focus_next", "Next field", show=False),
+        # `app.`: a screen has no focus_next action, and a binding whose action is not
+        # found does nothing, so "focus_next" here made tab dead in the form.
+        Binding("tab", "app.focus_next", "Next field", show=False),
     ]
 
     def __init__(self, engine: Engine | None, hosts: list[str], defaults: StartDefaults) -> None:
