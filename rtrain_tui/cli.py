@@ -907,6 +907,7 @@ async def cmd_stop(engine: Engine, args: argparse.Namespace) -> int:
         if sys.stderr.isatty():
             print(f"  {message}", file=sys.stderr)
 
+    validate.check_grace(args.grace)  # a bad grace is said before the host is asked
     await engine.require_run(args.host, args.workdir, args.run_id)
     try:
         print(await engine.stop(args.host, args.workdir, args.run_id, args.grace, step))

@@ -47,6 +47,17 @@ def test_a_host_not_in_the_ssh_config_gets_the_closest_alias(cli: Cli) -> None:
     assert "gpux is not in" in r.err and r.err.rstrip().endswith("did you mean gpu?"), r.err
 
 
+@pytest.mark.parametrize("grace", ["nan", "inf", "-5"])
+def test_a_grace_that_is_no_finite_number_is_refused_before_connecting(cli: Cli, grace: str) -> None:
+    """`--grace nan` passed argparse's float() and the `< 0` check: the ladder's deadline
+    (now + nan) was never reached, so a trainer that ignores SIGTERM was never killed and
+    `stop` waited forever. The host `refused` is never reached: the refusal comes first
+    (a negative grace, too, was said only after the host was asked about the run)."""
+    r = cli("stop", "refused", "r1", "--grace", grace, timeout=30)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err == f"rtrain-tui: --grace must be 0 or more seconds, not {grace}.\n", r.err
+
+
 def test_demo_without_the_flag_says_add_demo_before_connecting(cli: Cli) -> None:
     r = cli("status", "demo", "r1")
     assert r.rc == 1 and "demo is not in" in r.err and "add --demo" in r.err, r.err

@@ -1381,8 +1381,7 @@ class Engine:
         """
         validate.check_run_id(run_id)
         validate.check_workdir(host, workdir)
-        if grace < 0:
-            raise validate.ValidationError(f"--grace must be 0 or more seconds, not {grace:g}.")
+        validate.check_grace(grace)
         step = on_step or (lambda _msg: None)
         conn = self.host(host)
         kind = backends.get((await self._backends(host, [(workdir, run_id)]))[0])

@@ -8,6 +8,7 @@ would pass as "the end" and reach the remote shell.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import unicodedata
@@ -112,6 +113,17 @@ def check_fetch_path(path: str) -> str:
             "fetch browser lists it, e.g. 'lora_model' or 'train.log'."
         )
     return str(PurePosixPath(path))
+
+
+def check_grace(grace: float) -> float:
+    """Return the stop ladder's grace (seconds between SIGTERM and SIGKILL) if usable.
+
+    nan compares false with every deadline, so the ladder would wait forever and never
+    send SIGKILL to a trainer that ignores SIGTERM; inf is that wait, asked for.
+    """
+    if not math.isfinite(grace) or grace < 0:
+        raise ValidationError(f"--grace must be 0 or more seconds, not {grace:g}.")
+    return grace
 
 
 def check_python(python: str) -> str:
