@@ -48,10 +48,13 @@ if TYPE_CHECKING:
     from rtrain_tui.core.engine import Engine, StartTrace
 
 
-def _add_remote(p: argparse.ArgumentParser, python: bool = True) -> None:
+def _add_remote(p: argparse.ArgumentParser, python: bool = True, of_a_run: bool = True) -> None:
+    """--workdir (and --python); `of_a_run`: the command names a run, whose recorded
+    workdir is the default (`preflight` and `start` have no run yet)."""
+    recorded = "the one the run index recorded for this run, else " if of_a_run else ""
     p.add_argument("--workdir", default=None,
-                   help="run directory parent on the host (default: the one the run index "
-                   f"recorded for this run, else {validate.DEFAULT_WORKDIR})")
+                   help=f"run directory parent on the host (default: {recorded}"
+                   f"{validate.DEFAULT_WORKDIR})")
     if python:
         p.add_argument("--python", default=validate.DEFAULT_PYTHON,
                        help="python on the host (default: %(default)s)")
@@ -146,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("preflight", help="check that a host is ready to train", parents=common)
     p.add_argument("host", help=HOST_HELP)
     p.add_argument("--gpus", type=int, default=None, help=GPUS_HELP)
-    _add_remote(p)
+    _add_remote(p, of_a_run=False)
     _add_slurm(p, start=False)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
@@ -176,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what the host does with a stalled run: say so (default), stop it, or "
                    "stop and resume it from its newest complete checkpoint (counts as a retry)")
     p.add_argument("--run-id", default=None, help="default: run-<epoch>")
-    _add_remote(p)
+    _add_remote(p, of_a_run=False)
     p.add_argument("--follow", action=argparse.BooleanOptionalAction, default=True,
                    help="stream the log until the run ends (default: on)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",

@@ -168,6 +168,17 @@ def test_every_option_and_argument_has_help_text() -> None:
     assert missing == []
 
 
+def test_workdir_help_names_a_recorded_run_only_where_the_command_names_a_run() -> None:
+    """`preflight --help` and `start --help` said the default workdir was "the one the run
+    index recorded for this run": neither names a run, so a new user was left guessing."""
+    helps = {path.split()[-1]: action.help for path, action in _all_actions(build_parser())
+             if action.dest == "workdir"}
+    for command in ("preflight", "start"):
+        assert helps[command] == "run directory parent on the host (default: ~/.praisonai-train)"
+    for command in ("tail", "status", "fetch", "stop"):
+        assert "recorded for this run" in (helps[command] or ""), command
+
+
 def test_help_runs_for_every_command() -> None:
     for command in ("preflight", "start", "tail", "status", "fetch", "stop", "runs"):
         out = subprocess.run([sys.executable, "-m", "rtrain_tui", command, "--help"],
