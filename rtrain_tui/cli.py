@@ -1038,7 +1038,8 @@ def _prune(index: RunIndex, args: argparse.Namespace) -> int:
     print(f"{'would remove' if args.dry_run else 'removing'} {n} from the index "
           f"({what}; nothing on any host is touched):")
     rows = [("HOST", "RUN", "STATE", "ENDED")] + [
-        (r.host, r.run_id, r.state, r.ended_at or r.updated_at or r.started_at) for r in listed]
+        (r.host, r.run_id, r.state, _to_the_second(r.ended_at or r.updated_at or r.started_at))
+        for r in listed]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

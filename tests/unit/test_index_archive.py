@@ -222,6 +222,20 @@ def test_prune_removes_only_the_runs_it_listed_and_a_dry_run_removes_none(tmp_pa
     assert refused.returncode != 0 and "only runs that ended" in refused.stderr
 
 
+def test_prune_lists_times_to_the_second_as_runs_does(tmp_path: Path) -> None:
+    """The index keeps microseconds; `runs` shows 2026-12-06T00:41:58+00:00 but the prune
+    listing showed 2026-12-06T00:47:39.319062+00:00 for the same kind of time."""
+    ended = datetime(2026, 1, 2, 3, 4, 5, 319062, tzinfo=UTC).isoformat()
+    index = RunIndex(tmp_path / "runs.toml")
+    index.add_new([RunRecord(host="h", run_id="old", workdir="~/w", state="completed",
+                             started_at=ended, updated_at=ended, ended_at=ended)])
+    dry = _cli(tmp_path, "runs", "--prune", "--older-than", "1d", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[2].split() == ["h", "old", "completed", "2026-01-02T03:04:05+00:00"]
+    listed = _cli(tmp_path, "runs")
+    assert listed.stdout.splitlines()[1].split()[-1] == "2026-01-02T03:04:05+00:00", listed.stdout
+
+
 def test_prune_keeps_a_run_that_changed_after_it_was_listed(tmp_path: Path) -> None:
     index = RunIndex(tmp_path / "runs.toml")
     old = RunRecord(host="h", run_id="r", workdir="~/w", state="completed",
