@@ -283,6 +283,26 @@ def test_preflight_panel_wraps_the_whole_error_of_an_unreachable_host() -> None:
     assert error in words
 
 
+def test_preflight_panel_wraps_a_failed_or_warning_check_to_its_end() -> None:
+    """A check that is not ok says what to do at its end; the sidebar (34 columns) cut it
+    to `praisonai_train is not…`, hiding `(pip install praisonai-train)`. Passed checks
+    stay one line each."""
+    from rich.console import Console
+
+    from rtrain_tui.core.runs import probes
+    from rtrain_tui.tui.widgets.preflight_panel import render_report
+
+    report = probes.parse_preflight("box", "python=3.11.9\ntrainer=missing\ndisk_free_kb=1\nsetsid=yes\n",
+                                    "python3", 0, ship_bytes=10 << 30)
+    console = Console(width=34, record=True, color_system=None)
+    console.print(render_report(report, "box"))
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    words = " ".join(line[2:].strip() for line in lines if line.strip())
+    assert "(pip install praisonai-train)" in words, lines
+    assert words.count("free some space on box") == 1, lines
+    assert "✓ python  python3 3.11.9" in lines and "✓ setsid  setsid present" in lines, lines
+
+
 def test_preflight_panel_in_the_app_shows_the_error_to_its_end(tmp_path: Path) -> None:
     from rtrain_tui.core.runs.probes import PreflightReport
 

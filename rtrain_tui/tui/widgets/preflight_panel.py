@@ -52,7 +52,12 @@ def render_report(report: PreflightReport | None, host: str | None, checked_at: 
             continue  # drawn below, with a bar of its GPUs
         mark = Text("✓", style="green") if c.ok else (
             Text("!", style="bold yellow") if c.warning else Text("✗", style="bold red"))
-        table.add_row(mark, Text.assemble((f"{c.name:8}", "bold"), c.detail))
+        line = Text.assemble((f"{c.name:8}", "bold"), c.detail)
+        if not c.ok:
+            # Wrapped, as an unreachable host's error is: what to do about it comes last
+            # (`… (pip install praisonai-train)`, `free some space on HOST`).
+            line.no_wrap, line.overflow = False, "fold"
+        table.add_row(mark, line)
     for row in live:
         table.add_row("", row)
     for g in report.gpus if not live else ():
