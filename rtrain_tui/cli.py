@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rtrain_tui import __version__
 from rtrain_tui.core import backends
-from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.errors import NoSuchPathError, RemoteError
 from rtrain_tui.core.metrics import metrics_format
 from rtrain_tui.core.runs import hostconfig, probes
 from rtrain_tui.core.runs.index import (
@@ -583,15 +583,16 @@ def _program() -> str:
     return shlex.quote(os.path.abspath(argv0))
 
 
-def _hint(args: argparse.Namespace, command: str, run_id: str) -> str:
+def _hint(args: argparse.Namespace, command: str, run_id: str, *more: str) -> str:
     """A command that finds this run again (`tail`, `stop`, `status`), ready to paste:
-    the program as it can be run, and the options this call was given that it needs."""
+    the program as it can be run, and the options this call was given that it needs;
+    `more`: the command's own words after the run id (a fetch's path)."""
     words = []  # the program's own options go before the command
     if args.ssh_config is not None:
         words += ["--ssh-config", str(args.ssh_config)]
     if args.index is not None:
         words += ["--index", str(args.index)]
-    words += [command, args.host, run_id]
+    words += [command, args.host, run_id, *more]
     if args.workdir != validate.DEFAULT_WORKDIR:
         words += ["--workdir", args.workdir]
     if args.demo:
@@ -867,6 +868,8 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
         # was refused asked no host, and is said as it is.
         if not checkpoint and not isinstance(exc, validate.ValidationError):
             await engine.require_run(args.host, args.workdir, args.run_id)
+        if isinstance(exc, NoSuchPathError) and rel.split("/")[0] == ADAPTER_DIR:
+            raise NoSuchPathError(f"{exc}{await _newest_checkpoint_hint(engine, args, rel)}") from None
         raise
     except asyncio.CancelledError:
         # By now every partial file is removed (the fetch's cleanup ran before this).
@@ -878,6 +881,26 @@ async def cmd_fetch(engine: Engine, args: argparse.Namespace) -> int:
         print(f"rtrain-tui: warning: {warning}", file=sys.stderr)
     print(f"fetched to {dest}")
     return 0
+
+
+ADAPTER_DIR = "lora_model"  # where the trainer saves the adapter when training completes
+
+
+async def _newest_checkpoint_hint(engine: Engine, args: argparse.Namespace, rel: str) -> str:
+    """For an adapter the run does not have (it stopped or failed before its end): its
+    newest complete checkpoint, and the fetch that brings it ("" when none)."""
+    from rtrain_tui.core.runs import checkpoints
+
+    try:
+        newest = checkpoints.newest_complete(
+            await engine.checkpoints(args.host, args.workdir, args.run_id)).checkpoint
+    except RemoteError:
+        return ""  # the path's own error says enough
+    if newest is None or newest.path == rel:
+        return ""
+    out = ["--out", str(args.out)] if args.out != Path(".") else []
+    return (f" The run's newest complete checkpoint is {newest.path}: "
+            f"`{_hint(args, 'fetch', args.run_id, newest.path, *out)}` fetches it.")
 
 
 def _checkpoint_step(rel: str) -> int | None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.checkpoint_files import save_order, write_checkpoint
 from tests.conftest import Cli, write_config
 from tests.unit.test_validate import BAD_FETCH_PATHS
 
@@ -133,3 +135,27 @@ def test_a_fetch_runs_no_script_in_the_hosts_shell_before_its_bytes(
         assert sent == []
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_a_missing_adapter_names_the_newest_complete_checkpoint_and_its_fetch(
+        cli: Cli, done_run: Path, workdir: str, tmp_path: Path) -> None:
+    """A run stopped before its end has no lora_model: the error said only that, leaving a
+    new user to guess what to fetch instead. It names the newest complete checkpoint (not
+    a newer one cut off mid-save) and the fetch to paste."""
+    shutil.rmtree(done_run / "lora_model")
+    write_checkpoint(done_run, "checkpoint-10", 10, save_order())
+    write_checkpoint(done_run, "checkpoint-20", 20, save_order()[:-1])  # cut off mid-save
+    out = tmp_path / "my out"
+    r = cli("fetch", "gpu", "done", "lora_model", "--out", str(out), "--workdir", workdir)
+    assert (r.rc, r.out) == (1, "")
+    assert r.err.startswith(f"rtrain-tui: 'lora_model' does not exist in the run directory {done_run}. "
+                            "The run's newest complete checkpoint is checkpoint-10: `"), r.err
+    hint = r.err.split("`")[1]
+    assert hint.endswith(f"fetch gpu done checkpoint-10 --out '{out}' --workdir {workdir}"), hint
+    assert r.err.endswith("` fetches it.\n")
+    words = shlex.split(hint)
+    pasted = cli(*words[words.index("fetch"):])
+    assert pasted.out == f"fetched to {out / 'checkpoint-10'}\n", pasted.err
+    # the other paths a run lacks are said as before: a checkpoint is no stand-in for them
+    other = cli("fetch", "gpu", "done", "eval.json", "--workdir", workdir)
+    assert other.err == f"rtrain-tui: 'eval.json' does not exist in the run directory {done_run}.\n"

@@ -42,6 +42,11 @@ class NoSuchRunError(RemoteError):
     """The host answered, and it has no directory for that run id (a typo, another workdir)."""
 
 
+class NoSuchPathError(RemoteError):
+    """The run directory is there, the path asked for in it is not (e.g. `lora_model` of a
+    run that never completed)."""
+
+
 class NotRegularFileError(RemoteError):
     """A run's file that is no regular file (a FIFO, a device): never opened, since opening
     a FIFO blocks the host's sftp-server, and every request behind it, until a writer comes."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.errors import NoSuchPathError, RemoteError
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.safety import validate
 from rtrain_tui.core.transfers import codec
@@ -427,7 +427,7 @@ async def _read_listing(stream: _Stream, run_dir: str, rel: str) -> _Listing:
                 raise validate.ValidationError(
                     f"{shown(exc.path)} points outside the run directory. Fetch paths are "
                     "relative to it, e.g. 'lora_model' or 'train.log'.") from None
-            raise RemoteError(f"{shown(rel)} does not exist in the run directory {run_dir}.") from None
+            raise NoSuchPathError(f"{shown(rel)} does not exist in the run directory {run_dir}.") from None
     return listing
 
 
