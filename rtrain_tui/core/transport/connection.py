@@ -548,6 +548,13 @@ class HostConnection:
                             tunnel: asyncssh.SSHClientConnection | None,
                             **overrides: Any) -> asyncssh.SSHClientConnection:
         """Connect to `name` (this host or one of its jump hosts) under its own key policy."""
+        from rtrain_tui.core.transport.sshconfig import DEMO_ALIAS, not_configured_message
+
+        if name == DEMO_ALIAS == self.alias and not self._alias_is_configured():
+            # The demo host not served (no --demo) and no alias of that name: asking DNS
+            # for `demo` could reach a real machine and offer it the user's keys. The app
+            # probes the index's demo runs, so this is refused here, not only by the CLI.
+            raise UnknownHostError(not_configured_message(name, self._ssh_config))
         for path in opts.missing_identities:
             if path not in self._warned:
                 # OpenSSH skips a missing IdentityFile with a warning, and so do we.

@@ -82,7 +82,10 @@ def shown_path(path: Path | None) -> str:
     return "~" + text[len(home):] if home != "/" and text.startswith(home + "/") else text
 
 
-def not_configured_message(alias: str, config: Path | None, demo_alias: str = "demo") -> str:
+DEMO_ALIAS = "demo"  # the built-in demo host's alias (served in-process with --demo)
+
+
+def not_configured_message(alias: str, config: Path | None, demo_alias: str = DEMO_ALIAS) -> str:
     """`HOST is not in ~/.ssh/config` and what to do: the closest alias, or `--demo`.
 
     Said for a name that is no alias and does not resolve either, so a typo of an alias
