@@ -303,6 +303,28 @@ def test_preflight_panel_wraps_a_failed_or_warning_check_to_its_end() -> None:
     assert "✓ python  python3 3.11.9" in lines and "✓ setsid  setsid present" in lines, lines
 
 
+def test_no_hosts_names_the_ssh_config_the_app_reads(tmp_path: Path) -> None:
+    """Started with --ssh-config, the panel still said `No hosts in ~/.ssh/config`: the
+    file the user had just named was not the one it pointed them to."""
+    from rtrain_tui.core.runs.index import RunIndex
+    from rtrain_tui.tui.app import make_app
+    from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
+
+    config = tmp_path / "lab_config"
+    config.write_text("")
+
+    async def go() -> None:
+        app = make_app(config, RunIndex(tmp_path / "runs.toml"), poll_runs=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            app.show_preflight()
+            await pilot.pause()
+            shown = str(app.query_one("#preflight", PreflightPanel).render())
+            assert shown == f"No hosts in {config}. Add one, or start with --demo.", shown
+
+    asyncio.run(go())
+
+
 def test_preflight_panel_in_the_app_shows_the_error_to_its_end(tmp_path: Path) -> None:
     from rtrain_tui.core.runs.probes import PreflightReport
 

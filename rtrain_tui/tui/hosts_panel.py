@@ -15,6 +15,7 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.runs import hostconfig
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.probes import PreflightReport
+from rtrain_tui.core.transport.sshconfig import shown_path
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class HostsPanel:
         app.query_one("#preflight", PreflightPanel).show(
             report, host, checked, host in self.checking,
             gpus=app.engine.gpu_history.get(host or ""), now=app.clock().timestamp(),
-            price=self.price_label(host))
+            price=self.price_label(host), ssh_config=shown_path(app.engine.pool.ssh_config))
 
     def price_label(self, host: str | None) -> str:
         """The host's price as the panel shows it (`$2.49/h`), or "" when it has none."""

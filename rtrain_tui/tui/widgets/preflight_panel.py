@@ -24,9 +24,9 @@ def _bar(used: int, total: int, width: int = 12) -> Text:
 
 def render_report(report: PreflightReport | None, host: str | None, checked_at: str = "",
                   checking: bool = False, gpus: GpuHistory | None = None,
-                  now: float = 0.0, price: str = "") -> Table | Text:
+                  now: float = 0.0, price: str = "", ssh_config: str = "~/.ssh/config") -> Table | Text:
     if host is None:
-        return Text("No hosts in ~/.ssh/config. Add one, or start with --demo.", style="dim")
+        return Text(f"No hosts in {ssh_config}. Add one, or start with --demo.", style="dim")
     if checking:
         return Text(f"checking {host}…", style="italic cyan")
     live = gpu_rows(gpus, now) if gpus is not None else []
@@ -91,5 +91,5 @@ class PreflightPanel(Static):
 
     def show(self, report: PreflightReport | None, host: str | None, checked_at: str = "",
              checking: bool = False, gpus: GpuHistory | None = None, now: float = 0.0,
-             price: str = "") -> None:
-        self.update(render_report(report, host, checked_at, checking, gpus, now, price))
+             price: str = "", ssh_config: str = "~/.ssh/config") -> None:
+        self.update(render_report(report, host, checked_at, checking, gpus, now, price, ssh_config))
