@@ -421,6 +421,36 @@ def test_tab_in_a_field_moves_to_the_next_field_and_shift_tab_back(tmp_path: Pat
     asyncio.run(go())
 
 
+def test_gpus_follow_the_chosen_host_unless_changed_by_hand(tmp_path: Path) -> None:
+    """The form opened on the demo host says GPUs 0; choosing a GPU box kept the 0, so the
+    run started there CPU-only. GPUs follows the host's default, not a number typed in."""
+    from textual.widgets import Input, Select
+
+    from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
+
+    async def go() -> None:
+        app = make_scene_app(tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            form = StartScreen(None, ["demo", "h100-lab", "a100-rented"], StartDefaults("demo", gpus=0),
+                               gpus_for=lambda host: 0 if host == "demo" else 1)
+            await app.push_screen(form)
+            await pilot.pause()
+            gpus, host = form.query_one("#gpus", Input), form.query_one("#host", Select)
+            assert gpus.value == "0"
+            host.value = "h100-lab"
+            await pilot.pause()
+            assert gpus.value == "1"
+            host.value = "demo"
+            await pilot.pause()
+            assert gpus.value == "0"
+            gpus.value = "2"  # by hand: kept whichever host is chosen
+            host.value = "a100-rented"
+            await pilot.pause()
+            assert gpus.value == "2"
+
+    asyncio.run(go())
+
+
 def test_an_empty_config_says_choose_a_config_file(tmp_path: Path) -> None:
     async def go() -> None:
         app = make_scene_app(tmp_path)

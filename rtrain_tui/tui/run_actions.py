@@ -40,8 +40,8 @@ class RunActions:
         if host is None:
             app.notify("No hosts: add one to ~/.ssh/config or start with --demo.", severity="warning")
             return
-        app.push_screen(StartScreen(app.engine, app.hosts, self.start_defaults(host)),
-                        self.started)
+        app.push_screen(StartScreen(app.engine, app.hosts, self.start_defaults(host),
+                                    gpus_for=app.gpus_for), self.started)
 
     def start_defaults(self, host: str) -> StartDefaults:
         if self.app.demo and host == "demo":

@@ -11,6 +11,7 @@ field has the focus. (The key is always live, so the footer never changes under 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -187,11 +188,16 @@ class StartScreen(ModalScreen[StartedRun | None]):
         Binding("tab", "app.focus_next", "Next field", show=False),
     ]
 
-    def __init__(self, engine: Engine | None, hosts: list[str], defaults: StartDefaults) -> None:
+    def __init__(self, engine: Engine | None, hosts: list[str], defaults: StartDefaults,
+                 gpus_for: Callable[[str], int] | None = None) -> None:
+        """`gpus_for`: each host's default GPUs (0 for the demo host), which GPUs follows
+        when another host is chosen, unless it was changed by hand."""
         super().__init__()
         self.engine = engine
         self.hosts = hosts
         self.defaults = defaults
+        self.gpus_for = gpus_for or (lambda _host: defaults.gpus)
+        self._gpus_default = defaults.gpus
 
     def compose(self) -> ComposeResult:
         d = self.defaults
@@ -325,6 +331,11 @@ class StartScreen(ModalScreen[StartedRun | None]):
     def _changed(self, event: Input.Changed | Select.Changed) -> None:
         if isinstance(event, Select.Changed) and event.select.id == "host":
             self._show_backend()
+            # The demo host's 0 kept for a GPU box would start a CPU-only run there.
+            gpus, default = self.query_one("#gpus", Input), self.gpus_for(self.host)
+            if gpus.value.strip() == str(self._gpus_default):
+                gpus.value = str(default)
+            self._gpus_default = default
         if isinstance(event, Input.Changed) and event.input.id == "gpu_ids":
             try:  # naming the GPUs says how many: GPUs follows
                 ids = validate.parse_gpu_ids(event.value.strip())
