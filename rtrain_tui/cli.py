@@ -645,6 +645,8 @@ async def cmd_start(engine: Engine, args: argparse.Namespace) -> int:
         want = f"GPU(s) {args.gpu_ids}" if args.gpu_ids else f"{gpus} free GPU(s)"
         _err(f"{started.run_id} is queued on {args.host}: it waits there for {want}, "
              "in the order runs were queued (it holds with this client closed)")
+    if started.dataset:
+        _err(started.dataset)  # the progress line is gone: how the bytes went, on stderr
     job = f" (Slurm job {started.job_id})" if started.job_id else ""
     print(f"started {started.run_id} on {args.host}{job}")
     print(f"  tail: {_hint(args, 'tail', started.run_id)}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -379,3 +381,29 @@ def test_runs_refresh_without_demo_says_to_add_it_and_leaves_demo_runs_alone(
     assert r.rc == 0 and r.err == "", r.err
     states = {x["run_id"]: (x["state"], x["stale"]) for x in json.loads(r.out)}
     assert states == {"box": ("completed", False), "demo-run": ("unknown", False)}
+
+
+def test_start_says_how_its_dataset_went_once_the_progress_line_is_gone(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """The upload's progress line is transient: after it, one line on stderr says what was
+    sent (and how much went on the wire), or that the host had it already. Text repeats
+    well, so it goes compressed; the second start of the same data sends nothing."""
+    config = write_config(tmp_path / "c.yaml", steps=1)
+    data = tmp_path / "train.jsonl"
+    rnd = random.Random(7)
+    words = ["".join(rnd.choices("abcdefghijklmnop", k=rnd.randint(2, 8))) for _ in range(3000)]
+    data.write_text("".join(json.dumps({"messages": [{"role": "user", "content": " ".join(
+        rnd.choices(words, k=30))}]}) + "\n" for _ in range(8000)))
+    size = data.stat().st_size
+    first = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+                "--run-id", "one", "--no-follow")
+    assert first.rc == 0, first.err
+    said = [line for line in first.err.splitlines() if line.startswith("rtrain-tui: train.jsonl: ")]
+    assert len(said) == 1, first.err
+    assert re.fullmatch(rf"rtrain-tui: train\.jsonl: sent {size / 1e6:.1f} MB as \d+(\.\d)? kB "
+                        r"\(\d\.\d× compressed\) in \d+\.\d s", said[0]), said[0]
+    again = cli("start", "gpu", "-c", str(config), "-d", str(data), "--workdir", workdir,
+                "--run-id", "two", "--no-follow")
+    assert again.rc == 0, again.err
+    assert "rtrain-tui: train.jsonl: already on gpu, nothing sent" in again.err.splitlines()
+    assert again.out.splitlines()[0] == "started two on gpu"  # stdout as scripts read it

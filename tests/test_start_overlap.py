@@ -117,7 +117,7 @@ def test_a_dataset_sent_before_the_run_dir_makes_the_workdir_private(
     async def go() -> str:
         conn = HostConnection("gpu", hosts.ssh_config)
         try:
-            return await transfer.store_dataset(conn, data, str(workdir))
+            return (await transfer.store_dataset(conn, data, str(workdir))).digest
         finally:
             await conn.close()
 

@@ -460,7 +460,7 @@ def test_a_first_upload_is_stored_before_its_chunking_ends(
 
     async def go(conn: HostConnection) -> str:
         later: list[asyncio.Future[None]] = []
-        digest = await transfer.store_dataset(conn, first, str(work), later=later)
+        digest = (await transfer.store_dataset(conn, first, str(work), later=later)).digest
         stored.set()
         for writing in later:
             await delta.settle(writing)

@@ -100,8 +100,8 @@ def test_disk_full_mid_upload_is_named_and_leaves_no_partial_file(
     async def again() -> str:
         conn = HostConnection("gpu", hosts.ssh_config)
         try:
-            return await transfer._stream_upload(conn, small, str(cache), small.stat().st_size,
-                                                 None, "python3", str(small_disk))
+            return (await transfer._stream_upload(conn, small, str(cache), small.stat().st_size,
+                                                  None, "python3", str(small_disk))).digest
         finally:
             await conn.close()
 

@@ -62,6 +62,7 @@ from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.mask import mask_text, mask_url
 from rtrain_tui.core.safety.sanitize import safe_line
 from rtrain_tui.core.transfers import delta
+from rtrain_tui.core.transfers.meter import shipped_words
 from rtrain_tui.core.transfers.transfer import (
     Progress,
     RemoteEntry,
@@ -191,6 +192,17 @@ class StartedRun:
     # The run is running all the same, and its `starting` entry lets the next refresh
     # record it (`runs --discover` finds it in any case).
     unrecorded: str = ""
+    # How its dataset went, one line (meter.shipped_words); '' without a dataset.
+    dataset: str = ""
+
+
+class Stored(NamedTuple):
+    """A start's dataset in its host's store: the absolute workdir, its SHA-256, and how it
+    went in words (meter.shipped_words)."""
+
+    workdir: str
+    digest: str
+    said: str
 
 
 # How far a start got on the host (StartTrace.stage), for a caller whose start was
@@ -504,10 +516,11 @@ class Engine:
 
     async def _store(self, req: StartRequest, dataset: Path, progress: Progress | None,
                      later: list[asyncio.Future[None]],
-                     cold: cold_ssh.Spawned | None = None) -> tuple[str, str]:
-        """Send `dataset` into the store of `req`'s workdir: (absolute workdir, its SHA-256).
+                     cold: cold_ssh.Spawned | None = None) -> Stored:
+        """Send `dataset` into the store of `req`'s workdir (Stored says where and how).
         A manifest write still under way is appended to `later`. `cold`: its `ssh`,
         started already (cold_ssh.py)."""
+        began = time.monotonic()
         conn = self.host(req.host)
         # A big dataset's own `ssh` logs in while the workdir is resolved, not after: the
         # host program expands a leading `~` itself (the default workdir has one).
@@ -515,16 +528,18 @@ class Engine:
                  if _early_workdir(req.workdir) else None)
         try:
             workdir = await self._workdir_path(req.host, req.workdir)
-            digest = await store_dataset(conn, dataset, workdir, progress,
-                                         python=req.python, later=later, early=early)
+            shipped = await store_dataset(conn, dataset, workdir, progress,
+                                          python=req.python, later=later, early=early)
         finally:
             if early is not None:
                 await early.close()  # a no-op once the upload took it
-        return workdir, digest
+        return Stored(workdir, shipped.digest, shipped_words(
+            dataset.name, dataset.stat().st_size, shipped.how, shipped.wire,
+            time.monotonic() - began, req.host))
 
     async def _start_checked(
         self, req: StartRequest, kind: Backend, options: BackendOptions | None, ship: int,
-        storing: asyncio.Future[tuple[str, str]] | None, opening: asyncio.Future[BoundedSFTP],
+        storing: asyncio.Future[Stored] | None, opening: asyncio.Future[BoundedSFTP],
         progress: Progress | None, step: StepCallback, on_created: CreatedCallback | None,
         trace: StartTrace,
     ) -> StartedRun:
@@ -630,8 +645,11 @@ class Engine:
                 record = replace(record, state=launched.state, updated_at=index_now(),
                                  job_id=launched.job_id)
                 unrecorded = await self._record_launched(record)
+            # Placed in the run dir above, so stored by now.
+            said = storing.result().said if storing is not None and storing.done() else ""
             return StartedRun(req.host, run_id, run_dir, launched.pid, record, job_id=launched.job_id,
-                              submit_message=launched.message, unrecorded=unrecorded)
+                              submit_message=launched.message, unrecorded=unrecorded,
+                              dataset=said)
 
     async def _notify_from_host(self, sftp: BoundedSFTP, run_dir: str, spec: LaunchSpec,
                                 record: RunRecord, kind: Backend) -> LaunchSpec:
@@ -1581,11 +1599,11 @@ async def _write_remote_files(sftp, run_dir: str, files: Mapping[str, bytes]) ->
                       for name, data in files.items()))
 
 
-async def _place_when_stored(conn: HostConnection, storing: Awaitable[tuple[str, str]],
+async def _place_when_stored(conn: HostConnection, storing: Awaitable[Stored],
                              name: str, run_dir: str) -> None:
     """Link the dataset into the run dir once `storing` (Engine._store) has it in the store."""
-    workdir, digest = await storing
-    await place_dataset(conn, name, workdir, digest, run_dir)
+    stored = await storing
+    await place_dataset(conn, name, stored.workdir, stored.digest, run_dir)
 
 
 async def _together(*steps: Awaitable[object]) -> None:

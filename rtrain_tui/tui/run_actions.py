@@ -64,8 +64,9 @@ class RunActions:
             app.refresh_runs()
             return
         said = f"\n{started.host} said: {started.submit_message}" if started.submit_message else ""
-        app.notify(f"started {started.run_id} on {started.host}{said}", title="Run started",
-                   markup=False)
+        shipped = f"\n{started.dataset}" if started.dataset else ""
+        app.notify(f"started {started.run_id} on {started.host}{shipped}{said}",
+                   title="Run started", markup=False)
         self.last_states[started.record.key] = started.record.state  # running, or queued (Slurm)
         app.run_worker(self._show_started(started.record.key), group="index-load",
                        exclusive=True, exit_on_error=False, description="read the run index")

@@ -47,3 +47,20 @@ def test_a_delta_says_what_it_sends_of_the_whole_file_once_in_one_line() -> None
     assert f"uploading train.jsonl: {line}" == (
         "uploading train.jsonl: delta · 1.0 MB of 2.1 MB to send (of 1.0 GB) · 3.1× compressed"
         " · 1.0 MB/s · 1 s left")
+
+
+def test_how_a_dataset_went_is_one_line_for_each_way() -> None:
+    from rtrain_tui.core.transfers.meter import shipped_words
+
+    assert shipped_words("d.jsonl", 10**9, "linked", 0, 0.2, "gpu") == \
+        "d.jsonl: already on gpu, nothing sent"
+    assert shipped_words("d.jsonl", 105 * 10**6, "whole", 18 * 10**6, 3.14, "gpu") == \
+        "d.jsonl: sent 105 MB as 18 MB (5.8× compressed) in 3.1 s"
+    assert shipped_words("w.bin", 512 * 10**6, "whole", 512 * 10**6 + 8192, 2.0, "gpu") == \
+        "w.bin: sent 512 MB in 2.0 s (256 MB/s)"
+    assert shipped_words("w.bin", 10**6, "whole", 10**6, 0.1, "gpu") == \
+        "w.bin: sent 1.0 MB in 0.1 s"  # no rate from so short a time
+    assert shipped_words("d.jsonl", 256 * 10**6, "delta", 1_400_000, 1.5, "gpu") == \
+        "d.jsonl: sent as a delta: 1.4 MB for its 256 MB, the rest was on gpu already, in 1.5 s"
+    assert shipped_words("d.jsonl", 10**8, "whole", 20_000, 1.0, "gpu").endswith(
+        "(5000× compressed) in 1.0 s")

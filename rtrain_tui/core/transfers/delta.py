@@ -299,9 +299,9 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
     the whole upload's channel, maybe started already (transfer.EarlyBulk)."""
     chunks_dir = posixpath.join(posixpath.dirname(store), CHUNKS_DIR)
     if size < DELTA_FROM or not _chunker():
-        digest = await transfer._stream_upload(conn, local, store, size, progress, python,
-                                               workdir, early)
-        return Shipped(digest, "whole", size)
+        digest, wire = await transfer._stream_upload(conn, local, store, size, progress, python,
+                                                     workdir, early)
+        return Shipped(digest, "whole", wire)
     if manifests:
         if early is not None:
             await early.close()  # a delta goes over this connection's own channel
@@ -310,16 +310,17 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         cutting: asyncio.Future[Chunks] = asyncio.ensure_future(
             asyncio.to_thread(chunk_file, local))
         try:
-            wire = await _delta(conn, local, store, chunks_dir, size, cutting, progress, python,
-                                workdir, before)
+            delta_wire = await _delta(conn, local, store, chunks_dir, size, cutting, progress,
+                                      python, workdir, before)
         except OSError as exc:  # reading the local file, in the cutting thread
             raise RemoteError(f"cannot read {local}: {exc.strerror}") from None
         finally:
             await _reap(cutting)
         chunks = cutting.result()
-        if wire is not None:
-            return Shipped(chunks.digest, "delta", wire)
-        digest = await transfer._stream_upload(conn, local, store, size, progress, python, workdir)
+        if delta_wire is not None:
+            return Shipped(chunks.digest, "delta", delta_wire)
+        digest, wire = await transfer._stream_upload(conn, local, store, size, progress, python,
+                                                     workdir)
         stop: Callable[[], None] | None = None
     else:
         # Cut while the bytes go (Cut: unless the link is as fast as this machine).
@@ -340,8 +341,8 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
             early_writes.append(asyncio.ensure_future(_manifest_when_cut(
                 conn, chunks_dir, cut.result, size, sent_digest, cut.stop)))
         try:
-            digest = await transfer._stream_upload(conn, local, store, size, counted, python,
-                                                   workdir, early, all_sent)
+            digest, wire = await transfer._stream_upload(conn, local, store, size, counted,
+                                                         python, workdir, early, all_sent)
         except BaseException:
             cut.stop()
             for writing in early_writes:
@@ -351,13 +352,13 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
             raise
         cut.sent(size, done=True)
         if early_writes:
-            return Shipped(digest, "whole", size, early_writes[0])
+            return Shipped(digest, "whole", wire, early_writes[0])
         cutting, stop = cut.result, cut.stop
     # The bytes are there, verified: the cut's end (on a fast link it can trail the
     # upload) and the manifest's write are left under way, beside what the start does next.
     writing = asyncio.ensure_future(_manifest_when_cut(conn, chunks_dir, cutting, size, digest,
                                                        stop))
-    return Shipped(digest, "whole", size, writing)
+    return Shipped(digest, "whole", wire, writing)
 
 
 async def _manifest_when_cut(conn: HostConnection, chunks_dir: str,

@@ -40,6 +40,11 @@ def size_text(n: float) -> str:
     return f"{int(n)} B"
 
 
+def ratio_text(ratio: float) -> str:
+    """`3.8×`, `42×`: a tenth only where it still says something."""
+    return f"{ratio:.1f}×" if ratio < 10 else f"{ratio:.0f}×"
+
+
 def describe(done: int, total: int, wire: int | None, seconds: float, of: int = 0) -> str:
     """`412 MB of 1.0 GB · 3.8× compressed · 31 MB/s · 19 s left` (each part when known).
 
@@ -51,7 +56,7 @@ def describe(done: int, total: int, wire: int | None, seconds: float, of: int = 
     parts = ([f"delta · {size_text(done)} of {size_text(total)} to send (of {size_text(of)})"]
              if of else [f"{size_text(done)} of {size_text(total)}"])
     if wire and done and done / wire >= 1.1:
-        parts.append(f"{done / wire:.1f}× compressed")
+        parts.append(f"{ratio_text(done / wire)} compressed")
     if seconds >= SHOWN_FROM and done:
         rate = done / seconds
         parts.append(f"{size_text(rate)}/s")
@@ -76,3 +81,21 @@ class Meter:
         began = self._began.setdefault((str(label), moving.of if moving else 0), now)
         return describe(done, total, moving.wire if moving else None, now - began,
                         moving.of if moving else 0)
+
+
+def shipped_words(name: str, size: int, how: str, wire: int, seconds: float, host: str) -> str:
+    """How a start's dataset went, in one line, once it is on the host (the progress line
+    is gone by then): `train.jsonl: already on gpu, nothing sent`, `train.jsonl: sent
+    105 MB as 18 MB (5.8× compressed) in 3.1 s`, `… sent as a delta: 1.4 MB for its
+    256 MB, the rest was on gpu already, in 1.5 s`. `how` and `wire`: delta.Shipped's."""
+    if how == "linked":
+        return f"{name}: already on {host}, nothing sent"
+    took = f"in {seconds:.1f} s"
+    if how == "delta":
+        return (f"{name}: sent as a delta: {size_text(wire)} for its {size_text(size)}, "
+                f"the rest was on {host} already, {took}")
+    if wire and size / wire >= 1.1:
+        return (f"{name}: sent {size_text(size)} as {size_text(wire)} "
+                f"({ratio_text(size / wire)} compressed) {took}")
+    rate = f" ({size_text(size / seconds)}/s)" if seconds >= SHOWN_FROM else ""
+    return f"{name}: sent {size_text(size)} {took}{rate}"

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rtrain_tui.core.errors import NoSuchPathError, RemoteError
 from rtrain_tui.core.host import remote_sh
@@ -921,9 +921,10 @@ async def store_dataset(
     conn: HostConnection, local: Path, workdir: str,
     progress: Progress | None = None, python: str = validate.DEFAULT_PYTHON,
     later: list[asyncio.Future[None]] | None = None, early: EarlyBulk | None = None,
-) -> str:
+) -> delta.Shipped:
     """Have `local` in the host's store `<workdir>/.datasets/<sha256>` (an absolute
-    workdir), sent only when it is not there yet; its SHA-256.
+    workdir), sent only when it is not there yet; how it went (its SHA-256, linked,
+    whole or a delta, the bytes on the wire).
 
     Needs no run dir: a start sends the dataset while its preflight and run dir are
     still under way (engine.py), and a store entry is only ever verified content.
@@ -940,7 +941,7 @@ async def store_dataset(
         await delta.settle(shipped.manifest)
     elif shipped.manifest is not None:
         later.append(shipped.manifest)
-    return shipped.digest
+    return shipped
 
 
 async def _store(conn: HostConnection, local: Path, workdir: str, progress: Progress | None,
@@ -1139,11 +1140,19 @@ async def _pump_system(stream: _Stream, f: Any, size: int, h: Any, enc: Any,
     return sent[0]
 
 
+class Uploaded(NamedTuple):
+    """A whole upload's outcome: the SHA-256 the host verified, and the bytes put on the
+    wire for it (compressed blocks and their headers; the file's size when raw)."""
+
+    digest: str
+    wire: int
+
+
 async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size: int,
                          progress: Progress | None, python: str, workdir: str,
                          early: EarlyBulk | None = None,
-                         all_sent: Callable[[str], object] | None = None) -> str:
-    """Send `local` to the host program, hashing it here in the same pass; its digest.
+                         all_sent: Callable[[str], object] | None = None) -> Uploaded:
+    """Send `local` to the host program, hashing it here in the same pass (Uploaded).
     `early`: its `ssh`, maybe started already (EarlyBulk). `all_sent(digest)`: every
     byte is on its way, the host's verdict not yet in (what is still in the buffers to
     the host must drain first: 0.17 s at 100 Mbit/s, 0.9 s at 20)."""
@@ -1154,6 +1163,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
                                 upload=True, early=early)
     h = hashlib.sha256()
     sent = 0
+    wire = [0]  # the encoder's count once every block went
     answer = ""
     try:
         if progress:
@@ -1175,6 +1185,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
                     sent = await _send_hashed(f, size, h, stream, enc, report)
                     if sent == size:
                         _as_before(f.fileno(), before)
+            wire[0] = enc.wire
             if sent != size:
                 raise _Changed
             if not piped:
@@ -1195,7 +1206,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
     finally:
         await stream.aclose(finished=bool(answer))
     if answer == f"ok={h.hexdigest()}" and sent == size:
-        return h.hexdigest()
+        return Uploaded(h.hexdigest(), wire[0])
     if answer == "error=nospace":
         raise _no_space(conn, workdir)
     if answer == "error=corrupt":
