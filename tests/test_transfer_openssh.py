@@ -443,7 +443,7 @@ def test_a_start_into_a_home_workdir_logs_in_its_ssh_before_the_workdir_is_resol
 
     monkeypatch.setattr(HostConnection, "run", run)
     data = random_file(tmp_path / "d.jsonl", 3 << 20)
-    name = f"w-{tmp_path.name}"
+    name = f"w-{os.urandom(6).hex()}"  # unique across workers: it names host programs
     work = hosts.remote_homes["gpu"] / name
 
     async def go() -> None:
