@@ -520,7 +520,7 @@ class Engine:
         """Send `dataset` into the store of `req`'s workdir (Stored says where and how).
         A manifest write still under way is appended to `later`. `cold`: its `ssh`,
         started already (cold_ssh.py)."""
-        began = time.monotonic()
+        began, size = time.monotonic(), dataset.stat().st_size
         conn = self.host(req.host)
         # A big dataset's own `ssh` logs in while the workdir is resolved, not after: the
         # host program expands a leading `~` itself (the default workdir has one).
@@ -534,8 +534,7 @@ class Engine:
             if early is not None:
                 await early.close()  # a no-op once the upload took it
         return Stored(workdir, shipped.digest, shipped_words(
-            dataset.name, dataset.stat().st_size, shipped.how, shipped.wire,
-            time.monotonic() - began, req.host))
+            dataset.name, size, shipped.how, shipped.wire, time.monotonic() - began, req.host))
 
     async def _start_checked(
         self, req: StartRequest, kind: Backend, options: BackendOptions | None, ship: int,

@@ -346,10 +346,12 @@ class EarlyBulk:
             early._opening = asyncio.ensure_future(_Stream._open_system(conn, command, True))
         return early
 
-    def stands_for(self, command: str) -> None:
+    def stands_for(self, command: str, size: int) -> None:
         """`command` does what this one's does: the same program, on the same store, named
-        with its path resolved (store_dataset's caller started it before it knew)."""
-        self._same.add(command)
+        with its path resolved (store_dataset's caller started it before it knew), for
+        the same `size` (a file that changed size since is not what it waits for)."""
+        if self.command.endswith(f" {size}"):  # transfer_command: the size comes last
+            self._same.add(command)
 
     @classmethod
     def adopt(cls, conn: HostConnection, spawned: cold_ssh.Spawned) -> EarlyBulk:
@@ -954,7 +956,7 @@ async def _store(conn: HostConnection, local: Path, workdir: str, progress: Prog
     if early is None:
         early = await EarlyBulk.start(conn, command, size)
     else:
-        early.stands_for(command)
+        early.stands_for(command, size)
     try:
         return await _store_checked(conn, local, workdir, cache_dir, size, progress, python,
                                     early)
