@@ -197,24 +197,15 @@ def test_the_sent_program_fits_one_argument_of_the_hosts_shell() -> None:
 F_GETPIPE_SZ = 1032  # Linux's; the tests run on Linux (CI, this machine)
 
 
-def test_both_ends_of_an_uploads_pipes_are_widened_and_anything_else_is_left_alone(
-        tmp_path: Path) -> None:
-    """The pipe from sshd (widen_pipe, the host program) and the one to `ssh`
-    (openssh_pipe.upload_pipe) hold PIPE_BYTES; a descriptor that is no pipe is untouched."""
+def test_the_pipe_from_sshd_is_widened_and_anything_else_is_left_alone(tmp_path: Path) -> None:
+    """The pipe an upload reaches the host program on holds PIPE_BYTES (widen_pipe); a
+    descriptor that is no pipe is untouched."""
     import fcntl
-
-    from rtrain_tui.core.transport import openssh_pipe
 
     read_end, write_end = os.pipe()
     try:
         tp.widen_pipe(read_end)
         assert fcntl.fcntl(read_end, F_GETPIPE_SZ) == tp.PIPE_BYTES
-    finally:
-        os.close(read_end)
-        os.close(write_end)
-    read_end, write_end = openssh_pipe.upload_pipe()
-    try:
-        assert fcntl.fcntl(write_end, F_GETPIPE_SZ) == openssh_pipe.PIPE_BYTES
     finally:
         os.close(read_end)
         os.close(write_end)

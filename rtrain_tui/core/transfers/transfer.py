@@ -136,7 +136,7 @@ class _Stream:
             spawned.taken = True
             process, write_end = spawned.process, spawned.write_end
         else:
-            read_end, write_end = openssh_pipe.upload_pipe() if upload else (None, None)
+            read_end, write_end = os.pipe() if upload else (None, None)
             try:
                 found = await openssh_pipe.start(
                     conn, command, asyncio.subprocess.PIPE if read_end is None else read_end)

@@ -61,7 +61,7 @@ async def spawn(ssh_config: Path | None, alias: str, command: str) -> Spawned | 
         return None
     if words is None:
         return None
-    read_end, write_end = openssh_pipe.upload_pipe()
+    read_end, write_end = os.pipe()
     try:
         process = await openssh_pipe.spawn(words, read_end)
     except OSError:

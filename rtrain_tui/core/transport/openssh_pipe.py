@@ -20,10 +20,8 @@ with one warning, so it is not tried again.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shutil
-import sys
 from typing import TYPE_CHECKING
 
 from rtrain_tui.core.transport.bounded import bounded
@@ -111,26 +109,6 @@ async def start(conn: HostConnection, command: str,
     except OSError as exc:
         conn.refuse_bulk_client(f"cannot run ssh: {exc.strerror}")
         return None
-
-
-# What the pipe an upload's thread fills for `ssh` may hold: at the usual 64 KiB the
-# thread and `ssh` took turns every 64 KiB on the cores they share with the host's side
-# (the host program widens its own pipe from sshd the same way: PIPE_BYTES there).
-PIPE_BYTES = 1 << 20
-
-
-def upload_pipe() -> tuple[int, int]:
-    """(read end, write end) of a pipe for an upload's `ssh`, as wide as Linux lets a user
-    make it; elsewhere, or where refused, as the system made it."""
-    read_end, write_end = os.pipe()
-    if sys.platform.startswith("linux"):
-        import fcntl
-
-        try:
-            fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
-        except OSError:  # over /proc/sys/fs/pipe-max-size, or the user's pipe budget spent
-            pass
-    return read_end, write_end
 
 
 async def spawn(words: list[str],
