@@ -3,13 +3,17 @@ directory, from its newest complete checkpoint (issue 18, Resume)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Cli, write_config
+from tests.sshd import SshHosts
 from tests.test_cli_runs import wait_state
 
 
@@ -306,6 +310,60 @@ def test_two_laptops_resuming_at_once_start_one_attempt_and_both_indexes_see_it(
         listed = json.loads(c("runs", "--refresh", "--json").out)
         assert [r["state"] for r in listed if r["run_id"] == "r6"] == ["running"]
     assert cli("stop", "gpu", "r6", "--grace", "5", "--workdir", workdir).rc == 0
+
+
+def test_a_resume_that_read_the_run_ended_before_another_resumed_it_takes_nothing(
+        cli: Cli, tmp_path: Path, workdir: str, hosts: SshHosts,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race of two laptops, its window held open: this laptop's resume read the run
+    `stopped`, then the other laptop's resume claimed attempt 2 and launched it, and only
+    then did this one read the run directory's facts (2 attempts, attempt 2's token). It
+    must not take attempt 2's token for the ended attempt's: that claimed attempt 3 over
+    a live attempt 2 (two trainers at once, attempt 2's pid and status filed away) and
+    said `resumed` for it."""
+    from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+    from rtrain_tui.core import resume as resume_mod
+    from rtrain_tui.core.errors import RemoteError
+
+    run = Path(workdir) / "r6b"
+    start(cli, tmp_path, workdir, "r6b", steps=10000, save_steps=2)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    assert cli("stop", "gpu", "r6b", "--grace", "5", "--workdir", workdir).rc == 0
+    (tmp_path / "laptop").mkdir()
+    for path in cli.index.parent.glob("runs*.toml"):
+        shutil.copy(path, tmp_path / "laptop" / path.name)
+    real_facts = resume_mod._facts
+    other: list[tuple[int, str, str]] = []
+
+    async def facts_after_the_other_resumed(*args: object) -> dict[str, str]:
+        if not other:  # the other laptop resumes the run, all of it, in this window
+            r = await asyncio.to_thread(cli, "resume", "gpu", "r6b", "--workdir", workdir)
+            other.append((r.rc, r.out, r.err))
+        return await real_facts(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(resume_mod, "_facts", facts_after_the_other_resumed)
+
+    async def resume_here() -> str:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "laptop" / "runs.toml"))
+        try:
+            await engine.resume("gpu", workdir, "r6b")
+        except RemoteError as exc:
+            return str(exc)
+        finally:
+            await engine.close()
+        return "resumed"
+
+    said = asyncio.run(resume_here())
+    assert other and other[0][0] == 0, other
+    assert other[0][1].startswith("resumed r6b on gpu: attempt 2, from outputs/checkpoint-")
+    assert said in ("r6b is running on gpu: only a run that ended failed, stopped or lost can "
+                    "be resumed; stop it first (`rtrain-tui stop gpu r6b`).",
+                    "another resume of r6b on gpu took attempt 2 first; "
+                    "`rtrain-tui status gpu r6b` tells how it is going."), said
+    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert (run / "train.log").read_text().count("=== attempt ") == 1
+    assert cli("status", "gpu", "r6b", "--workdir", workdir).out == "running\n"
+    assert cli("stop", "gpu", "r6b", "--grace", "5", "--workdir", workdir).rc == 0
 
 
 def test_a_run_whose_start_is_under_way_is_refused(cli: Cli, tmp_path: Path, workdir: str) -> None:

@@ -295,12 +295,20 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             engine_mod._start_in_progress(engine.index, old.token):
         raise RemoteError(refusal(probes.STARTING, host, run_id))
     step(f"asking {host} how {run_id} ended")
+    gone = NoSuchRunError(f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/"
+                          f"{run_id}); `rtrain-tui runs` lists the known runs.")
+    # The facts (the attempts so far, the token the claim is made against) are read
+    # BEFORE the state: the state then belongs to that token's attempt or a newer one. Read
+    # after it, another laptop's resume could claim and launch attempt 2 in between, and
+    # this one took attempt 2's token for the ended attempt's: its claim of attempt 3
+    # succeeded over the live attempt 2 (two trainers, attempt 2's files filed away).
+    try:
+        facts = await _facts(engine, host, workdir, run_id)
+    except NoSuchRunError:
+        raise gone from None
     probe = (await engine.probe_many(host, [(workdir, run_id)], [0]))[0]
     if not probe.exists:
-        raise NoSuchRunError(
-            f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/{run_id}); "
-            "`rtrain-tui runs` lists the known runs.")
-    facts = await _facts(engine, host, workdir, run_id)
+        raise gone
     said = facts.get("attempts", "")
     attempt = (int(said) if said.isdigit() and len(said) < 6 else 1) + 1
     # An attempt claimed but never launched (its launch failed, or the resume was cut
@@ -398,9 +406,7 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                 await _put_back(engine, old, replace(record, state=probe.state), probed=True)
                 if error == "busy":
                     taken = out.get("taken", "")
-                    raise RemoteError(f"another resume of {run_id} on {host} took attempt "
-                                      f"{taken if taken.isdigit() else attempt} first; "
-                                      f"`rtrain-tui status {host} {run_id}` tells how it is going.")
+                    raise RemoteError(_taken_first(host, run_id, taken, attempt))
                 raise RemoteError(f"{host}: attempt {attempt} of {run_id} was not started "
                                   f"({error or 'no answer'}).")
             if error:
@@ -419,6 +425,13 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                                     job_id=launched.job_id, submit_message=launched.message,
                                     unrecorded=unrecorded)
     return ResumedRun(started, attempt, checkpoint, skipped)
+
+
+def _taken_first(host: str, run_id: str, taken: str, attempt: int = 2) -> str:
+    """Another resume took an attempt first: which one (the host's count, else ours)."""
+    return (f"another resume of {run_id} on {host} took attempt "
+            f"{taken if taken.isdigit() and len(taken) < 6 else attempt} first; "
+            f"`rtrain-tui status {host} {run_id}` tells how it is going.")
 
 
 REBOOTED = "lost: the host rebooted"
