@@ -366,6 +366,59 @@ def test_a_resume_that_read_the_run_ended_before_another_resumed_it_takes_nothin
     assert cli("stop", "gpu", "r6b", "--grace", "5", "--workdir", workdir).rc == 0
 
 
+def test_a_resume_that_finds_the_run_claimed_by_another_before_its_launch_says_so(
+        cli: Cli, tmp_path: Path, workdir: str, hosts: SshHosts,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other laptop's resume claimed attempt 2 (its one mkdir) and has not launched
+    it yet when this one asks how the run is: `unknown`. That is the other resume under
+    way: this one takes nothing (it claimed attempt 3 over it), and says another resume
+    took attempt 2, not that the run never launched and is to be started again."""
+    import secrets
+
+    from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+    from rtrain_tui.core.engine import Engine as EngineClass
+    from rtrain_tui.core.errors import RemoteError
+    from rtrain_tui.core.host import remote_sh
+
+    run = Path(workdir) / "r6c"
+    start(cli, tmp_path, workdir, "r6c", steps=10000, save_steps=2)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    assert cli("stop", "gpu", "r6c", "--grace", "5", "--workdir", workdir).rc == 0
+    ended_token = (run / "train.token").read_text().strip()
+    theirs = secrets.token_hex(16)
+    real_probe_many = EngineClass.probe_many
+    claimed: list[str] = []
+
+    async def probe_after_their_claim(self: EngineClass, host: str, *args: object, **kw: object):  # type: ignore[no-untyped-def]
+        if not claimed:  # the other laptop's resume.sh, its launch not yet sent
+            shutil.copy(run / "run.sh", run / f"run.sh.{theirs}")
+            claimed.append(await self.host(host).run(remote_sh.resume(
+                workdir, "r6c", token=theirs, previous_token=ended_token, attempt=2,
+                checkpoint="", edit_config=False, separator="=== attempt 2: theirs ===",
+                ended_record="{}", launch_file="run.sh")))
+        return await real_probe_many(self, host, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EngineClass, "probe_many", probe_after_their_claim)
+
+    async def resume_here() -> str:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(cli.index))
+        try:
+            await engine.resume("gpu", workdir, "r6c")
+        except RemoteError as exc:
+            return str(exc)
+        finally:
+            await engine.close()
+        return "resumed"
+
+    said = asyncio.run(resume_here())
+    assert claimed == ["claimed=2\n"], claimed
+    assert said == ("another resume of r6c on gpu took attempt 2 first; "
+                    "`rtrain-tui status gpu r6c` tells how it is going."), said
+    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert (run / "train.token").read_text().strip() == theirs
+    assert (run / "train.log").read_text().count("=== attempt ") == 1
+
+
 def test_a_run_whose_start_is_under_way_is_refused(cli: Cli, tmp_path: Path, workdir: str) -> None:
     """`starting` in the index with its start's lock held (a start or resume of it in
     progress in another process): resume says so and waits for nothing."""
