@@ -417,6 +417,10 @@ def test_a_resume_that_finds_the_run_claimed_by_another_before_its_launch_says_s
     assert sorted(os.listdir(run / "attempts")) == ["1"]
     assert (run / "train.token").read_text().strip() == theirs
     assert (run / "train.log").read_text().count("=== attempt ") == 1
+    # Its index keeps no longer attempt 1's end (`stopped`, settled: never probed again by
+    # the app's refresh), but what the host said, which a refresh reads again.
+    for listed in (cli("runs", "--json"), cli("runs", "--refresh", "--json")):
+        assert [r["state"] for r in json.loads(listed.out) if r["run_id"] == "r6c"] == ["unknown"]
 
 
 def test_a_run_whose_start_is_under_way_is_refused(cli: Cli, tmp_path: Path, workdir: str) -> None:

@@ -314,13 +314,13 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     # An attempt claimed but never launched (its launch failed, or the resume was cut
     # off) reads `unknown`: its directory is ready for the next one.
     if not (resumable(probe.state) or (probe.state == probes.UNKNOWN and attempt > 2)):
+        await asyncio.to_thread(engine.remember_state, host, workdir, run_id, probe.state)
         if probe.state == probes.UNKNOWN:
             # Claimed by another resume since the facts were read, its launch not yet
             # under way: that resume is what this one sees, not a run that never launched.
             now = await _facts(engine, host, workdir, run_id)
             if now.get("token", "") != facts.get("token", ""):
                 raise RemoteError(_taken_first(host, run_id, now.get("attempts", "")))
-        await asyncio.to_thread(engine.remember_state, host, workdir, run_id, probe.state)
         raise RemoteError(refusal(probe.state, host, run_id))
     spec = _spec(facts, host, run_id)
     previous = _previous_token(facts.get("token", ""), host, run_id)
