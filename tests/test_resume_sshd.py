@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -421,6 +422,73 @@ def test_a_resume_that_finds_the_run_claimed_by_another_before_its_launch_says_s
     # the app's refresh), but what the host said, which a refresh reads again.
     for listed in (cli("runs", "--json"), cli("runs", "--refresh", "--json")):
         assert [r["state"] for r in json.loads(listed.out) if r["run_id"] == "r6c"] == ["unknown"]
+
+
+def test_a_resume_never_claims_over_an_attempt_launched_since_it_read_the_run(
+        cli: Cli, tmp_path: Path, workdir: str, hosts: SshHosts,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The narrowest window of two laptops: the other's resume claimed attempt 2 before
+    this one read the run's facts (so it holds attempt 2's token), had not launched it
+    when this one asked the run's state (`unknown`: claimed, never launched, which may be
+    resumed), and launched it before this one's claim. The host's claim refuses to
+    supersede an attempt whose processes live (it is running): one trainer, never two."""
+    import secrets
+
+    from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+    from rtrain_tui.core import resume as resume_mod
+    from rtrain_tui.core.backends.direct import scripts as direct_scripts
+    from rtrain_tui.core.engine import Engine as EngineClass
+    from rtrain_tui.core.errors import RemoteError
+    from rtrain_tui.core.host import remote_sh
+
+    run = Path(workdir) / "r6d"
+    start(cli, tmp_path, workdir, "r6d", steps=10000, save_steps=2)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    assert cli("stop", "gpu", "r6d", "--grace", "5", "--workdir", workdir).rc == 0
+    ended_token = (run / "train.token").read_text().strip()
+    theirs = secrets.token_hex(16)
+    real_facts, real_checkpoints = resume_mod._facts, EngineClass.checkpoints
+    said_there: list[str] = []
+
+    async def facts_after_their_claim(engine: EngineClass, host: str, *args: str) -> dict[str, str]:
+        if not said_there:
+            shutil.copy(run / "run.sh", run / f"run.sh.{theirs}")
+            said_there.append(await engine.host(host).run(remote_sh.resume(
+                workdir, "r6d", token=theirs, previous_token=ended_token, attempt=2,
+                checkpoint="", edit_config=False, separator="=== attempt 2: theirs ===",
+                ended_record="{}", launch_file="run.sh")))
+        return await real_facts(engine, host, *args)
+
+    async def checkpoints_after_their_launch(self: EngineClass, host: str, *args: object, **kw: object):  # type: ignore[no-untyped-def]
+        if len(said_there) == 1:  # after this resume's probe, before its claim
+            said_there.append(await self.host(host).run(direct_scripts.launch(str(run), theirs)))
+        return await real_checkpoints(self, host, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(resume_mod, "_facts", facts_after_their_claim)
+    monkeypatch.setattr(EngineClass, "checkpoints", checkpoints_after_their_launch)
+
+    async def resume_here() -> str:
+        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(cli.index))
+        try:
+            await engine.resume("gpu", workdir, "r6d")
+        except RemoteError as exc:
+            return str(exc)
+        finally:
+            await engine.close()
+        return "resumed"
+
+    try:
+        said = asyncio.run(resume_here())
+    finally:  # a claim over it leaves attempt 2's processes unknown to the run dir
+        for pid in marked(theirs) if (run / "train.token").read_text().strip() != theirs else ():
+            os.kill(pid, signal.SIGKILL)
+    assert said_there[0] == "claimed=2\n" and said_there[1].startswith("pid="), said_there
+    assert said == ("r6d is running on gpu: only a run that ended failed, stopped or lost "
+                    "can be resumed; stop it first (`rtrain-tui stop gpu r6d`)."), said
+    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert (run / "train.token").read_text().strip() == theirs
+    assert cli("status", "gpu", "r6d", "--workdir", workdir).out == "running\n"
+    assert cli("stop", "gpu", "r6d", "--grace", "5", "--workdir", workdir).rc == 0
 
 
 def test_a_run_whose_start_is_under_way_is_refused(cli: Cli, tmp_path: Path, workdir: str) -> None:

@@ -281,7 +281,7 @@ def resume(workdir: str, run_id: str, *, token: str, previous_token: str, attemp
             + host.assign(tok=check_token(token), prev=previous_token, n=int(attempt),
                           p=int(attempt) - 1, ck=checkpoint, cfg=int(edit_config),
                           sep=separator, rec=ended_record, lf=launch_file)
-            + host.text("resume.sh"))
+            + host.text("liveness.sh") + host.text("resume.sh"))
 
 
 def notify_test_dir(workdir: str) -> str:

@@ -8,9 +8,10 @@
 ## ended attempt's record ($rec) and the new one's; the launch file written as
 ## `$lf.$tok` takes its place. The claim is `mkdir attempts/$p`: of two resumes at once
 ## only one makes it (the other answers `error=busy`; a mkdir that fails for another
-## reason says why). Sent again after a lost answer (train.token already holds $tok) it
-## changes nothing. Needs $rd, $tok, $prev (the token the resume read), $n, $p, $ck,
-## $cfg, $sep, $rec, $lf.
+## reason says why). An attempt $prev with a live process and no exit code is never
+## superseded (`error=running`). Sent again after a lost answer (train.token already
+## holds $tok) it changes nothing. Needs $rd, $tok, $prev (the token the resume read), $n, $p, $ck,
+## $cfg, $sep, $rec, $lf, and liveness.sh's `marked_pids`.
 cd "$rd" 2>/dev/null || { echo "error=no run directory"; exit 0; }
 # Another resume took an attempt first: say which one it took (the attempts filed
 # before it, plus one), not the number this resume would have given its own.
@@ -24,6 +25,13 @@ rf=; [ -r train.token ] && read -r rf < train.token
 if [ "$rf" != "$tok" ]; then
   mkdir attempts 2>/dev/null
   if [ "$rf" != "$prev" ]; then rm -f -- "$lf.$tok"; busy; exit 0; fi
+  # The attempt to supersede wrote no exit code and has a live process (another resume
+  # launched it after this one read it claimed, never launched): it runs. Never two
+  # trainers in one run dir. (A process left over by an attempt that wrote its exit code
+  # is no launch: as the probe, the claim goes by the code.)
+  if [ ! -s status ] && [ -n "$prev" ] && [ -n "$(marked_pids "$prev")" ]; then
+    rm -f -- "$lf.$tok"; echo "error=running"; exit 0
+  fi
   if ! why=$(mkdir "attempts/$p" 2>&1); then
     rm -f -- "$lf.$tok"
     # Another resume made it first: busy. Else nothing can be made there (a full disk,
