@@ -322,9 +322,7 @@ def test_a_resume_that_read_the_run_ended_before_another_resumed_it_takes_nothin
     must not take attempt 2's token for the ended attempt's: that claimed attempt 3 over
     a live attempt 2 (two trainers at once, attempt 2's pid and status filed away) and
     said `resumed` for it."""
-    from rtrain_tui.core import ConnectionPool, Engine, RunIndex
     from rtrain_tui.core import resume as resume_mod
-    from rtrain_tui.core.errors import RemoteError
 
     run = Path(workdir) / "r6b"
     start(cli, tmp_path, workdir, "r6b", steps=10000, save_steps=2)
@@ -344,17 +342,7 @@ def test_a_resume_that_read_the_run_ended_before_another_resumed_it_takes_nothin
 
     monkeypatch.setattr(resume_mod, "_facts", facts_after_the_other_resumed)
 
-    async def resume_here() -> str:
-        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(tmp_path / "laptop" / "runs.toml"))
-        try:
-            await engine.resume("gpu", workdir, "r6b")
-        except RemoteError as exc:
-            return str(exc)
-        finally:
-            await engine.close()
-        return "resumed"
-
-    said = asyncio.run(resume_here())
+    said = asyncio.run(resume_here(hosts, tmp_path / "laptop" / "runs.toml", workdir, "r6b"))
     assert other and other[0][0] == 0, other
     assert other[0][1].startswith("resumed r6b on gpu: attempt 2, from outputs/checkpoint-")
     assert said in ("r6b is running on gpu: only a run that ended failed, stopped or lost can "
@@ -376,9 +364,7 @@ def test_a_resume_that_finds_the_run_claimed_by_another_before_its_launch_says_s
     took attempt 2, not that the run never launched and is to be started again."""
     import secrets
 
-    from rtrain_tui.core import ConnectionPool, Engine, RunIndex
     from rtrain_tui.core.engine import Engine as EngineClass
-    from rtrain_tui.core.errors import RemoteError
     from rtrain_tui.core.host import remote_sh
 
     run = Path(workdir) / "r6c"
@@ -401,17 +387,7 @@ def test_a_resume_that_finds_the_run_claimed_by_another_before_its_launch_says_s
 
     monkeypatch.setattr(EngineClass, "probe_many", probe_after_their_claim)
 
-    async def resume_here() -> str:
-        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(cli.index))
-        try:
-            await engine.resume("gpu", workdir, "r6c")
-        except RemoteError as exc:
-            return str(exc)
-        finally:
-            await engine.close()
-        return "resumed"
-
-    said = asyncio.run(resume_here())
+    said = asyncio.run(resume_here(hosts, cli.index, workdir, "r6c"))
     assert claimed == ["claimed=2\n"], claimed
     assert said == ("another resume of r6c on gpu took attempt 2 first; "
                     "`rtrain-tui status gpu r6c` tells how it is going."), said
@@ -434,11 +410,9 @@ def test_a_resume_never_claims_over_an_attempt_launched_since_it_read_the_run(
     supersede an attempt whose processes live (it is running): one trainer, never two."""
     import secrets
 
-    from rtrain_tui.core import ConnectionPool, Engine, RunIndex
     from rtrain_tui.core import resume as resume_mod
     from rtrain_tui.core.backends.direct import scripts as direct_scripts
     from rtrain_tui.core.engine import Engine as EngineClass
-    from rtrain_tui.core.errors import RemoteError
     from rtrain_tui.core.host import remote_sh
 
     run = Path(workdir) / "r6d"
@@ -467,18 +441,8 @@ def test_a_resume_never_claims_over_an_attempt_launched_since_it_read_the_run(
     monkeypatch.setattr(resume_mod, "_facts", facts_after_their_claim)
     monkeypatch.setattr(EngineClass, "checkpoints", checkpoints_after_their_launch)
 
-    async def resume_here() -> str:
-        engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(cli.index))
-        try:
-            await engine.resume("gpu", workdir, "r6d")
-        except RemoteError as exc:
-            return str(exc)
-        finally:
-            await engine.close()
-        return "resumed"
-
     try:
-        said = asyncio.run(resume_here())
+        said = asyncio.run(resume_here(hosts, cli.index, workdir, "r6d"))
     finally:  # a claim over it leaves attempt 2's processes unknown to the run dir
         for pid in marked(theirs) if (run / "train.token").read_text().strip() != theirs else ():
             os.kill(pid, signal.SIGKILL)
@@ -633,3 +597,19 @@ def test_resume_refuses_a_bad_from_before_any_connection(cli: Cli, workdir: str)
         r = cli("resume", "refused", "r1", "--workdir", workdir, *bad)
         assert (r.rc, r.out) == (1, ""), r
         assert says in r.err and "refused" not in r.err.replace("resume", ""), r.err
+
+
+async def resume_here(hosts: SshHosts, index: Path, workdir: str, run_id: str) -> str:
+    """Resume `run_id` in this process, with the index at `index` (a test steps in between
+    its round trips): "resumed", or the RemoteError's line."""
+    from rtrain_tui.core import ConnectionPool, Engine, RunIndex
+    from rtrain_tui.core.errors import RemoteError
+
+    engine = Engine(ConnectionPool(hosts.ssh_config), RunIndex(index))
+    try:
+        await engine.resume("gpu", workdir, run_id)
+    except RemoteError as exc:
+        return str(exc)
+    finally:
+        await engine.close()
+    return "resumed"
