@@ -509,6 +509,8 @@ class Engine:
                 or self.pool.knows(req.host) or not _early_workdir(req.workdir)):
             return None
         try:
+            if req.dataset.stat().st_size < openssh_pipe.MIN_BYTES:  # `ship` has the config
+                return None
             command = early_command(req.dataset, req.workdir, req.python)
         except OSError:
             return None  # the upload says what is wrong with the file
@@ -520,7 +522,7 @@ class Engine:
         """Send `dataset` into the store of `req`'s workdir (Stored says where and how).
         A manifest write still under way is appended to `later`. `cold`: its `ssh`,
         started already (cold_ssh.py)."""
-        began, size = time.monotonic(), dataset.stat().st_size
+        began = time.monotonic()
         conn = self.host(req.host)
         # A big dataset's own `ssh` logs in while the workdir is resolved, not after: the
         # host program expands a leading `~` itself (the default workdir has one).
@@ -533,8 +535,9 @@ class Engine:
         finally:
             if early is not None:
                 await early.close()  # a no-op once the upload took it
-        return Stored(workdir, shipped.digest, shipped_words(
-            dataset.name, size, shipped.how, shipped.wire, time.monotonic() - began, req.host))
+        return Stored(workdir, shipped.digest, shipped_words(  # the size the upload read
+            dataset.name, shipped.size, shipped.how, shipped.wire, time.monotonic() - began,
+            req.host))
 
     async def _start_checked(
         self, req: StartRequest, kind: Backend, options: BackendOptions | None, ship: int,

@@ -289,6 +289,7 @@ class Shipped:
     # The manifest's write, still under way (best effort: it never raises). Whoever
     # shipped awaits it (or cancels it) before its command ends.
     manifest: asyncio.Future[None] | None = field(default=None, compare=False, repr=False)
+    size: int = 0  # the file's bytes as the upload read its size (transfer._store)
 
 
 async def ship_new(conn: HostConnection, local: Path, store: str, size: int,

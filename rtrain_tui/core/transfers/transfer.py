@@ -28,7 +28,7 @@ import stat
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -958,10 +958,11 @@ async def _store(conn: HostConnection, local: Path, workdir: str, progress: Prog
     else:
         early.stands_for(command, size)
     try:
-        return await _store_checked(conn, local, workdir, cache_dir, size, progress, python,
-                                    early)
+        shipped = await _store_checked(conn, local, workdir, cache_dir, size, progress, python,
+                                       early)
     finally:
         await early.close()
+    return replace(shipped, size=size)
 
 
 def _recv_command(python: str, cache_dir: str, size: int) -> str:

@@ -79,10 +79,11 @@ async def _command_line(ssh: str, config: str, alias: str, command: str) -> list
     from rtrain_tui.core.transport.connection import DEFAULT_CONNECT_TIMEOUT, known_hosts_name
 
     # `ssh -V` too (command_line asks it once per process): the three side by side.
+    # return_exceptions: one failing (OSError) never leaves the others unreaped.
     given, default, _ = await asyncio.gather(_settings(ssh, config, alias),
                                              _settings(ssh, "none", alias),
-                                             openssh_pipe.version(ssh))
-    if given is None or default is None:
+                                             openssh_pipe.version(ssh), return_exceptions=True)
+    if not isinstance(given, dict) or not isinstance(default, dict):
         return None
     if given.get("proxyjump", "none") != "none" or given.get("proxycommand", "none") != "none":
         return None
