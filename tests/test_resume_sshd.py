@@ -286,15 +286,9 @@ def test_two_laptops_resuming_at_once_start_one_attempt_and_both_indexes_see_it(
     """Two clients with indexes of their own: the host's claim (one mkdir) decides. The
     other is told why (the run is running, or another resume took the attempt), and its
     index is left so that a refresh reads attempt 2."""
-    run = Path(workdir) / "r6"
-    start(cli, tmp_path, workdir, "r6", steps=10000, save_steps=2)
-    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
-    assert cli("stop", "gpu", "r6", "--grace", "5", "--workdir", workdir).rc == 0
+    run = stopped_after_a_checkpoint(cli, tmp_path, workdir, "r6")
     # The other laptop's index knows the run too (a copy of this one's files).
-    (tmp_path / "laptop").mkdir()
-    for path in cli.index.parent.glob("runs*.toml"):
-        shutil.copy(path, tmp_path / "laptop" / path.name)
-    laptop = Cli(cli.hosts, tmp_path / "laptop" / "runs.toml")
+    laptop = Cli(cli.hosts, laptop_index(cli, tmp_path))
     assert [r["run_id"] for r in json.loads(laptop("runs", "--json").out)] == ["r6"]
 
     both = [c.popen("resume", "gpu", "r6", "--workdir", workdir) for c in (cli, laptop)]
@@ -324,13 +318,8 @@ def test_a_resume_that_read_the_run_ended_before_another_resumed_it_takes_nothin
     said `resumed` for it."""
     from rtrain_tui.core import resume as resume_mod
 
-    run = Path(workdir) / "r6b"
-    start(cli, tmp_path, workdir, "r6b", steps=10000, save_steps=2)
-    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
-    assert cli("stop", "gpu", "r6b", "--grace", "5", "--workdir", workdir).rc == 0
-    (tmp_path / "laptop").mkdir()
-    for path in cli.index.parent.glob("runs*.toml"):
-        shutil.copy(path, tmp_path / "laptop" / path.name)
+    run = stopped_after_a_checkpoint(cli, tmp_path, workdir, "r6b")
+    laptop = laptop_index(cli, tmp_path)
     real_facts = resume_mod._facts
     other: list[tuple[int, str, str]] = []
 
@@ -342,7 +331,7 @@ def test_a_resume_that_read_the_run_ended_before_another_resumed_it_takes_nothin
 
     monkeypatch.setattr(resume_mod, "_facts", facts_after_the_other_resumed)
 
-    said = asyncio.run(resume_here(hosts, tmp_path / "laptop" / "runs.toml", workdir, "r6b"))
+    said = asyncio.run(resume_here(hosts, laptop, workdir, "r6b"))
     assert other and other[0][0] == 0, other
     assert other[0][1].startswith("resumed r6b on gpu: attempt 2, from outputs/checkpoint-")
     assert said in ("r6b is running on gpu: only a run that ended failed, stopped or lost can "
@@ -367,10 +356,7 @@ def test_a_resume_that_finds_the_run_claimed_by_another_before_its_launch_says_s
     from rtrain_tui.core.engine import Engine as EngineClass
     from rtrain_tui.core.host import remote_sh
 
-    run = Path(workdir) / "r6c"
-    start(cli, tmp_path, workdir, "r6c", steps=10000, save_steps=2)
-    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
-    assert cli("stop", "gpu", "r6c", "--grace", "5", "--workdir", workdir).rc == 0
+    run = stopped_after_a_checkpoint(cli, tmp_path, workdir, "r6c")
     ended_token = (run / "train.token").read_text().strip()
     theirs = secrets.token_hex(16)
     real_probe_many = EngineClass.probe_many
@@ -415,10 +401,7 @@ def test_a_resume_never_claims_over_an_attempt_launched_since_it_read_the_run(
     from rtrain_tui.core.engine import Engine as EngineClass
     from rtrain_tui.core.host import remote_sh
 
-    run = Path(workdir) / "r6d"
-    start(cli, tmp_path, workdir, "r6d", steps=10000, save_steps=2)
-    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
-    assert cli("stop", "gpu", "r6d", "--grace", "5", "--workdir", workdir).rc == 0
+    run = stopped_after_a_checkpoint(cli, tmp_path, workdir, "r6d")
     ended_token = (run / "train.token").read_text().strip()
     theirs = secrets.token_hex(16)
     real_facts, real_checkpoints = resume_mod._facts, EngineClass.checkpoints
@@ -613,3 +596,20 @@ async def resume_here(hosts: SshHosts, index: Path, workdir: str, run_id: str) -
     finally:
         await engine.close()
     return "resumed"
+
+
+def stopped_after_a_checkpoint(cli: Cli, tmp_path: Path, workdir: str, run_id: str) -> Path:
+    """A run started, stopped once it saved its first checkpoint; its run dir."""
+    run = Path(workdir) / run_id
+    start(cli, tmp_path, workdir, run_id, steps=10000, save_steps=2)
+    wait_for("a checkpoint", lambda: (run / "outputs" / "checkpoint-2" / "trainer_state.json").exists())
+    assert cli("stop", "gpu", run_id, "--grace", "5", "--workdir", workdir).rc == 0
+    return run
+
+
+def laptop_index(cli: Cli, tmp_path: Path) -> Path:
+    """Another laptop's index: a copy of this one's files (the archives too)."""
+    (tmp_path / "laptop").mkdir()
+    for path in cli.index.parent.glob("runs*.toml"):
+        shutil.copy(path, tmp_path / "laptop" / path.name)
+    return tmp_path / "laptop" / "runs.toml"
