@@ -477,7 +477,7 @@ class Engine:
         # and the launch, not before them; the start waits for it only at its end.
         manifests: list[asyncio.Future[None]] = []
         # A new process's big dataset: its `ssh` logs in before asyncssh is even imported.
-        cold = await self._cold_bulk(req, ship)
+        cold = await self._cold_bulk(req)
         early: list[asyncio.Future[Any]] = []
         failed = True
         try:
@@ -502,14 +502,13 @@ class Engine:
             for writing in manifests:
                 await delta.settle(writing, abandon=failed)
 
-    async def _cold_bulk(self, req: StartRequest, ship: int) -> cold_ssh.Spawned | None:
+    async def _cold_bulk(self, req: StartRequest) -> cold_ssh.Spawned | None:
         """A big dataset's `ssh`, started before this host's connection is made (and so,
         in a new process, before asyncssh is imported: cold_ssh.py); None where not."""
-        if (req.dataset is None or ship < openssh_pipe.MIN_BYTES
-                or self.pool.knows(req.host) or not _early_workdir(req.workdir)):
+        if req.dataset is None or self.pool.knows(req.host) or not _early_workdir(req.workdir):
             return None
         try:
-            if req.dataset.stat().st_size < openssh_pipe.MIN_BYTES:  # `ship` has the config
+            if req.dataset.stat().st_size < openssh_pipe.MIN_BYTES:
                 return None
             command = early_command(req.dataset, req.workdir, req.python)
         except OSError:

@@ -88,7 +88,7 @@ PIECE = 1 << 16
 GREETING = b"rtrain-transfer 2"
 
 
-# What the pipe from or to sshd may hold (Linux's most for a user, by default): at the
+# What the pipe from sshd may hold (Linux's most for a user, by default): at the
 # usual 64 KiB, sshd and this program took turns every 64 KiB, each waking the other, on
 # cores they share with the client's `ssh`; a whole `start -d` of 512 MiB took 15% longer.
 # Only the pipe an upload arrives on: an encoder reads the link's speed from the writes
@@ -305,6 +305,15 @@ def sweep(d):
             os.close(fd)
 
 
+def new_part(d, tmp):
+    """A write descriptor of the new temporary file TMP in D, held (hold), once the dead
+    uploads' parts there are swept (sweep)."""
+    sweep(d)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    hold(fd)
+    return fd
+
+
 def recv(d, size, inp=0):
     """Store SIZE bytes and a hash line read from fd INP in D as D/<sha256>; print the verdict.
 
@@ -322,9 +331,7 @@ def recv(d, size, inp=0):
 
         def sink(b):
             if not fds:
-                sweep(d)
-                fds.append(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-                hold(fds[0])
+                fds.append(new_part(d, tmp))
             h.update(b)
             mv = memoryview(b)
             while mv:
@@ -653,9 +660,7 @@ def delta(store, chunkdir, size, inp=0):
                 marks[i >> 3] |= 1 << (i & 7)
         line(b"have", hx(bytes(marks)))
         out.flush()
-        sweep(store)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        hold(fd)
+        fd = new_part(store, tmp)
         asm = Assembly(fd, chunks, marks, have, sources)
         why = read_blocks(inp, sum(chunks[i][1] for i in asm.sent), asm.take)
         if why is None and asm.refused:

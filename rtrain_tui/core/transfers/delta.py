@@ -441,7 +441,7 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
         await stream.greeted()
         chunks = await chunking
         if chunks.size != size:
-            raise RemoteError(f"{local} changed while it was uploaded; start again.")
+            raise transfer.changed_error(local)
         if not _listable(chunks):
             return None  # the host program would refuse the list: the file goes whole
         listing = encode_list(chunks)
@@ -513,7 +513,7 @@ def _still(fd: int, before: os.stat_result | None, local: Path) -> None:
     try:
         transfer._as_before(fd, before)
     except transfer._Changed:
-        raise RemoteError(f"{local} changed while it was uploaded; start again.") from None
+        raise transfer.changed_error(local) from None
 
 
 def _refuse(conn: HostConnection, local: Path, answer: str, workdir: str) -> None:
@@ -523,7 +523,7 @@ def _refuse(conn: HostConnection, local: Path, answer: str, workdir: str) -> Non
     if answer == "error=nospace":
         raise transfer._no_space(conn, workdir)
     if answer == "error=changed":  # a chunk sent is not the one the list named
-        raise RemoteError(f"{local} changed while it was uploaded; start again.")
+        raise transfer.changed_error(local)
     if answer == "error=corrupt":  # a block that did not decode to its length
         raise RemoteError(f"{conn.alias}: upload of {local} arrived corrupted; start again.")
     raise RemoteError(f"{conn.alias}: upload of {local} failed: "

@@ -131,25 +131,19 @@ class _Stream:
                            spawned: cold_ssh.Spawned | None = None) -> _Stream | None:
         """The program through `ssh`, greeted; None when `ssh` cannot log in (not retried).
         `spawned`: that upload's `ssh`, started before `conn` was made (cold_ssh.py)."""
-        write_end: int | None
+        write_end: int | None = None
         if spawned is not None:
             spawned.taken = True
             process, write_end = spawned.process, spawned.write_end
+        elif upload:  # a cancel meanwhile (an early start no longer needed) leaves no pipe
+            started = await openssh_pipe.with_stdin_pipe(
+                lambda read_end: openssh_pipe.start(conn, command, read_end))
+            if started is None:
+                return None
+            process, write_end = started
         else:
-            read_end, write_end = os.pipe() if upload else (None, None)
-            try:
-                found = await openssh_pipe.start(
-                    conn, command, asyncio.subprocess.PIPE if read_end is None else read_end)
-            except BaseException:  # cancelled (an early start no longer needed: EarlyBulk)
-                if write_end is not None:
-                    os.close(write_end)
-                raise
-            finally:
-                if read_end is not None:
-                    os.close(read_end)  # ssh has its copy
+            found = await openssh_pipe.start(conn, command)
             if found is None:
-                if write_end is not None:
-                    os.close(write_end)
                 return None
             process = found
         stream = cls(conn, process, system=True, stdin_fd=write_end)
@@ -1093,6 +1087,11 @@ def _pump(f: Any, size: int, h: Any, fd: int, enc: Any, sent: list[int],
     os.write(fd, h.hexdigest().encode() + b"\n")
 
 
+def changed_error(local: Path) -> RemoteError:
+    """The one line for a dataset that changed while it was uploaded (nothing published)."""
+    return RemoteError(f"{local} changed while it was uploaded; start again.")
+
+
 class _Changed(Exception):
     """The file being sent changed since its upload began (_as_before)."""
 
@@ -1166,7 +1165,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
                                 upload=True, early=early)
     h = hashlib.sha256()
     sent = 0
-    wire = [0]  # the encoder's count once every block went
+    wire = 0  # the encoder's count once every block went
     answer = ""
     try:
         if progress:
@@ -1188,7 +1187,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
                     sent = await _send_hashed(f, size, h, stream, enc, report)
                     if sent == size:
                         _as_before(f.fileno(), before)
-            wire[0] = enc.wire
+            wire = enc.wire
             if sent != size:
                 raise _Changed
             if not piped:
@@ -1200,7 +1199,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
             pass  # the host program ended early: its answer says why
         except _Changed:
             # Its digest unsaid, the host program stores nothing (it reads a wrong one).
-            raise RemoteError(f"{local} changed while it was uploaded; start again.") from None
+            raise changed_error(local) from None
         why = "the channel closed"
         try:
             answer = (await stream.line()).decode("utf-8", "replace")
@@ -1209,7 +1208,7 @@ async def _stream_upload(conn: HostConnection, local: Path, cache_dir: str, size
     finally:
         await stream.aclose(finished=bool(answer))
     if answer == f"ok={h.hexdigest()}" and sent == size:
-        return Uploaded(h.hexdigest(), wire[0])
+        return Uploaded(h.hexdigest(), wire)
     if answer == "error=nospace":
         raise _no_space(conn, workdir)
     if answer == "error=corrupt":

@@ -61,18 +61,14 @@ async def spawn(ssh_config: Path | None, alias: str, command: str) -> Spawned | 
         return None
     if words is None:
         return None
-    read_end, write_end = os.pipe()
-    try:
-        process = await openssh_pipe.spawn(words, read_end)
-    except OSError:
-        os.close(write_end)
-        return None
-    except BaseException:
-        os.close(write_end)
-        raise
-    finally:
-        os.close(read_end)  # ssh has its copy
-    return Spawned(command, process, write_end)
+    async def starting(read_end: int) -> asyncio.subprocess.Process | None:
+        try:
+            return await openssh_pipe.spawn(words, read_end)
+        except OSError:
+            return None
+
+    started = await openssh_pipe.with_stdin_pipe(starting)
+    return Spawned(command, *started) if started is not None else None
 
 
 async def _command_line(ssh: str, config: str, alias: str, command: str) -> list[str] | None:

@@ -20,8 +20,10 @@ with one warning, so it is not tried again.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import shutil
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rtrain_tui.core.transport.bounded import bounded
@@ -109,6 +111,26 @@ async def start(conn: HostConnection, command: str,
     except OSError as exc:
         conn.refuse_bulk_client(f"cannot run ssh: {exc.strerror}")
         return None
+
+
+async def with_stdin_pipe(
+    starting: Callable[[int], Awaitable[asyncio.subprocess.Process | None]],
+) -> tuple[asyncio.subprocess.Process, int] | None:
+    """An upload's `ssh`, started by `starting(read_end)` with its stdin the read end of a
+    new pipe: (the process, the write end that a thread fills), or None where it did not
+    start. Either way, and on a cancel, no other pipe end is left open here."""
+    read_end, write_end = os.pipe()
+    try:
+        process = await starting(read_end)
+    except BaseException:
+        os.close(write_end)
+        raise
+    finally:
+        os.close(read_end)  # ssh has its copy
+    if process is None:
+        os.close(write_end)
+        return None
+    return process, write_end
 
 
 async def spawn(words: list[str],
