@@ -369,11 +369,12 @@ async def gpu_env(ctx: Prober, req: StartRequest, step: StepCallback) -> tuple[d
 
 
 async def claim_gpus(conn: HostConnection, kind: GpuChoice, req: StartRequest,
-                      run_id: str, gpu_ids: str) -> None:
-    """Record the chosen GPUs in the run dir under the host's GPU lock (queue.sh's),
-    so a queued run's wrapper, or another laptop, never gets them too; refused when
-    one of them was given to a live run of ours since the sample, unless the start
-    allows busy GPUs (then it may have chosen one of ours on purpose)."""
+                     run_id: str, gpu_ids: str, again: str = "start") -> None:
+    """The claim stage: record the chosen GPUs in the run dir under the host's GPU lock
+    (queue.sh's), so a queued run's wrapper, or another laptop, never gets them too;
+    refused (GpusBusyError) when one of them was given to a live run of ours since the
+    sample, unless the request allows busy GPUs (then it may have chosen one of ours on
+    purpose). `again`: the command the refusal tells the user to give again."""
     ids = [int(i) for i in gpu_ids.split(",")]
     facts = dict(probes.parse_key_values(await conn.run(
         kind.claim_script(req.workdir, run_id, ids, share=req.allow_busy))))
@@ -383,7 +384,7 @@ async def claim_gpus(conn: HostConnection, kind: GpuChoice, req: StartRequest,
         held = facts.get("held", "").partition(",")
         raise GpusBusyError(
             f"{req.host}: GPU {held[0] or '?'} was just given to our run {held[2] or '?'}; "
-            "start again (or pass --queue to wait for free GPUs).")
+            f"{again} again (or pass --queue to wait for free GPUs).")
 
 
 async def record_launched(ctx: Prober, record: RunRecord) -> str:

@@ -51,6 +51,7 @@ from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
 from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.sanitize import safe_line
+from rtrain_tui.core.transport.connection import HostConnection
 
 RESUME_ENV = "RTRAIN_RESUME_FROM"
 RESUME_WAIT = 120.0  # how long a resume waits for another resume of the same run here
@@ -378,8 +379,12 @@ async def _resume_locked(ctx: Prober, host: str, workdir: str, run_id: str,
                     launch_file=kind.launch_file)
                 step(kind.launch_step)
                 sent = True
-                out = dict(probes.parse_key_values(
-                    await conn.run(script + kind.launch_script(run_dir, token))))
+                if gpu_ids and isinstance(kind, GpuChoice):
+                    out = await _claim_then_launch(ctx, conn, kind, req, record, script,
+                                                   run_dir, gpu_ids)
+                else:  # the claim and the launch in one round trip
+                    out = dict(probes.parse_key_values(
+                        await conn.run(script + kind.launch_script(run_dir, token))))
             except BaseException:
                 if not sent:  # nothing changed on the host: the entry is as it was
                     await _put_back(ctx, old, replace(record, state=probe.state))
@@ -412,6 +417,29 @@ async def _resume_locked(ctx: Prober, host: str, workdir: str, run_id: str,
                          job_id=launched.job_id, submit_message=launched.message,
                          unrecorded=unrecorded)
     return ResumedRun(started, attempt, checkpoint, skipped)
+
+
+async def _claim_then_launch(ctx: Prober, conn: HostConnection, kind: GpuChoice,
+                             req: StartRequest, record: RunRecord, script: str, run_dir: str,
+                             gpu_ids: str) -> dict[str, str]:
+    """The attempt claimed (`script`, resume.sh: the run dir then holds no GPUs of the
+    attempt before), then its GPUs claimed on the host by the launch path's own stage, as
+    a start's are, then the launch: what the host said to each. Without that claim another
+    laptop's start, choosing while this resume launched, got the same GPU (R06).
+
+    The GPUs refused (given to another run of ours since the sample) or the claim not
+    answered: the attempt is claimed and never launched, its entry says what the host
+    will (`unknown`), and the refusal is raised as a start's is."""
+    out = dict(probes.parse_key_values(await conn.run(script)))
+    if "claimed" not in out or "error" in out:
+        return out  # not claimed, or claimed and never launched: the caller says which
+    try:
+        await launch.claim_gpus(conn, kind, req, record.run_id, gpu_ids, again="resume")
+    except RemoteError:
+        await _put_back(ctx, None, replace(record, state=probes.UNKNOWN))
+        raise
+    out.update(probes.parse_key_values(await conn.run(kind.launch_script(run_dir, record.token))))
+    return out
 
 
 def _taken_first(host: str, run_id: str, taken: str, attempt: int = 2) -> str:
