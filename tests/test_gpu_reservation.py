@@ -115,7 +115,7 @@ def test_a_resume_claims_its_gpu_on_the_host_so_another_laptops_start_never_shar
             laptop.start()
             laptop.join(120)
 
-    async def go() -> str:
+    async def go() -> None:
         try:
             first = await here.start(StartRequest("gpu", config, run_id="held", workdir=workdir))
             assert first.record.gpu_ids == "0"
@@ -126,17 +126,20 @@ def test_a_resume_claims_its_gpu_on_the_host_so_another_laptops_start_never_shar
             assert checkpoint.exists(), "the run saved no checkpoint"
             await here.stop("gpu", workdir, "held", grace=5)
             try:
-                await here.resume("gpu", workdir, "held", on_step=as_the_resume_launches)
+                resumed = await here.resume("gpu", workdir, "held",
+                                            on_step=as_the_resume_launches)
             except RemoteError as exc:
                 said = str(exc)
             else:
-                said = "resumed"
+                said = f"resumed on GPU {resumed.started.record.gpu_ids}"
+            assert theirs == ["0"], theirs  # the other laptop's start got GPU 0...
+            assert said == ("gpu: GPU 0 was just given to our run other; resume again (or "
+                            "pass --queue to wait for free GPUs)."), said  # ...so not this
             # Refused, its attempt was claimed and never launched: once the other run ends,
             # the next resume takes the GPU.
             await here.stop("gpu", workdir, "other", grace=5)
             again = await here.resume("gpu", workdir, "held")
             assert (again.attempt, again.started.record.gpu_ids) == (3, "0")
-            return said
         finally:
             for run_id in ("held", "other"):
                 try:
@@ -145,7 +148,4 @@ def test_a_resume_claims_its_gpu_on_the_host_so_another_laptops_start_never_shar
                     pass
             await here.close()
 
-    said = asyncio.run(go())
-    assert theirs == ["0"], theirs
-    assert said == ("gpu: GPU 0 was just given to our run other; resume again (or pass "
-                    "--queue to wait for free GPUs)."), said
+    asyncio.run(go())
