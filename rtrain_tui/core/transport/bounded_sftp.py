@@ -11,11 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rtrain_tui.core.errors import (
-    NotRegularFileError,
-    RemoteError,
-    StuckError,
-)
+from rtrain_tui.core.errors import NotRegularFileError, RemoteError, StuckError
 
 if TYPE_CHECKING:
     import asyncssh

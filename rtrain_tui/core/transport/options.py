@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtrain_tui.core.errors import (
-    ValidationError,
-)
+from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.transport import ssh_import
 
 if TYPE_CHECKING:
     import asyncssh
+
+# Its host-key client imports asyncssh on first use, maybe before connection.py is: that
+# import too runs no compiler and prints no DSA warning (ssh_import.py).
+ssh_import.install()
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_KEEPALIVE = 15
