@@ -11,6 +11,8 @@ real one does while the trainers are still loading: only the host's records can 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -42,9 +44,19 @@ def gpus(hosts: SshHosts) -> Iterator[Callable[[str], None]]:
 
 
 @pytest.fixture
-def other_workdir(workdir: str) -> str:
-    """A second workdir on the same box (killed afterwards like the first: see conftest)."""
-    return str(Path(workdir) / "elsewhere")
+def other_workdir(tmp_path: Path) -> Iterator[str]:
+    """A second workdir on the same box. Afterwards its runs are killed by the process
+    group their wrappers recorded, as conftest's `workdir` does: only pids this test
+    started (a run left alive would hold its GPU for the next test on this box)."""
+    work = tmp_path / "work2"
+    yield str(work)
+    for pid_file in work.glob("*/train.pid"):
+        group = int(read(pid_file) or 0)
+        if group > 1:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def read(path: Path) -> str:
