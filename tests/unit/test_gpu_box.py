@@ -92,8 +92,11 @@ def test_records_of_every_workdir_count_and_only_the_lock_holder_prunes_the_dead
         "gpu_held=0,live", "gpu_held=3,uploading", "gpu_held=4,old", "gpu_held=5,old"]
     # Not under the lock: nothing pruned (a claim may be writing a record anew).
     assert len(records(home)) == 4
+    shutil.rmtree(b)  # a workdir removed: the box forgets it at the next pruning look
     sh(home, 'held_gpus "$1" "$2"', str(tmp_path / "e"), "1")
     assert records(home) == [str(a / "live"), str(tmp_path / "c" / "uploading")]
+    workdirs = next(home.glob(".local/state/rtrain-tui/gpus-*/workdirs")).read_text()
+    assert workdirs == f"{a}\n{tmp_path / 'c'}\n"
 
 
 def test_a_claim_records_the_run_on_the_box_and_another_workdirs_claim_is_refused(

@@ -88,7 +88,8 @@ gpu_rule() {
 ## dir only, every run dir of WORKDIR and of each workdir the box has given GPUs in (one
 ## glob each; a run found both ways counts once). With PRUNE=1 (only under the lock:
 ## a claim may be writing a record anew) the records of runs that hold none are removed,
-## so that the box's records stay as few as its live runs.
+## so that the box's records stay as few as its live runs, and so are workdirs that are
+## gone.
 held_gpus() {
   hg_now='' hg_seen=$hg_nl hg_wds=$hg_nl
   box_dir "$1"
@@ -101,8 +102,13 @@ held_gpus() {
     fi
   done
   case $1 in /*) hg_in "${1%/}";; *) hg_in "$PWD/${1%/}";; esac
-  if [ -r "$bx/workdirs" ]; then
-    while IFS= read -r hg_w; do hg_in "$hg_w"; done < "$bx/workdirs"
+  [ -r "$bx/workdirs" ] || return 0
+  hg_keep='' hg_gone=''
+  while IFS= read -r hg_w; do
+    if [ -d "$hg_w" ]; then hg_in "$hg_w"; hg_keep=$hg_keep$hg_w$hg_nl; else hg_gone=1; fi
+  done < "$bx/workdirs"
+  if [ -n "$hg_gone" ] && [ "${2-}" = 1 ]; then
+    printf '%s' "$hg_keep" > "$bx/workdirs.tmp" && mv "$bx/workdirs.tmp" "$bx/workdirs"
   fi
 }
 hg_nl='
