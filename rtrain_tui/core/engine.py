@@ -7,7 +7,7 @@ over the engine's operations, one module each, over one shared context:
 - launch.py: the one launch path (check → store the dataset → choose GPUs → make the
   attempt → claim the GPUs on the host → ship the files → launch → record) that
   start.py and resume.py each take their stages of.
-- refresh.py (and discovery), stop.py, fetch.py, host_sender.py (`notify test`).
+- refresh.py (and discovery), stop.py, fetch_run.py, host_sender.py (`notify test`).
 
 Input is validated by the caller-facing methods before any connection is opened. How a
 run is launched, probed and stopped is its backend's (`core/backends/`, the one its index
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rtrain_tui.core import fetch as fetch_op
+from rtrain_tui.core import fetch_run
 from rtrain_tui.core import host_sender, refresh, resume, start, stop
 from rtrain_tui.core.context import resolved_here
 from rtrain_tui.core.launch import (
@@ -93,7 +93,7 @@ class Engine(Prober):
 
     async def list_run(self, host: str, workdir: str, run_id: str) -> list[RemoteEntry]:
         """Everything in the run dir (recursively), for the fetch browser."""
-        return await fetch_op.list_run(self, host, workdir, run_id)
+        return await fetch_run.list_run(self, host, workdir, run_id)
 
     async def fetch(self, host: str, workdir: str, run_id: str, path: str, out: Path,
                     progress: Progress | None = None,
@@ -101,9 +101,9 @@ class Engine(Prober):
                     on_landed: Callable[[Path], None] | None = None,
                     python: str | None = None) -> Path:
         """Fetch `path` (relative to the run dir) into `out`; returns the local path (see
-        fetch.py)."""
-        return await fetch_op.fetch(self, host, workdir, run_id, path, out, progress,
-                                    on_warning=on_warning, on_landed=on_landed, python=python)
+        fetch_run.py)."""
+        return await fetch_run.fetch(self, host, workdir, run_id, path, out, progress,
+                                     on_warning=on_warning, on_landed=on_landed, python=python)
 
     async def resume(self, host: str, workdir: str, run_id: str, *, from_path: str | None = None,
                      restart: bool = False, on_step: StepCallback | None = None,

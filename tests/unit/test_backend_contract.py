@@ -177,7 +177,7 @@ def test_a_stop_of_a_run_never_launched_says_not_running(
 
 
 @pytest.mark.parametrize("module", [
-    "engine", "context", "probing", "launch", "start", "refresh", "stop", "fetch",
+    "engine", "context", "probing", "launch", "start", "refresh", "stop", "fetch_run",
     "host_sender", "local_locks"])
 def test_the_engine_names_no_backend(module: str) -> None:
     """It asks the run's backend (core/backends/base.py); a branch on a name is a seam leak.

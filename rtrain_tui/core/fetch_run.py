@@ -1,5 +1,6 @@
-"""Fetch: what a run directory holds (the fetch browser's listing) and a file or folder of
-it brought to this machine, by the transfer program run with the run's own interpreter."""
+"""Fetch from a run, the operation: what its run directory holds (the fetch browser's
+listing) and a file or folder of it brought to this machine, by the transfer program
+run with the run's own interpreter (the transfer itself is transfers/fetch.py's)."""
 
 from __future__ import annotations
 
