@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rtrain_tui.core import fetch_run
-from rtrain_tui.core import host_sender, refresh, resume, start, stop
+from rtrain_tui.core import fetch_run, host_sender, refresh, resume, start, stop
 from rtrain_tui.core.context import resolved_here
 from rtrain_tui.core.launch import (
     BUILT_IN_TRAINERS,
