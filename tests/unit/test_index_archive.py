@@ -148,36 +148,6 @@ def test_a_run_in_two_files_is_read_once_the_newer_copy(tmp_path: Path) -> None:
     assert [t["run_id"] for t in _all_tables(tmp_path)].count(run.run_id) == 1
 
 
-_WRITER = """
-import sys
-from pathlib import Path
-from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
-index, me = RunIndex(Path(sys.argv[1])), sys.argv[2]
-for i in range(10):
-    rec = RunRecord(host="h01", run_id=f"{me}-{i}", workdir="~/w", state="running",
-                    started_at=utc_now(), updated_at=utc_now())
-    index.add(rec)
-    if i % 2:
-        index.set_states({rec.key: ("completed", False, utc_now())})
-"""
-
-
-def test_two_writers_with_ten_thousand_runs_lose_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "runs.toml"
-    old = _runs(10_000, first=datetime(2025, 12, 1, tzinfo=UTC), live=100)
-    path.write_text(tomli_w.dumps({"runs": [dict(r.__dict__) for r in old]}))  # an older index
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), who],
-                              stderr=subprocess.PIPE, text=True) for who in ("a", "b")]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-    got = {r.key: r for r in RunIndex(path).load()}
-    assert len(got) == 10_020
-    assert all(got[r.key] == r for r in old)
-    assert {got[("h01", "~/w", f"{w}-{i}")].state for w in "ab" for i in range(1, 10, 2)} == {"completed"}
-    assert {got[("h01", "~/w", f"{w}-{i}")].state for w in "ab" for i in range(0, 10, 2)} == {"running"}
-
-
 def _cli(tmp_path: Path, *words: str) -> subprocess.CompletedProcess[str]:
     env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
            "XDG_DATA_HOME": str(tmp_path / "data"), "PATH": "/usr/bin:/bin"}
