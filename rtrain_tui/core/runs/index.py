@@ -61,11 +61,11 @@ import tomli_w
 from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, ValidationError
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.backend_names import BACKENDS
 from rtrain_tui.core.safety import validate
 
 RunKey = tuple[str, str, str]  # (host, workdir, run_id)
 StateUpdate = tuple[str, bool, str]  # (state, stale, updated_at)
-BACKENDS = ("direct", "slurm")  # backends.BACKENDS; kept here too, as backends sit above the index
 STARTING = "starting"  # probes.STARTING: an entry whose start may not have launched yet
 LOCK_TIMEOUT = 10.0  # seconds a write waits for the lock: 20 starts at once on a busy 2-core box need ~5
 
