@@ -157,12 +157,10 @@ NOT_SCRIPTS = {
     "rtrain_tui.core.host.remote_sh.run_dir_word",  # one word of a script
     "rtrain_tui.core.host.remote_sh.workdir_assign",  # the first line of several scripts
     "rtrain_tui.core.host.remote_sh.run_dir_assign",  # likewise
-    "rtrain_tui.core.backends.check_backend",  # a validated value
     # The retry loop and the watchdog: fragments of each backend's wrapper ("wrapper_retries").
     "rtrain_tui.core.host.unattended.retry_loop",
     "rtrain_tui.core.host.unattended.watch_start",
     "rtrain_tui.core.host.unattended.watched",
-    "rtrain_tui.core.backends.slurm.options.check_sbatch_arg",  # a validated value
 }
 
 

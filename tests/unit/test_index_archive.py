@@ -14,6 +14,7 @@ import pytest
 import tomli_w
 
 from rtrain_tui.core.runs import index as index_module
+from rtrain_tui.core.runs import index_store
 from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
 
 
@@ -108,7 +109,7 @@ def test_a_new_process_reads_the_parsed_form_not_the_toml(tmp_path: Path,
     def no_parse(_text: str) -> object:
         raise AssertionError("the TOML was parsed again")
 
-    monkeypatch.setattr(index_module.tomllib, "loads", no_parse)
+    monkeypatch.setattr(index_store.tomllib, "loads", no_parse)
     assert RunIndex(path).load() == expected
     # A file changed behind the cache's back (same size, same second) is parsed again.
     monkeypatch.undo()
@@ -128,7 +129,7 @@ def test_a_start_leaves_the_live_files_parsed_form_for_the_next_process(
     def no_parse(_text: str) -> object:
         raise AssertionError("the TOML was parsed again")
 
-    monkeypatch.setattr(index_module.tomllib, "loads", no_parse)
+    monkeypatch.setattr(index_store.tomllib, "loads", no_parse)
     index = RunIndex(path)
     index.check()
     assert index.load_live() == expected and expected[-1].run_id == "new"
