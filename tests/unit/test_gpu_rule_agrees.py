@@ -11,6 +11,7 @@ waiters, which waits out real seconds, is in tests/test_gpu_lock_waits.py.
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -107,6 +108,15 @@ def test_the_host_says_why_in_the_words_of_the_client_refusal() -> None:
     assert host_rule(text, 1)["take"] == ["0"]
 
 
+def held(home: Path, workdir: Path, prune: bool = False) -> str:
+    """What the host's `held_gpus WORKDIR` prints, its HOME `home` (the box's records are
+    there, never in the real HOME)."""
+    script = scripts._LIVENESS + scripts._GPU_RULE + 'held_gpus "$1" "$2"'
+    return subprocess.run([shutil.which("dash") or "dash", "-c", script, "held", str(workdir),
+                           "1" if prune else ""], capture_output=True, text=True, timeout=10,
+                          check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(home)}).stdout
+
+
 def test_held_gpus_counts_live_runs_and_fresh_claims_only(tmp_path: Path) -> None:
     """What the host counts as given: a live run's `gpus`, and a claim of a start still
     uploading (within the hour); never an ended run's, a dead one's, an hour-old claim
@@ -130,9 +140,7 @@ def test_held_gpus_counts_live_runs_and_fresh_claims_only(tmp_path: Path) -> Non
         run("abandoned", "4", gpus_claimed=str(uptime - 4000))
         run("before-reboot", "5", gpus_claimed=str(uptime + 100))
         run("unclaimed", "6")
-        script = scripts._LIVENESS + scripts._GPU_RULE + 'held_gpus "$1"'
-        out = subprocess.run([shutil.which("dash") or "dash", "-c", script, "held", str(tmp_path)],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
+        out = held(tmp_path, tmp_path)
     finally:
         alive.kill()
         alive.wait()
@@ -144,14 +152,17 @@ def test_a_gpu_lock_that_cannot_be_made_is_given_up_on_with_the_reason(tmp_path:
     """`q_lock` on a queue directory that can never be made (here its workdir is a file:
     the same path as a read-only workdir) says why and returns, instead of spinning for
     ever; one that can be made is taken and released as before."""
-    (tmp_path / "workdir").write_text("not a directory\n")
+    (tmp_path / "home" / ".local").mkdir(parents=True)
+    (tmp_path / "home" / ".local" / "state").write_text("not a directory\n")
     script = (scripts._LIVENESS + scripts._GPU_RULE
-              + 'if q_lock "$1/.queue"; then echo taken; q_unlock "$1/.queue"; else echo "why=$ql_why"; fi')
+              + 'box_dir "$1"; if q_lock "$bx"; then echo taken; q_unlock "$bx"; else echo "why=$ql_why"; fi')
     sh = shutil.which("dash") or "dash"
-    out = subprocess.run([sh, "-c", script, "q", str(tmp_path / "workdir")],
-                         capture_output=True, text=True, timeout=10, check=True).stdout
-    assert out == "why=cannot take the host's GPU lock (.queue in the workdir): Not a directory\n"
+    out = subprocess.run([sh, "-c", script, "q", str(tmp_path / "work")], capture_output=True, text=True,
+                         timeout=10, check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}).stdout
+    assert out == (f"why=cannot take the host's GPU lock (~/.local/state/rtrain-tui/gpus-{socket.gethostname()}): "
+                   "Not a directory\n")
     (tmp_path / "ok").mkdir()
-    out = subprocess.run([sh, "-c", script, "q", str(tmp_path / "ok")],
-                         capture_output=True, text=True, timeout=10, check=True).stdout
-    assert out == "taken\n" and not (tmp_path / "ok" / ".queue").exists()
+    out = subprocess.run([sh, "-c", script, "q", str(tmp_path / "work")], capture_output=True, text=True,
+                         timeout=10, check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "ok")}).stdout
+    assert out == "taken\n" and not list((tmp_path / "ok" / ".local" / "state" / "rtrain-tui").glob("*/*"))
+    assert not (tmp_path / "work").exists()  # the workdir gains nothing from the lock

@@ -34,7 +34,7 @@ from rtrain_tui.core.engine import trainer_command
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.notify import claims
 from rtrain_tui.core.safety.template import render as render_trainer
-from rtrain_tui.core.transport import connection
+from rtrain_tui.core.transport import shell
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 WORKDIR = "~/.praisonai-train"
@@ -140,10 +140,10 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
                               lambda: slurm.stop_signal(WORKDIR, "r1", TOKEN, True, "123_4")),
     "slurm.job_state_job": (slurm.job_state, lambda: slurm.job_state(WORKDIR, "r1", "123")),
     "slurm.preflight": (slurm.preflight, lambda: slurm.preflight("python3", WORKDIR)),
-    # How the long-lived shell runs each script under timeout(1) (connection.py).
-    "connection.under_timeout": (connection._under_timeout, lambda: connection._under_timeout(
+    # How the long-lived shell runs each script under timeout(1) (transport/shell.py).
+    "connection.under_timeout": (shell.under_timeout, lambda: shell.under_timeout(
         remote_sh.mark_stopped(WORKDIR, "r1", 0), 30)),
-    "connection.under_timeout_piped": (connection._under_timeout, lambda: connection._under_timeout(
+    "connection.under_timeout_piped": (shell.under_timeout, lambda: shell.under_timeout(
         remote_sh.mark_stopped(WORKDIR, "r1", 0), 30, piped=True)),
 }
 
@@ -158,12 +158,10 @@ NOT_SCRIPTS = {
     "rtrain_tui.core.host.remote_sh.run_dir_word",  # one word of a script
     "rtrain_tui.core.host.remote_sh.workdir_assign",  # the first line of several scripts
     "rtrain_tui.core.host.remote_sh.run_dir_assign",  # likewise
-    "rtrain_tui.core.backends.check_backend",  # a validated value
     # The retry loop and the watchdog: fragments of each backend's wrapper ("wrapper_retries").
     "rtrain_tui.core.host.unattended.retry_loop",
     "rtrain_tui.core.host.unattended.watch_start",
     "rtrain_tui.core.host.unattended.watched",
-    "rtrain_tui.core.backends.slurm.options.check_sbatch_arg",  # a validated value
 }
 
 

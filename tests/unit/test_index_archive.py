@@ -14,6 +14,7 @@ import pytest
 import tomli_w
 
 from rtrain_tui.core.runs import index as index_module
+from rtrain_tui.core.runs import index_store
 from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
 
 # Runs 520 minutes apart: the months (so the archive files) that runs 52 minutes apart
@@ -21,7 +22,7 @@ from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
 # files are read, written or parsed take these: each run costs the index a validation
 # and a TOML table on every read and write (6,000 runs: over a second of CPU a test), and
 # they need the months. ~85 runs a month keep each archive well past the size from which
-# its parsed form is kept (index._PERSIST_BYTES, 8 KiB: ~20 runs), as before. Scale is
+# its parsed form is kept (index_store._PERSIST_BYTES, 8 KiB: ~20 runs), as before. Scale is
 # measured where it is the point: tests/test_index_two_writers.py (10,000 runs) and the
 # benchmark in docs/performance.md (a year of runs).
 SPARSE = timedelta(minutes=52 * 10)
@@ -119,7 +120,7 @@ def test_a_new_process_reads_the_parsed_form_not_the_toml(tmp_path: Path,
     def no_parse(_text: str) -> object:
         raise AssertionError("the TOML was parsed again")
 
-    monkeypatch.setattr(index_module.tomllib, "loads", no_parse)
+    monkeypatch.setattr(index_store.tomllib, "loads", no_parse)
     assert RunIndex(path).load() == expected
     # A file changed behind the cache's back (same size, same second) is parsed again.
     monkeypatch.undo()
@@ -139,7 +140,7 @@ def test_a_start_leaves_the_live_files_parsed_form_for_the_next_process(
     def no_parse(_text: str) -> object:
         raise AssertionError("the TOML was parsed again")
 
-    monkeypatch.setattr(index_module.tomllib, "loads", no_parse)
+    monkeypatch.setattr(index_store.tomllib, "loads", no_parse)
     index = RunIndex(path)
     index.check()
     assert index.load_live() == expected and expected[-1].run_id == "new"
