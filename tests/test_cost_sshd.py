@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from rtrain_tui.core.runs.cost import run_cost
+from rtrain_tui.core.runs.hostconfig import Price
 from rtrain_tui.core.runs.index import RunIndex, parse_time
 from tests.conftest import Cli, write_config
 from tests.sshd import SshHosts, gpu_state
@@ -122,3 +125,70 @@ def test_a_queued_runs_wait_for_gpus_costs_nothing(cli: Cli, tmp_path: Path, wor
     assert [r["cost"] for r in listed] == [got["cost"]]
     spent = json.loads(cli("costs", "--by", "run", "--json").out)["rows"]
     assert [r["cost"] for r in spent if r["run"] == "gpu/q"] == [got["cost"]]
+
+
+def one_figure(cli: Cli, run_id: str, workdir: str) -> Decimal:
+    """The run's cost as `status --json`, `runs`, `costs --by host` and `costs --by run`
+    say it (the only run in the index): one figure, or the test fails."""
+    said = json.loads(cli("status", "gpu", run_id, "--workdir", workdir, "--json").out)["cost"]
+    listed = [r["cost"] for r in json.loads(cli("runs", "--json").out) if r["run_id"] == run_id]
+    by_host = sum(r["cost"] for r in json.loads(cli("costs", "--by", "host", "--json").out)["rows"])
+    by_run = [r["cost"] for r in json.loads(cli("costs", "--by", "run", "--json").out)["rows"]]
+    assert (said, listed, by_host, by_run) == (said, [said], said, [said])
+    return Decimal(str(said))
+
+
+def test_a_completed_runs_cost_is_one_figure_in_every_command_and_never_grows(
+        cli: Cli, tmp_path: Path, workdir: str) -> None:
+    """R: a completed run read $0.02 in `status` and $0.08 in `runs` (the index billed it
+    to when a look saw it end, `status` to the host's end), and kept growing."""
+    priced(cli, "price_per_hour = 3600")  # a cent per 1/100 s
+    config = write_config(tmp_path / "r.yaml", steps=4, step_seconds=0.3)
+    assert cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "done",
+               "--no-follow", "--gpus", "0").rc == 0
+    wait_for("its end", lambda: Path(workdir, "done", "status").exists())
+    time.sleep(1.5)  # seen well after it ended: a bill to "when we saw it" would show it
+    spent = one_figure(cli, "done", workdir)
+    # Billed from its start to the host's end time, which the index now keeps...
+    record = RunIndex(cli.index).get("gpu", "done")
+    assert record is not None and record.state == "completed"
+    ended = datetime.fromtimestamp(int(os.stat(Path(workdir, "done", "status")).st_mtime), UTC)
+    started = parse_time(record.started_at)
+    assert parse_time(record.ended_at) == ended and started is not None
+    want = Decimal(str((ended - started).total_seconds())).quantize(Decimal("0.01"), ROUND_HALF_UP)
+    assert spent == want
+    # ...so a minute (or a year) later every face still says it: nothing bills to "now".
+    price = Price(Decimal(3600))
+    for later in (timedelta(minutes=1), timedelta(days=365)):
+        got = run_cost(record, price, datetime.now(UTC) + later)
+        assert got is not None and got.spent == spent
+    assert one_figure(cli, "done", workdir) == spent
+
+
+def test_resuming_a_queued_run_does_not_bill_its_wait_for_gpus(
+        cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:  # noqa: F811
+    """R08: a `--queue` run that waited for GPUs, failed and was resumed: the index's
+    earlier attempt was billed from its start, its wait included (`runs`, `costs`)."""
+    priced(cli, "price_per_gpu_hour = 3600")  # a dollar a second on its one GPU
+    gpus(BUSY)
+    config = write_config(tmp_path / "q.yaml", steps=6, save_steps=2, die_mid_save=4,
+                          step_seconds=0.4)
+    start_queued(cli, config, workdir, "rq")
+    sampled = Path(workdir, ".queue", "sampled")
+    wait_for("its place in the queue", lambda: Path(workdir, "rq", "queued").exists())
+    seen = {read(sampled)}
+    wait_for("three more samples", lambda: seen.add(read(sampled)) or len(seen) >= 4)
+    gpus(IDLE)
+    wait_state(cli, "rq", workdir, "failed (exit 137)")
+    assert cli("resume", "gpu", "rq", "--workdir", workdir).rc == 0
+    wait_state(cli, "rq", workdir, "completed")
+
+    spent = one_figure(cli, "rq", workdir)
+    lines = [json.loads(x) for x in Path(workdir, "rq", "attempts.jsonl").read_text().splitlines()]
+    first = {k: v for x in lines if x["attempt"] == 1 for k, v in x.items()}
+    second = {k: v for x in lines if x["attempt"] == 2 for k, v in x.items()}
+    started = parse_time(RunIndex(cli.index).get("gpu", "rq").started_at)
+    assert started is not None and first["launched"] - started.timestamp() >= 2  # it waited
+    end = int(os.stat(Path(workdir, "rq", "status")).st_mtime)
+    ran = (first["ended"] - first["launched"]) + (end - second.get("launched", second["started"]))
+    assert spent == Decimal(ran)

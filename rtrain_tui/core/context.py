@@ -144,7 +144,8 @@ class EngineContext:
         if record is not None and record.workdir == workdir and record.state != probes.STARTING:
             seen = notifier.Seen(record, state, probe.stalled_for if probe else None,
                                  probe.reason if probe else self.reasons.get(record.key, ""),
-                                 epoch_iso(probe.ended_at) if probe else "")
+                                 epoch_iso(probe.ended_at) if probe else "",
+                                 running_since(record.key, probe).get(record.key) if probe else None)
             self.notices += await notifier.notify([seen], self.hosts, self.run_on, datetime.now(UTC))
         await asyncio.to_thread(self.remember_state, host, workdir, run_id, state, probe)
 
@@ -153,8 +154,11 @@ class EngineContext:
         """Record `state` (and, from `probe`, when the run's attempt began running)."""
         # A run the index does not know changes nothing, and set_states then writes nothing.
         key = (host, workdir, run_id)
+        # An end the probe read is recorded (the cost of an ended run never grows).
+        ended = probe.ended_at if probe is not None and probes.is_final(state) else None
         self.index.set_states({key: (state, False, index_now())},
-                              running=running_since(key, probe) if probe is not None else None)
+                              running=running_since(key, probe) if probe is not None else None,
+                              ended={key: epoch_iso(ended)} if ended is not None else None)
 
     async def run_dir(self, host: str, workdir: str, run_id: str) -> str:
         """The run dir as an absolute path on the host (SFTP does not expand `~`)."""

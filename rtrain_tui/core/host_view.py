@@ -15,6 +15,7 @@ keys), a queued run from what its probe said (it has no log yet).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Collection, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -250,3 +251,49 @@ async def run_line(engine: Any, host: str, workdir: str, run_id: str,
     return RunLine((host, workdir, run_id), state, reason=reason,
                    waiting=waiting_text(reason) if state == probes.QUEUED else "",
                    settled=probes.is_final(state), queue_place=probe.queue_place)
+
+
+async def status_cost(engine: Any, host: str, workdir: str, run_id: str, state: str,
+                      ended: int | None, attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """`cost` (so far), `cost_at_end` (a running run's, from its ETA; an ended run's cost)
+    and `currency` for `status --json`: null on a host with no price in config.toml.
+
+    What the look at the host taught (its attempt history, its end) is recorded in the
+    index first (core/runs/cost.py, `recorded`), and the cost billed from that record:
+    the one rule `runs`, `costs`, the app and the notifications bill by, so they agree
+    to the cent, and an ended run costs the same at every later look."""
+    from datetime import UTC, datetime
+
+    from rtrain_tui.core.runs import cost
+
+    price = engine.hosts.for_host(host).price
+    if price is None:
+        return {"cost": None, "cost_at_end": None, "currency": None}
+    now = datetime.now(UTC)
+    end = datetime.fromtimestamp(ended, UTC) if ended is not None and probes.is_final(state) else None
+    known = await asyncio.to_thread(engine.index.get, host, run_id)
+    mine = known is not None and known.workdir == workdir
+    base = known if mine and known is not None else RunRecord(host, run_id, workdir)
+    record = cost.recorded(base, attempts, state, end, now)
+    if mine and record != base:
+        key = record.key
+
+        def change(runs: list[RunRecord]) -> list[RunRecord]:
+            # Re-read under the index's lock: a refresh may have written it since.
+            return [cost.recorded(r, attempts, state, end, now) if r.key == key else r
+                    for r in runs]
+
+        try:
+            await asyncio.to_thread(engine.index.update, change)
+            record = await asyncio.to_thread(engine.index.get, host, run_id) or record
+        except RemoteError:
+            pass  # a busy index: billed from what was taught all the same
+    eta = None
+    if state == probes.RUNNING:
+        eta = (await sync_metrics(engine, host, workdir, run_id)).summary().eta_seconds
+    got = cost.run_cost(record, price, now, state=state, eta_s=eta)
+    assert got is not None
+    # At its end: the projection of a running run with an ETA; what an ended run cost.
+    at_end = got.at_end if got.at_end is not None else got.spent if probes.is_final(state) else None
+    return {"cost": float(got.spent), "cost_at_end": None if at_end is None else float(at_end),
+            "currency": got.currency}

@@ -147,7 +147,8 @@ async def refresh(ctx: Prober, records: Sequence[RunRecord] | None = None,
             if p.rebooted and p.state == probes.LOST:
                 rebooted.append(r.key)
             if r.state != probes.STARTING:
-                seen.append(notifier.Seen(r, p.state, p.stalled_for, p.reason, ended.get(r.key, "")))
+                seen.append(notifier.Seen(r, p.state, p.stalled_for, p.reason, ended.get(r.key, ""),
+                                          running_since(r.key, p).get(r.key)))
             if r.state != probes.STARTING:
                 states[r.key] = p.state
             elif r.key not in over:

@@ -47,6 +47,7 @@ from rtrain_tui.core.logs.retry_rule import separator  # one wording for resume 
 from rtrain_tui.core.probing import Prober
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.cost import next_attempt as billing  # the one cost rule's
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
 from rtrain_tui.core.safety import validate
@@ -487,24 +488,6 @@ async def _unwritable(ctx: Prober, host: str, run_id: str, run_dir: str,
     why = safe_line(getattr(exc, "reason", "") or str(exc))[:200]
     return RemoteError(f"{host}: could not write the new attempt's files in {run_dir} "
                        f"({why}); nothing was changed.")
-
-
-def billing(old: RunRecord, ended: int | None, now: str) -> dict[str, Any]:
-    """The index's cost fields for a new attempt starting `now` (core/runs/cost.py): the
-    attempt before ran from its start to `ended` (the host's clock). With no end known
-    they stay as they were: the run then counts from its first start, gaps and all (an
-    over-estimate, never a lost attempt)."""
-    from datetime import UTC, datetime
-
-    from rtrain_tui.core.runs.index import parse_time
-
-    began = parse_time(old.attempt_started_at or old.started_at)
-    if ended is None or began is None:
-        return {}
-    # The host's retry loop's waits between attempts ran nothing (core/host/retry.sh).
-    ran = max(0.0, datetime.fromtimestamp(ended, UTC).timestamp() - began.timestamp()
-              - old.retry_wait_s)
-    return {"attempt_started_at": now, "earlier_s": round(old.earlier_s + ran, 6), "retry_wait_s": 0.0}
 
 
 async def _put_back(ctx: Prober, old: RunRecord | None, record: RunRecord,

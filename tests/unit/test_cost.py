@@ -172,7 +172,7 @@ def test_a_bad_price_is_one_line_naming_the_key_and_file(tmp_path: Path, text: s
 
 # -- a resumed run from the index alone (runs, costs, the app's table) -------------------
 def test_the_index_keeps_a_resumes_earlier_seconds_so_the_gaps_cost_nothing(tmp_path: Path) -> None:
-    from rtrain_tui.core.resume import billing
+    from rtrain_tui.core.runs.cost import next_attempt as billing
     from rtrain_tui.core.runs.index import RunIndex
 
     first = RunRecord("box", "r", "~/w", state="failed (exit 1)", started_at=iso(0))
@@ -204,3 +204,32 @@ def test_an_index_record_with_a_bad_earlier_s_is_skipped_and_said(tmp_path: Path
                     encoding="utf-8")
     report = RunIndex(path).load_report()
     assert report.records == [] and "earlier_s should be a number of seconds" in report.problems[0]
+
+
+def test_a_requeued_jobs_earlier_run_is_billed_and_its_time_requeued_is_not() -> None:
+    """R04: the batch script's second `launched` (a requeue) replaced the first, and the
+    job was billed from its last start only. Its `ran` says what ran before."""
+    run = RunRecord("slurm", "r", "~/w", state="completed", started_at=iso(0), ended_at=iso(80))
+    attempts = [{"attempt": 1, "launched": epoch(0)},
+                {"attempt": 1, "launched": epoch(50), "ran": 30 * 60}]  # ran 0 → 30, queued to 50
+    assert seconds_billed(run, T0, attempts) == Decimal(60 * 60)
+    # The index keeps the same total (status records it; the probe's running_since says
+    # the earlier start the script wrote): `runs` and `costs` bill it too.
+    from rtrain_tui.core.runs.cost import recorded
+
+    kept = recorded(replace(run, state="running", ended_at=""), attempts, "completed",
+                    T0 + timedelta(minutes=80), T0 + timedelta(days=1))
+    assert seconds_billed(kept, T0 + timedelta(days=9)) == Decimal(60 * 60)
+
+
+def test_a_resume_bills_the_attempt_before_from_when_it_got_its_gpus() -> None:
+    """R08: resuming a `--queue` run billed its first attempt from its start, the 45
+    minutes it waited for GPUs included."""
+    from rtrain_tui.core.runs.cost import next_attempt
+
+    old = RunRecord("box", "r", "~/w", state="failed (exit 1)", started_at=iso(0), running_at=iso(45))
+    # As resume.py writes the new attempt: its own launch not known yet.
+    resumed = replace(old, state="completed", ended_at=iso(200), running_at="",
+                      **next_attempt(old, epoch(105), iso(140)))
+    assert resumed.earlier_s == 3600
+    assert seconds_billed(resumed, T0) == Decimal(3600 + 60 * 60)  # 45 → 105, then 140 → 200

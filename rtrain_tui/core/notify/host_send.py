@@ -15,8 +15,8 @@ time. What failed is one line, masked, in the run's `notify.log` (never train.lo
 arrived too. Nothing it does touches the run's state or exit code.
 
 Cost on the host: the price per hour (per GPU-hour already multiplied by the run's GPUs)
-times the seconds its attempts ran (attempts.jsonl, as runs/cost.py counts them), to the
-cent. Elapsed: from the client's start to now, by the host's clock.
+times the seconds its attempts ran (attempts.jsonl, by the one cost rule: runs/cost_rule.py),
+to the cent. Elapsed: from the client's start to now, by the host's clock.
 
 Stdlib and our pure modules only (the bundle is checked under `python -I`).
 """
@@ -37,6 +37,7 @@ from rtrain_tui.core.logs.reasons import why_it_ended
 from rtrain_tui.core.metrics.metrics import parse_text
 from rtrain_tui.core.notify import message, webhooks
 from rtrain_tui.core.notify.send import BACKOFF_S, TRIES
+from rtrain_tui.core.runs import cost_rule
 from rtrain_tui.core.runs.probes import RunProbe
 from rtrain_tui.core.safety.mask import mask_text, mask_url
 from rtrain_tui.core.safety.sanitize import safe_line
@@ -50,7 +51,7 @@ MODULES = (MAIN, (
     MAIN, "rtrain_tui.core.notify.message", "rtrain_tui.core.notify.webhooks",
     "rtrain_tui.core.notify.send", "rtrain_tui.core.logs.reasons",
     "rtrain_tui.core.metrics.metrics", "rtrain_tui.core.metrics.metrics_jsonl",
-    "rtrain_tui.core.runs.probes", "rtrain_tui.core.errors", "rtrain_tui.core.safety.mask",
+    "rtrain_tui.core.runs.probes", "rtrain_tui.core.runs.cost_rule", "rtrain_tui.core.errors", "rtrain_tui.core.safety.mask",
     "rtrain_tui.core.safety.sanitize"))
 TAIL_BYTES = 32 * 1024  # as much of train.log as a client's claim reads (claim_notify.sh)
 TEST_TITLE = "rtrain-tui: test"
@@ -93,25 +94,16 @@ def _when(value: object) -> float | None:
     return float(value) if ok else None  # type: ignore[arg-type]
 
 
+def billed_us(started: float, attempts: Sequence[Mapping[str, object]], now: float) -> int:
+    """Microseconds the run's attempts ran, its last to `now` (its end: the wrapper sends
+    as it ends): the one cost rule's (runs/cost_rule.py), from attempts.jsonl."""
+    found = cost_rule.spans(attempts, cost_rule.when_us(started))
+    return cost_rule.billed_us(cost_rule.closed(found, cost_rule.when_us(now)))
+
+
 def billed_seconds(started: float, attempts: Sequence[Mapping[str, object]], now: float) -> float:
-    """Seconds the run's attempts ran: each from its launch (or start) to its end (or the
-    next one's start), the last to `now`; runs/cost.py's rule, from attempts.jsonl."""
-    by_number: dict[int, Mapping[str, object]] = {}
-    for a in attempts:
-        number = a.get("attempt")
-        if isinstance(number, int) and not isinstance(number, bool) and 0 < number < 100_000:
-            by_number[number] = a
-    spans: list[tuple[float | None, float | None]] = []
-    for n in range(1, max(by_number, default=1) + 1):
-        one = by_number.get(n, {})
-        start = _when(one.get("launched")) or _when(one.get("started"))
-        spans.append((start if start is not None or n > 1 else started, _when(one.get("ended"))))
-    total = 0.0
-    for i, (start, ended) in enumerate(spans):
-        end = now if i == len(spans) - 1 else (ended or spans[i + 1][0])
-        if start is not None and end is not None and end > start:
-            total += end - start
-    return total
+    """`billed_us` in seconds."""
+    return billed_us(started, attempts, now) / cost_rule.US
 
 
 def _attempts() -> list[dict[str, object]]:
@@ -128,6 +120,13 @@ def _attempts() -> list[dict[str, object]]:
     except OSError:
         pass
     return found
+
+
+def _mtime(name: str, default: float) -> float:
+    try:
+        return float(int(os.stat(name).st_mtime))
+    except OSError:
+        return default
 
 
 def _read(name: str, limit: int = TAIL_BYTES) -> str:
@@ -162,7 +161,10 @@ def compose(config: dict[str, object], event: str, arg: int, now: float) -> mess
     except (InvalidOperation, ValueError):
         rate = None
     if rate is not None and started is not None:
-        seconds = Decimal(str(round(billed_seconds(started, _attempts(), now), 3)))
+        # An end is billed to the `status` file's time, as the clients read it (whole
+        # seconds); a stall to now.
+        end = now if event == message.STALLED else _mtime("status", now)
+        seconds = Decimal(billed_us(started, _attempts(), end)) / cost_rule.US
         cost = _Spent(rate * seconds / 3600, str(config.get("currency") or "$")[:5])
     summary = parse_text(tail).summary() if tail else None
     return message.build(host, run_id, state, reason=reason, stalled_for=stalled_for, summary=summary,

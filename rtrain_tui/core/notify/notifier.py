@@ -39,6 +39,9 @@ class Seen:
     stalled_for: int | None = None
     reason: str = ""
     ended_at: str = ""  # ISO, the host's end time when it told one
+    # When an attempt began running, as the probe read it (engine's `_running`): billed
+    # from there, as the index will keep it (core/runs/cost.py, `with_running`).
+    running: tuple[int, str, int | None] | None = None
 
 
 def wanted(seen: Seen, config: hostconfig.HostConfig) -> str | None:
@@ -55,7 +58,10 @@ def wanted(seen: Seen, config: hostconfig.HostConfig) -> str | None:
 
 def compose(seen: Seen, config: hostconfig.HostConfig, now: datetime, log_tail: str = "") -> message.Message | None:
     """The message for `seen`, its step and loss from the tail of its log."""
-    record = replace(seen.record, state=seen.state, ended_at=seen.ended_at or seen.record.ended_at)
+    # The record as the index keeps it after this look (the one cost rule bills from it):
+    # its end, and when its attempt began running (a `--queue` wait is not billed).
+    record = cost.with_running(replace(seen.record, state=seen.state,
+                                       ended_at=seen.record.ended_at or seen.ended_at), seen.running)
     start = cost.when(record.started_at)
     end = cost.when(record.ended_at) if seen.state != "running" else None
     elapsed = ((end or now) - start).total_seconds() if start is not None else None

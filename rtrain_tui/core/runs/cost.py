@@ -1,42 +1,42 @@
-"""What a run costs: the one rule the CLI (`status --json`, `runs`, `costs`) and the app use.
+"""What a run costs: the one rule every face bills by, to the cent.
 
-Pure: from the run's record (GPUs held, start, end, state), its attempts (attempts.jsonl,
-when the host was asked), the host's price (config.toml) and "now" for a live run.
+`status`, `runs`, `costs` (every `--by`), the app's runs table and compare screen, and
+every notification (the client's, core/notify/notifier.py, and the host's own,
+core/notify/host_send.py) bill through `run_cost` here, or, on the host, through the
+same seconds (core/runs/cost_rule.py); tests/unit/test_cost_faces.py holds them to one
+figure for any attempt history.
 
 - Time that costs is the time an attempt ran: from its launch to its end, summed over the
-  attempts of a resumed or retried run (the gaps between them cost nothing).
-- A run waiting (`queued`, `starting`) costs nothing while it waits: its current attempt
-  counts from its launch. The launch time is an attempt's `launched` when the host
-  recorded one (the direct wrapper once a `--queue` run got its GPUs, a Slurm job as it
-  starts); else its `started` (a resume or retry writes it as it launches). The index
-  keeps the current attempt's launch once a refresh read it (`running_at`), so `runs`
-  and `costs` count as `status --json` does; likewise the seconds the host's retry loop
-  waited between attempts once a refresh read them (`retry_wait_s`). For the first
-  attempt of a run that waited and whose launch is not known (read from the index before
-  any refresh saw it launched), the start time is taken: the wait is then counted (an
-  over-estimate, never an under-estimate, of what was held).
-- An attempt with no end time recorded (a retry's ended record before it carried one)
-  is taken to have ended when the next one started.
+  attempts of a resumed or retried run and the runs of a requeued Slurm job (cost_rule.py
+  says which seconds those are). Waiting (`queued`, `starting`, a `--queue` run's wait for
+  GPUs, a Slurm job's time in the queue, the gaps between attempts) never costs.
+- The index keeps what the host told (`recorded`): when the current attempt began
+  running (`running_at`), the seconds the attempts before it ran (`earlier_s`), the
+  host's retry loop's waits (`retry_wait_s`) and when the run ended (`ended_at`). Billed
+  from the index alone a run then costs what its history does, so `runs` and `costs`
+  (which ask no host) agree with `status`; and an ended run, its end recorded, costs the
+  same tomorrow. For the first attempt of a run that waited and whose launch is not
+  known (read from the index before any look at its host saw it launched), the start
+  time is taken: an over-estimate, never an under-estimate, of what was held.
 - Money is Decimal: seconds are summed exactly (microseconds) and multiplied once, then
   rounded to the cent (half up), so no float drift and no per-attempt rounding.
 - With an ETA (the progress summary's), a running run also gets a projection: what it will
   have cost when it ends, `$12.40 → ~$18.10`.
 """
-
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs import cost_rule, probes
 from rtrain_tui.core.runs.hostconfig import Price
 from rtrain_tui.core.runs.index import RunKey, RunRecord, parse_time
 
 CENT = Decimal("0.01")
-_US = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WAITING = (probes.QUEUED, probes.STARTING)
 
 
@@ -70,73 +70,125 @@ def when(value: object) -> datetime | None:
     return None
 
 
+def intervals(record: RunRecord, now: datetime, attempts: Sequence[Mapping[str, Any]] = (),
+              state: str | None = None) -> list[tuple[int, int]]:
+    """The run's running intervals, microseconds since the epoch: from the host's attempt
+    history when given (attempts.jsonl, merged by attempt), else from the index alone.
+    `state`: the run's state when newer than the record's (a probe's)."""
+    state = state or record.state
+    if attempts:
+        found = cost_rule.spans(attempts, cost_rule.when_us(record.started_at))
+    else:
+        found = _index_spans(record)
+    last = found[-1][0] if found else None
+    return cost_rule.closed(found, _end_of_run(record, state, last, now))
+
+
+def _index_spans(record: RunRecord) -> list[cost_rule.Span]:
+    """A run's attempts as the index keeps them: the attempts before the current one as
+    their seconds (`earlier_s`, placed from its first start: when in between they ran is
+    not kept), then the current one from its launch (`running_at`, once a refresh or
+    `status` read it), else its start. The host's retry loop's waits (`retry_wait_s`)
+    ran nothing: placed at the current attempt's start (where is not kept either)."""
+    first = cost_rule.when_us(record.started_at)
+    found: list[cost_rule.Span] = []
+    current = cost_rule.when_us(record.running_at)
+    if record.attempt_started_at and first is not None:
+        found.append((first, first + round(record.earlier_s * cost_rule.US)))
+        current = current or cost_rule.when_us(record.attempt_started_at)
+    current = current or first
+    if current is not None:
+        current += round(max(0.0, record.retry_wait_s) * cost_rule.US)
+    found.append((current, None))
+    return found
+
+
 def seconds_billed(record: RunRecord, now: datetime, attempts: Sequence[Mapping[str, Any]] = (),
                    state: str | None = None, since: datetime | None = None,
                    until: datetime | None = None) -> Decimal:
     """Seconds the run's attempts ran (exact, to the microsecond); see the module docstring.
 
-    `state`: the run's state when newer than the record's (a probe's); `since`/`until`:
-    only the part of that time inside this window (`costs --since`, `--by day`)."""
-    state = state or record.state
-    spans = _attempt_starts(record, attempts or _from_index(record))
-    total = 0
-    for i, (start, ended) in enumerate(spans):
-        last = i == len(spans) - 1
-        if last:
-            end = _end_of_run(record, state, start, now)
-        else:
-            end = ended or spans[i + 1][0]
-        if start is None or end is None:
-            continue
-        start = max(start, since) if since is not None else start
-        end = min(end, until) if until is not None else end
-        if end > start:
-            total += (end - start) // _US
-    if not attempts and since is None and until is None:
-        # The index alone: the host's retry loop's waits (`retry_wait_s`) ran nothing.
-        # (Where in the run they fell is not kept, so a window keeps them: an over-estimate.)
-        total = max(0, total - round(record.retry_wait_s * 1_000_000))
-    return Decimal(total) / 1_000_000
+    `since`/`until`: only the part of that time inside this window (`costs --since`,
+    `--by day`)."""
+    got = cost_rule.billed_us(intervals(record, now, attempts, state), _us(since), _us(until))
+    return Decimal(got) / cost_rule.US
 
 
-def _attempt_starts(record: RunRecord,
-                    attempts: Sequence[Mapping[str, Any]]) -> list[tuple[datetime | None, datetime | None]]:
-    """(launch, end) of each attempt, oldest first; one attempt when none are recorded."""
-    by_number = {a["attempt"]: a for a in attempts if isinstance(a.get("attempt"), int)}
-    spans = []  # the index alone (no attempts): one span, from the run's start
-    for n in range(1, max(by_number, default=1) + 1):
-        one = by_number.get(n, {})
-        start = when(one.get("launched")) or when(one.get("started"))
-        if n == 1 and start is None:
-            start = parse_time(record.started_at)
-        spans.append((start, when(one.get("ended"))))
-    return spans
+def _us(when_: datetime | None) -> int | None:
+    return None if when_ is None else cost_rule.when_us(when_.isoformat())
 
 
-def _from_index(record: RunRecord) -> list[dict[str, Any]]:
-    """A run's attempts as the index keeps them: for a resumed one, the earlier ones'
-    seconds (placed from its first start: when in between they ran is not kept) and the
-    current one's start; the current one's launch once a refresh read it (`running_at`).
-    [] for a run never resumed here whose launch is not kept."""
-    first = parse_time(record.started_at)
-    launched = {"launched": record.running_at} if record.running_at else {}
-    if not record.attempt_started_at or first is None:
-        return [{"attempt": 1, "started": record.started_at, **launched}] if launched else []
-    earlier = first + timedelta(seconds=record.earlier_s)
-    return [{"attempt": 1, "started": record.started_at, "ended": earlier.isoformat()},
-            {"attempt": 2, "started": record.attempt_started_at, **launched}]
+def _iso(us: int) -> str:
+    return (_EPOCH + timedelta(microseconds=us)).isoformat()
 
 
-def _end_of_run(record: RunRecord, state: str, start: datetime | None,
-                now: datetime) -> datetime | None:
+def _end_of_run(record: RunRecord, state: str, start: int | None, now: datetime) -> int | None:
     if state in _WAITING:
         return start  # waiting: the attempt has cost nothing yet
     if state == probes.RUNNING:
-        return now
+        return _us(now)
     if state == probes.UNKNOWN and not record.ended_at:
         return start  # never launched, or nothing can be told: nothing is billed
-    # Ended: by the host's clock when known, else when we saw it change (an upper bound).
-    return parse_time(record.ended_at) or parse_time(record.updated_at) or now
+    # Ended: by the host's clock when known, else when we saw it change (an upper bound);
+    # recorded, so an ended run's cost never grows (`recorded` below writes it down).
+    return cost_rule.when_us(record.ended_at) or cost_rule.when_us(record.updated_at) or _us(now)
+
+
+def recorded(record: RunRecord, attempts: Sequence[Mapping[str, Any]], state: str,
+             ended: datetime | None, now: datetime) -> RunRecord:
+    """`record` with what a look at its host taught (its attempt history, its state and,
+    ended, when), folded into the index's cost fields: billed from the index alone it
+    then costs exactly what the history does (to the microsecond), in every face. An end
+    already recorded is never moved; an ended run with none gets `ended`, else `now`."""
+    changed = replace(record, state=state)
+    if probes.is_final(state) and not record.ended_at:
+        changed = replace(changed, ended_at=(ended or now).isoformat())
+    by_number = cost_rule.merged(attempts)
+    if not by_number:
+        return changed
+    found = cost_rule.spans(attempts, cost_rule.when_us(record.started_at))
+    last = found[-1][0]
+    first = cost_rule.when_us(record.started_at)
+    if last is None or first is None:
+        return changed
+    before = cost_rule.billed_us(cost_rule.closed(found, None))  # the last is left out
+    several = len(found) > 1
+    return replace(changed, earlier_s=before / cost_rule.US if several else 0.0,
+                   attempt_started_at=_iso(last) if several else "",
+                   running_at=_iso(last) if last != first else "", retry_wait_s=0.0,
+                   # The host's count: a refresh then takes its later launch times as
+                   # this attempt's, and the retry waits already left out stay out.
+                   attempt=max(record.attempt, max(by_number)))
+
+
+def next_attempt(old: RunRecord, ended: int | None, now: str) -> dict[str, Any]:
+    """The index's cost fields for a new attempt starting `now` (a resume): the attempt
+    before ran from its launch (`running_at`: a `--queue` attempt's wait for GPUs is not
+    billed) or start to `ended` (the host's clock), less its retry loop's waits. With no
+    end known they stay as they were: the run then counts from its first start, gaps and
+    all (an over-estimate, never a lost attempt)."""
+    if ended is None or not (old.running_at or old.attempt_started_at or old.started_at):
+        return {}
+    current = _index_spans(old)[-1][0]
+    if current is None:
+        return {}
+    ran = max(0, ended * cost_rule.US - current)
+    return {"attempt_started_at": now, "earlier_s": round(old.earlier_s + ran / cost_rule.US, 6),
+            "retry_wait_s": 0.0}
+
+
+def with_running(record: RunRecord, running: tuple[int, str, int | None] | None) -> RunRecord:
+    """`record` as the index will keep it once a probe said when an attempt began
+    running (`(attempt, ISO time, retry waits)`, engine's `_running`): the same rule as
+    the index's `set_states(running=...)`, for a message composed before that write."""
+    if running is None:
+        return record
+    attempt, at, waited = running
+    if attempt == record.attempt and at:
+        record = replace(record, running_at=at)
+    if waited is not None and attempt > record.attempt:
+        record = replace(record, retry_wait_s=float(waited))
+    return record
 
 
 def rate_per_hour(price: Price, gpus: int) -> Decimal:
@@ -223,10 +275,10 @@ def spent_by(records: Sequence[RunRecord], price_of: Callable[[str], Price | Non
 
 def _days(record: RunRecord, now: datetime, since: datetime | None) -> list[datetime]:
     """The UTC midnights of the days the run's span touches (within `since`)."""
-    start = parse_time(record.started_at)
-    if start is None:
+    ran = intervals(record, now)
+    if not ran:
         return []
-    end = _end_of_run(record, record.state, start, now) or start
+    start, end = (_EPOCH + timedelta(microseconds=us) for us in (ran[0][0], ran[-1][1]))
     day = max(start, since or start).astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     days: list[datetime] = []
     while day <= end and len(days) < 3660:

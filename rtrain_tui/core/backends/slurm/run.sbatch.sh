@@ -20,16 +20,28 @@ export RTRAIN_RUN
 ## A requeued job (preemption, `scontrol requeue`, a node failure) runs this script again:
 ## it goes on as the attempt it was on, the highest attempts.jsonl records (its retry
 ## loop's too), so neither that number nor what is left of --retries starts over.
+## Its earlier runs' seconds (`ran_s`, written as each run of this script ends) are the
+## attempt's too: billed, and the wait in the queue between them not (core/runs/cost_rule.py).
+rt_ran=0 rt_st=''
 if [ "${SLURM_RESTART_COUNT:-0}" != 0 ] && [ -s attempts.jsonl ]; then
   rt_now=$(sed -n 's/^{"attempt": \([0-9][0-9]*\)[,}].*/\1/p' attempts.jsonl | sort -n | tail -n 1)
   [ -z "$rt_now" ] || [ "$rt_now" -le "$rt_attempt" ] || rt_attempt=$rt_now
+  rt_was=$(cat ran_s 2>/dev/null)
+  [ "${rt_was%% *}" != "$rt_attempt" ] || rt_ran=${rt_was#* }
+  case "$rt_ran" in ''|*[!0-9]*) rt_ran=0 ;; esac
 fi
+[ "${SLURM_RESTART_COUNT:-0}" != 0 ] || rm -f ran_s
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
 ## When the job left Slurm's queue: the run's cost counts from here (core/runs/cost.py).
 rt_at=$(date +%s)
-printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$rt_at" >> attempts.jsonl
-## The same, one line the refresh probe reads: the index keeps it for `runs` and `costs`.
-echo "$rt_attempt $rt_at" > running_since.tmp && mv running_since.tmp running_since
+if [ "$rt_ran" = 0 ]; then
+  printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$rt_at" >> attempts.jsonl
+else
+  printf '{"attempt": %s, "launched": %s, "ran": %s}\n' "$rt_attempt" "$rt_at" "$rt_ran" >> attempts.jsonl
+fi
+## The same, one line the refresh probe reads: the index keeps it for `runs` and `costs`
+## (a requeued job's earlier seconds as an earlier start: the index bills the same total).
+echo "$rt_attempt $((rt_at - rt_ran))" > running_since.tmp && mv running_since.tmp running_since
 # What an earlier job of this run dir (before a resume) said of its retries or a stall
 # is not ours.
 rm -f retry_wait retry_gave_up stalled gpus_idle
@@ -54,6 +66,11 @@ rt_trained
 #@ watched
 #@ retry
 #@ end_rest
+## What this run of the script ran of its attempt (the retry loop's latest, from its start),
+## for a requeue of the job to bill (above).
+rt_end=$(date +%s)
+if [ -n "$rt_st" ]; then rt_was="$(cut -d ' ' -f 1 running_since) $((rt_end - rt_st))"; else rt_was="$rt_attempt $((rt_ran + rt_end - rt_at))"; fi
+echo "$rt_was" > ran_s.tmp && mv ran_s.tmp ran_s
 echo $rc > status.tmp && mv status.tmp status
 # Which attempt wrote `status` (Slurm runs this script again for a requeued job): an exit
 # code counts only while the job is still on that attempt. Written second, so a probe
