@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from rtrain_tui.core import ConnectionPool, Engine, RunIndex, StartRequest
 from tests.conftest import Cli, write_config
+from tests.faults.proxy import FaultProxy
 from tests.notify_receiver import Receiver
 from tests.sshd import SshHosts
 from tests.test_resume_sshd import wait_for
@@ -161,5 +163,109 @@ def test_a_refresh_does_not_wait_for_a_slow_service_and_the_engine_waits_before_
         receiver.hold.set()
         await engine.close()  # waits for what is under way
         assert receiver.answered == 1 and engine.notices == []
+
+    asyncio.run(go())
+
+
+# -- R05: claims through a link that drops (a TCP forwarder in front of sshd) -------------
+PROXIED = "viaproxy"
+
+
+@pytest.fixture
+def link(hosts: SshHosts, tmp_path: Path, receiver: Receiver,
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FaultProxy, Path]]:
+    """A forwarder to the gpu sshd, an ssh config whose `viaproxy` goes through it, and a
+    config.toml that tells a run's end to `receiver` (the clients only)."""
+    proxy = FaultProxy(hosts.ports["gpu"]).start()
+    user_line = next(line for line in hosts.ssh_config.read_text().splitlines()
+                     if line.strip().startswith("User "))
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host {PROXIED}\n  HostName 127.0.0.1\n  Port {proxy.port}\n{user_line}\n"
+        f"  IdentityFile {hosts.home / '.ssh' / 'id_test'}\n"
+        f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n  ConnectTimeout 2\n"
+        + hosts.ssh_config.read_text().replace("Include extra.conf\n", ""))
+    toml = tmp_path / "cfg" / "rtrain-tui" / "config.toml"
+    toml.parent.mkdir(parents=True)
+    toml.write_text(f'[notify]\non_host = false\nurls = ["{receiver.url("SECRETtoken123")}"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    yield proxy, config
+    proxy.close()
+
+
+async def failed_run(engine: Engine, tmp_path: Path, workdir: str, run_id: str) -> None:
+    config = write_config(tmp_path / f"{run_id}.yaml", steps=6, save_steps=2, die_mid_save=4,
+                          step_seconds=0.1)
+    await engine.start(StartRequest(PROXIED, config, run_id=run_id, workdir=workdir, gpus=0))
+    while not ended(workdir, run_id):
+        await asyncio.sleep(0.1)
+
+
+def test_a_claim_whose_answer_a_dropped_link_lost_is_sent_once_all_the_same(
+        link: tuple[FaultProxy, Path], tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    """The host made the marker, the link dropped before its answer came back, and the
+    connection sent the claim once more: it found its own marker `taken` and nobody sent."""
+    proxy, ssh_config = link
+    marker = Path(workdir, "cut", "notified", "a1-failed")
+    cut = threading.Event()
+
+    def cut_at_the_claim() -> None:
+        while not cut.is_set():
+            if marker.is_dir():
+                proxy.cut()  # the claim is made on the host; its answer is still on its way
+                cut.set()
+            time.sleep(0.005)
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(ssh_config), RunIndex(tmp_path / "runs.toml"))
+        await failed_run(engine, tmp_path, workdir, "cut")
+        # A long log tail makes the claim's answer ~44 KB: 2 s through a 20 KB/s link.
+        with (Path(workdir) / "cut" / "train.log").open("a") as log:
+            log.write("".join(f"filler line {i} of a long log\n" for i in range(2000)))
+        proxy.throttle(20_000)
+        watcher = threading.Thread(target=cut_at_the_claim, daemon=True)
+        watcher.start()
+        try:
+            assert await engine.refresh() == {(PROXIED, workdir, "cut"): "failed (exit 137)"}
+            await engine.notified()
+        finally:
+            cut.set()
+            watcher.join(5)
+            proxy.throttle(None)
+        assert any(what == "cut" for _, what in proxy.log)
+        assert [m["title"] for m in receiver.messages()] == ["rtrain-tui: cut on viaproxy failed (exit 137)"]
+        assert engine.notices == []
+        await engine.close()
+
+    asyncio.run(go())
+
+
+def test_a_claim_that_could_not_reach_the_host_is_said_and_sent_by_the_next_refresh(
+        link: tuple[FaultProxy, Path], tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    """The refresh saw the end, and the link was gone before its claim went out: the
+    message was never sent, by this client or any later look (the index had the end)."""
+    proxy, ssh_config = link
+
+    async def go() -> None:
+        engine = Engine(ConnectionPool(ssh_config), RunIndex(tmp_path / "runs.toml"))
+        await failed_run(engine, tmp_path, workdir, "gone")
+        assert await engine.refresh() == {(PROXIED, workdir, "gone"): "failed (exit 137)"}
+        proxy.refuse()  # before the claim (sent in the background) leaves
+        await engine.notified()
+        assert receiver.messages() == []
+        said = [n for n in engine.notices if "notification for gone on viaproxy not sent" in n]
+        assert len(said) == 1 and "could not reach viaproxy" in said[0], engine.notices
+        assert all("SECRET" not in n for n in engine.notices)
+        proxy.allow()
+        deadline = time.monotonic() + 30
+        while not receiver.messages():  # the next refreshes (the app's, `watch`'s) claim it
+            assert time.monotonic() < deadline, engine.notices
+            await engine.refresh()
+            await engine.notified()
+            await asyncio.sleep(0.2)
+        await engine.refresh()
+        await engine.notified()
+        assert [m["title"] for m in receiver.messages()] == ["rtrain-tui: gone on viaproxy failed (exit 137)"]
+        await engine.close()
 
     asyncio.run(go())

@@ -18,7 +18,7 @@ from rtrain_tui.core import backends
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.metrics import gpus as gpu_choice
-from rtrain_tui.core.notify import notifier
+from rtrain_tui.core.notify import claims, notifier
 from rtrain_tui.core.runs import hostconfig, probes
 from rtrain_tui.core.runs.index import RunIndex, RunKey, RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
@@ -54,6 +54,7 @@ class EngineContext:
         # settled has no run state to tell it by.)
         self.answered: dict[str, bool] = {}
         self.sending: set[asyncio.Task[None]] = set()  # notifications under way (tell)
+        self.unclaimed: notifier.Unclaimed = claims.Pending()  # claims that could not reach their host
 
     @property
     def hosts(self) -> hostconfig.HostConfig:
@@ -114,7 +115,7 @@ class EngineContext:
     def tell(self, seen: Sequence[notifier.Seen]) -> None:
         """Send what `seen` calls for in the background: a refresh (the app's next poll)
         never waits on a slow or refusing service. What failed lands in `notices`."""
-        if not any(notifier.wanted(s, self.hosts) for s in seen):
+        if not self.unclaimed and not any(notifier.wanted(s, self.hosts) for s in seen):
             return
         task = asyncio.create_task(self._tell_now(seen))
         self.sending.add(task)
@@ -122,7 +123,8 @@ class EngineContext:
 
     async def _tell_now(self, seen: Sequence[notifier.Seen]) -> None:
         try:
-            self.notices += await notifier.notify(seen, self.hosts, self.run_on, datetime.now(UTC))
+            self.notices += await notifier.notify(seen, self.hosts, self.run_on, datetime.now(UTC),
+                                                  self.unclaimed)
         except Exception as exc:  # noqa: BLE001 - a notification never breaks a refresh
             self.notices.append(mask_text(f"notifications not sent: {' '.join(str(exc).split())}"))
 
@@ -146,7 +148,8 @@ class EngineContext:
                                  probe.reason if probe else self.reasons.get(record.key, ""),
                                  epoch_iso(probe.ended_at) if probe else "",
                                  running_since(record.key, probe).get(record.key) if probe else None)
-            self.notices += await notifier.notify([seen], self.hosts, self.run_on, datetime.now(UTC))
+            self.notices += await notifier.notify([seen], self.hosts, self.run_on, datetime.now(UTC),
+                                                  self.unclaimed)
         await asyncio.to_thread(self.remember_state, host, workdir, run_id, state, probe)
 
     def remember_state(self, host: str, workdir: str, run_id: str, state: str,

@@ -54,7 +54,7 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
     "notify_test_send": (remote_sh.notify_test_send, lambda: remote_sh.notify_test_send(
         "/home/me/.praisonai-train/.notify-test.AbC123", "~/venv/bin/python", "rented box")),
     "claim_notify": (claims.claim_script, lambda: claims.claim_script(
-        [(WORKDIR, "r1", "failed"), ("/data/runs", "r-2.b", "stalled")])),
+        [(WORKDIR, "r1", "failed"), ("/data/runs", "r-2.b", "stalled")], "0123abcd0123abcd")),
     "python_facts": (remote_sh.python_facts, lambda: remote_sh.python_facts("~/venv/bin/python")),
     "preflight": (direct_sh.preflight, lambda: direct_sh.preflight("python3", WORKDIR)),
     "make_run_dir": (remote_sh.make_run_dir, lambda: remote_sh.make_run_dir(WORKDIR, "r1", TOKEN)),

@@ -92,28 +92,57 @@ def shares(event: str, config: hostconfig.HostConfig, host: str) -> list[tuple[s
     return [(event, hostable), (event + APPRISE_ONLY, rest)]
 
 
+Item = tuple[Seen, str, tuple[str, ...]]  # what is claimed: the run, its marker, its URLs
+Unclaimed = claims.Pending[tuple[tuple[str, str, str], str], Item]  # kept for the next look
+
+
 async def notify(seen: Sequence[Seen], config: hostconfig.HostConfig, run: Runner,
-                 now: datetime) -> list[str]:
-    """Claim and send what `seen` calls for; returns one line per failure (masked)."""
-    todo: dict[str, list[tuple[Seen, str, tuple[str, ...]]]] = {}
+                 now: datetime, pending: Unclaimed | None = None) -> list[str]:
+    """Claim and send what `seen` calls for; returns one line per failure (masked).
+    With `pending`, the claims that could not reach their host before are claimed again
+    (with their token), and those that cannot reach it now are kept there."""
+    todo: dict[str, list[tuple[Item, str]]] = {}
+    again = pending.take() if pending is not None else []
+    retried = {key for key, _, _ in again}
+    for _, item, token in again:
+        todo.setdefault(item[0].record.host, []).append((item, token))
     for s in seen:
         event = wanted(s, config)
         if event is not None:
             todo.setdefault(s.record.host, []).extend(
-                (s, marked, urls) for marked, urls in shares(event, config, s.record.host))
+                ((s, marked, urls), claims.new_token()) for marked, urls in shares(event, config, s.record.host)
+                if (s.record.key, marked) not in retried)
     if not todo:
         return []
-    parts = await asyncio.gather(*(_host(h, items, config, run, now) for h, items in todo.items()))
+    parts = await asyncio.gather(*(_host(h, items, config, run, now, pending) for h, items in todo.items()))
     return [line for part in parts for line in part]
 
 
-async def _host(host: str, items: list[tuple[Seen, str, tuple[str, ...]]],
-                config: hostconfig.HostConfig, run: Runner, now: datetime) -> list[str]:
-    script = claims.claim_script([(s.record.workdir, s.record.run_id, m) for s, m, _ in items])
-    try:
-        got = claims.parse_claims(await run(host, script), len(items))
-    except RemoteError:
-        return []  # unreachable now: the next refresh that reaches it claims
+async def _host(host: str, items: list[tuple[Item, str]], config: hostconfig.HostConfig,
+                run: Runner, now: datetime, pending: Unclaimed | None) -> list[str]:
+    lines = []
+    # One round trip per token: a retried claim goes with the token it was first sent with.
+    for token in dict.fromkeys(t for _, t in items):
+        mine = [item for item, t in items if t == token]
+        script = claims.claim_script([(s.record.workdir, s.record.run_id, m) for s, m, _ in mine], token)
+        try:
+            got = claims.parse_claims(await run(host, script), len(mine))
+        except RemoteError as exc:
+            # Unreachable now: claimed again (same token) by this client's next look.
+            for item in mine:
+                if pending is not None:
+                    pending.keep((item[0].record.key, item[1]), item, token)
+                later = " (the app's or `watch`'s next refresh tries again)" if pending is not None else ""
+                lines.append(mask_text(
+                    f"notification for {item[0].record.run_id} on {host} not sent: could not reach "
+                    f"{host} to claim it ({' '.join(str(exc).split())}){later}", item[2]))
+            continue
+        lines += await _send_claimed(host, mine, got, config, now)
+    return lines
+
+
+async def _send_claimed(host: str, items: list[Item], got: dict[int, claims.Claim],
+                        config: hostconfig.HostConfig, now: datetime) -> list[str]:
     lines = []
     for i, (s, _, urls) in enumerate(items):
         claim = got.get(i)
