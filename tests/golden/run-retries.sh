@@ -177,12 +177,17 @@ rt_nw=''
 claim_mark() {
   cm_n=1
   for cm_f in "$1"/attempts/[0-9]*; do [ -d "$cm_f" ] && cm_n=$((cm_n + 1)); done
+  cm_m="$1/notified/a$cm_n-$2"
   mkdir "$1/notified" 2>/dev/null
-  mkdir "$1/notified/a$cm_n-$2" 2>/dev/null
+  if mkdir "$cm_m" 2>/dev/null; then
+    [ -z "$3" ] || printf '%s\n' "$3" > "$cm_m/by"
+    return 0
+  fi
+  [ -n "$3" ] && [ "$(cat "$cm_m/by" 2>/dev/null)" = "$3" ]
 }
 claim() {
   if [ ! -d "$2" ]; then printf 'claim\t%s\tmissing\n' "$1"; return 0; fi
-  if claim_mark "$2" "$3"; then
+  if claim_mark "$2" "$3" "$4"; then
     printf 'claim\t%s\tclaimed\t' "$1"
     tail -c 32768 "$2/train.log" 2>/dev/null | base64 2>/dev/null | tr -d '\n'
     printf '\n'
