@@ -174,7 +174,7 @@ def test_resuming_a_queued_run_does_not_bill_its_wait_for_gpus(
     config = write_config(tmp_path / "q.yaml", steps=6, save_steps=2, die_mid_save=4,
                           step_seconds=0.4)
     start_queued(cli, config, workdir, "rq")
-    sampled = Path(workdir, ".queue", "sampled")
+    sampled = gpu_state(cli.hosts.remote_homes["gpu"]) / "sampled"  # the box's queue
     wait_for("its place in the queue", lambda: Path(workdir, "rq", "queued").exists())
     seen = {read(sampled)}
     wait_for("three more samples", lambda: seen.add(read(sampled)) or len(seen) >= 4)
