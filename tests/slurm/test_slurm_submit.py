@@ -104,7 +104,8 @@ def test_a_run_whose_sbatch_is_still_submitting_reads_starting_and_no_other_lapt
             time.sleep(0.05)
         seen = other("status", "slow", "slowsub", "--workdir", workdir, "--json")
         assert seen.rc == 0, seen.err
-        assert json.loads(seen.out)["state"] == "starting"
+        said = json.loads(seen.out)
+        assert (said["state"], said["reason"]) == ("starting", "submitting the job to the scheduler")
         resumed = other("resume", "slow", "slowsub", "--workdir", workdir, "--restart", timeout=60)
         assert resumed.rc == 1
         assert "slowsub is starting on slow: a start or resume of it is under way" in resumed.err, resumed.err
