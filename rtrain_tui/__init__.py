@@ -1,6 +1,8 @@
 """rtrain-tui: start, watch, fetch from and stop fine-tuning runs on SSH GPU hosts."""
 
-__version__ = "0.1.0"
+from rtrain_tui.version import __version__
+
+__all__ = ["__version__", "main"]
 
 
 def main() -> int:

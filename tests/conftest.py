@@ -100,6 +100,11 @@ def workdir(tmp_path: Path) -> Iterator[str]:
             os.killpg(group, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    # GPUs are the box's (one remote HOME per worker): a start this test claimed GPUs for
+    # and never launched (its client killed mid-upload) would hold them for an hour, for
+    # every later test on the box. The test is over: its claims end with it.
+    for claimed in work.glob("*/gpus.claimed"):
+        claimed.unlink(missing_ok=True)
     # Processes of those runs that left the group (torchrun-style workers) carry the
     # run's marker: still only processes these tests started.
     markers = {f"RTRAIN_RUN={t.read_text().strip()}".encode() for t in work.glob("*/train.token")}

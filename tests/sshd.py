@@ -230,3 +230,9 @@ def start_hosts(root: Path) -> SshHosts:
         "Host *.internal !bastion\n  User nobody\n"
     )
     return SshHosts(root, config, home, remote_homes, gpu_file, procs, silent, ports)
+
+
+def gpu_state(home: Path) -> Path:
+    """The host's GPU state for its user (lock, records, queue: backends/direct/gpu_box.sh)
+    under the remote HOME `home`: one per box, named by the box's host name."""
+    return home / ".local" / "state" / "rtrain-tui" / f"gpus-{socket.gethostname()}"

@@ -113,22 +113,22 @@ def test_the_demo_host_starts_without_gpus_and_its_hints_work_as_printed(cli: Cl
 
 def test_the_hints_say_rtrain_tui_when_it_is_on_path_else_how_this_program_was_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rtrain_tui.cli import _program
+    from rtrain_tui.cli.base import program
 
     bin_dir = Path(sys.executable).parent  # this venv: its rtrain-tui runs this interpreter
     assert (bin_dir / "rtrain-tui").is_file()
     monkeypatch.setattr(sys, "argv", [str(bin_dir / "rtrain-tui")])
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    assert _program() == "rtrain-tui"
+    assert program() == "rtrain-tui"
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    assert _program() == shlex.quote(str(bin_dir / "rtrain-tui"))  # the script's full path
+    assert program() == shlex.quote(str(bin_dir / "rtrain-tui"))  # the script's full path
     other = tmp_path / "other env"  # another installation's rtrain-tui on PATH is not this one
     other.mkdir()
     (other / "rtrain-tui").write_text("#!/opt/elsewhere/bin/python3\n")
     (other / "rtrain-tui").chmod(0o755)
     monkeypatch.setenv("PATH", f"{other}:/usr/bin:/bin")
     monkeypatch.setattr(sys, "argv", ["/src/rtrain_tui/__main__.py"])
-    assert _program() == f"{shlex.quote(sys.executable)} -m rtrain_tui"
+    assert program() == f"{shlex.quote(sys.executable)} -m rtrain_tui"
 
 
 def test_closing_the_demo_host_leaves_no_stray_child_warning(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rtrain_tui.core.transport.connection import HostConnection, _aes_is_fast
+from rtrain_tui.core.transport.ciphers import aes_is_fast
+from rtrain_tui.core.transport.connection import HostConnection
 from tests.sshd import SshHosts
 
 
@@ -24,7 +25,7 @@ def _cipher(config: Path, alias: str) -> str:
 
 def test_gcm_is_preferred_and_a_configured_cipher_list_is_kept(hosts: SshHosts, tmp_path: Path) -> None:
     assert _cipher(hosts.ssh_config, "gpu") == (
-        "aes128-gcm@openssh.com" if _aes_is_fast() else "chacha20-poly1305@openssh.com")
+        "aes128-gcm@openssh.com" if aes_is_fast() else "chacha20-poly1305@openssh.com")
     config = tmp_path / "ssh_config"
     config.write_text(hosts.ssh_config.read_text().replace("Include extra.conf\n", "").replace(
         "Host gpu\n", "Host gpu\n  Ciphers aes256-ctr\n"))

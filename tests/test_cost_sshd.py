@@ -14,7 +14,7 @@ import pytest
 
 from rtrain_tui.core.runs.index import RunIndex, parse_time
 from tests.conftest import Cli, write_config
-from tests.sshd import SshHosts
+from tests.sshd import SshHosts, gpu_state
 from tests.test_cli_runs import wait_state
 from tests.test_queue_sshd import BUSY, IDLE, gpus, read, start_queued  # noqa: F401 (gpus: a fixture)
 from tests.test_resume_sshd import wait_for
@@ -97,7 +97,7 @@ def test_a_queued_runs_wait_for_gpus_costs_nothing(cli: Cli, tmp_path: Path, wor
     priced(cli, "price_per_gpu_hour = 3600")  # a dollar a second on its one GPU
     gpus(BUSY)
     start_queued(cli, write_config(tmp_path / "q.yaml", steps=3, step_seconds=0.3), workdir, "q")
-    sampled = Path(workdir, ".queue", "sampled")
+    sampled = gpu_state(cli.hosts.remote_homes["gpu"]) / "sampled"  # the box's queue
     wait_for("its place in the queue", lambda: Path(workdir, "q", "queued").exists())
     seen = {read(sampled)}
     # The host looked for free GPUs twice more: the run has waited at least a second.

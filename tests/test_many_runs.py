@@ -20,7 +20,7 @@ from rtrain_tui.core.backends.direct import scripts as direct_sh
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.index import RunRecord
-from rtrain_tui.core.transport.connection import SCRIPT_ARG_LIMIT, _under_timeout
+from rtrain_tui.core.transport.shell import SCRIPT_ARG_LIMIT, under_timeout
 from tests.conftest import Cli, write_config
 from tests.small_disk import small_tmpfs
 from tests.sshd import SshHosts
@@ -89,7 +89,7 @@ def test_a_script_under_timeout_reads_none_of_its_stdin_and_leaves_no_descriptor
               # that (one it inherits for good keeps it looping until timeout's KILL).
               "sleep 5 & while fds=$(ls /proc/$!/fd | tr '\\n' ' '); [ \"$fds\" != '0 1 2 ' ]\n"
               "do :; done; echo \"$fds\"; kill $!; exit 3\n")
-    line = _under_timeout(script, 10)
+    line = under_timeout(script, 10)
     assert ("/dev/fd/3" in line) == (len(script) > SCRIPT_ARG_LIMIT)
     out = subprocess.run([shell], input=(line + "echo rc=$?\n").encode(),
                          capture_output=True, timeout=30).stdout.decode()

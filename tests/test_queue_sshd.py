@@ -3,8 +3,8 @@ the order runs were queued; the host gives the GPUs under its own lock and recor
 in the run dir, so it holds with no client running and across clients (two indexes).
 
 Against the real sshd. The stand-in nvidia-smi reads the test's GPU file, so a test makes
-GPUs busy and frees them by rewriting it; the queue samples every second here
-(`<workdir>/.queue/every`; 5 s by default).
+GPUs busy and frees them by rewriting it; the queue samples every second here (`every` in
+the box's GPU state, backends/direct/gpu_box.sh; 5 s by default).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli, write_config
-from tests.sshd import TWO_GPUS, SshHosts
+from tests.sshd import TWO_GPUS, SshHosts, gpu_state
 
 BUSY = "0, NVIDIA H200, 70000, 143771, 97\n1, NVIDIA H200, 70000, 143771, 97\n"
 ONE_FREE = "0, NVIDIA H200, 70000, 143771, 97\n1, NVIDIA H200, 1024, 143771, 0\n"
@@ -56,9 +56,18 @@ def read(path: Path) -> str:
         return ""
 
 
+def queue_dir(hosts: SshHosts) -> Path:
+    """The box's queue (and GPU lock, and records): one per host and user."""
+    return gpu_state(hosts.remote_homes["gpu"])
+
+
+def fast_queue(hosts: SshHosts) -> None:
+    queue_dir(hosts).mkdir(parents=True, exist_ok=True)
+    (queue_dir(hosts) / "every").write_text("1\n")  # the host's pace: 1 s, not 5
+
+
 def start_queued(cli: Cli, config: Path, workdir: str, run_id: str, *extra: str) -> None:
-    Path(workdir, ".queue").mkdir(parents=True, exist_ok=True)
-    Path(workdir, ".queue", "every").write_text("1\n")  # the host's pace: 1 s, not 5
+    fast_queue(cli.hosts)
     r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", run_id,
             "--queue", "--no-follow", *extra)
     assert r.rc == 0, r.err
@@ -97,7 +106,7 @@ def test_two_queued_runs_from_two_clients_are_served_in_order_with_no_client_run
     gpus(IDLE)  # the other frees up too; GPU 1 stays the first run's, though idle in nvidia-smi
     wait_for("the second run to get GPU 0", lambda: read(Path(workdir, "second", "gpus")) == "0")
     assert bob("status", "gpu", "second", "--workdir", workdir).out == "running\n"
-    assert list(Path(workdir, ".queue").glob("q*")) == []
+    assert list(queue_dir(hosts).glob("q[0-9]*")) == []
 
 
 def test_a_queued_run_stopped_leaves_the_queue_and_its_trainer_never_ran(
@@ -112,21 +121,21 @@ def test_a_queued_run_stopped_leaves_the_queue_and_its_trainer_never_ran(
     assert cli("status", "gpu", "waiting", "--workdir", workdir).out == "stopped\n"
     assert not Path(workdir, "waiting", "train.log").exists()  # the trainer never started
     assert not Path(workdir, "waiting", "gpus").exists()
-    assert list(Path(workdir, ".queue").glob("q*")) == []
+    assert list(queue_dir(cli.hosts).glob("q[0-9]*")) == []
     gpus(IDLE)  # GPUs free later give it nothing: it is gone from the queue
     assert cli("status", "gpu", "waiting", "--workdir", workdir).out == "stopped\n"
 
 
 def test_a_queue_whose_lock_cannot_be_written_gives_up_and_says_why(
         cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
-    """The workdir's queue turns read-only under a waiting run (a disk remounted read-only):
+    """The box's queue turns read-only under a waiting run (a home remounted read-only):
     its wrapper can no longer take the host's GPU lock. It gives up, and the probe says
     why, instead of spinning on the lock for ever."""
     gpus(BUSY)
     config = write_config(tmp_path / "c.yaml", steps=3, step_seconds=0.05)
     start_queued(cli, config, workdir, "stuck")
     wait_for("its place in the queue", lambda: Path(workdir, "stuck", "queued").exists())
-    queue = Path(workdir, ".queue")
+    queue = queue_dir(cli.hosts)
     mounted = subprocess.run(["mount", "--bind", str(queue), str(queue)], capture_output=True, text=True)
     assert mounted.returncode == 0, f"this test needs root to bind-mount: {mounted.stderr}"
     try:
@@ -137,7 +146,7 @@ def test_a_queue_whose_lock_cannot_be_written_gives_up_and_says_why(
     finally:
         subprocess.run(["umount", "-l", str(queue)], check=False)
     assert got["state"] == "failed (exit 1)"
-    assert got["reason"] == ("cannot take the host's GPU lock (.queue in the workdir): "
+    assert got["reason"] == (f"cannot take the host's GPU lock (~/{queue.relative_to(cli.hosts.remote_homes['gpu'])}): "
                              "Read-only file system")
     assert not Path(workdir, "stuck", "gpus").exists()  # its trainer never ran
 
@@ -177,8 +186,7 @@ def test_queue_with_gpu_ids_waits_for_those_and_a_plain_start_elsewhere_honours_
 def test_start_queue_follows_the_run_through_its_wait_to_its_end(
         cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
     gpus(BUSY)
-    Path(workdir, ".queue").mkdir(parents=True)
-    Path(workdir, ".queue", "every").write_text("1\n")
+    fast_queue(cli.hosts)
     config = write_config(tmp_path / "c.yaml", steps=3, step_seconds=0.05)
     p = cli.popen("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "followed",
                   "--queue")
@@ -236,8 +244,7 @@ def test_queue_with_gpu_ids_the_host_lacks_is_refused_before_anything_is_made(
 def test_resume_queue_waits_on_the_host_for_the_new_attempts_gpus(
         cli: Cli, tmp_path: Path, workdir: str, gpus: Callable[[str], None]) -> None:
     gpus(IDLE)
-    Path(workdir, ".queue").mkdir(parents=True)
-    Path(workdir, ".queue", "every").write_text("1\n")
+    fast_queue(cli.hosts)
     config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
     r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "again",
             "--no-follow")
@@ -273,7 +280,7 @@ def test_two_laptops_starting_at_once_never_get_the_same_gpu(
     assert ("given to our run" in err and "Pass --queue" in err) or "was just given" in err, err
     winner = next(name for (rc, _, _), name in zip(results, ("a", "b")) if rc == 0)
     assert read(Path(workdir, winner, "gpus")) == "1"
-    # Nothing else: the host's GPU lock (`.queue/lock`) leaves no `.queue/` when no run queued.
+    # Nothing else: the host's GPU lock and records are the box's, never in the workdir.
     assert sorted(p.name for p in Path(workdir).iterdir()) == [winner]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rtrain_tui.core.runs import probes
 from tests.conftest import write_config
-from tests.sshd import TWO_GPUS, SshHosts
+from tests.sshd import TWO_GPUS, SshHosts, gpu_state
 from tests.test_queue_sshd import BUSY, IDLE, read
 from tests.test_tui import (  # noqa: F401 (_client_home: a fixture)
     SIZE,
@@ -30,8 +30,9 @@ def test_start_form_offers_to_wait_for_free_gpus_and_the_run_shows_queued(
 
     hosts.apps_file.unlink(missing_ok=True)
     hosts.gpu_file.write_text(BUSY)
-    Path(workdir, ".queue").mkdir(parents=True)
-    Path(workdir, ".queue", "every").write_text("1\n")  # the host's pace: 1 s, not 5
+    state = gpu_state(hosts.remote_homes["gpu"])  # the box's queue
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "every").write_text("1\n")  # the host's pace: 1 s, not 5
     config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.05)
 
     async def go() -> None:

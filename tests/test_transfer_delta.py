@@ -16,7 +16,7 @@ from typing import TypeVar
 import pytest
 
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.transfers import delta, transfer
+from rtrain_tui.core.transfers import channel, delta, transfer, upload
 from rtrain_tui.core.transport.connection import HostConnection
 from tests.conftest import Throttled
 from tests.small_disk import small_tmpfs
@@ -320,7 +320,7 @@ def test_a_host_slow_to_copy_before_the_sent_chunks_is_not_taken_for_a_stall(
     new = base[:len(base) - 1000] + b'{"messages": []}\n' + jsonl(6 << 20, 8)
     edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
-    monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
+    monkeypatch.setattr(channel, "STALL_TIMEOUT", 1.0)
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "delta"
     assert (work / "b" / "train.jsonl").read_bytes() == new
@@ -347,7 +347,7 @@ def test_a_host_slow_to_hash_the_file_again_after_a_resend_is_not_taken_for_a_st
     new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
     edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
-    monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
+    monkeypatch.setattr(channel, "STALL_TIMEOUT", 1.0)
     shipped = ship(hosts, edited, work / "b")
     assert shipped.how == "delta"
     assert (work / "b" / "train.jsonl").read_bytes() == new
@@ -492,7 +492,7 @@ def test_a_host_slow_to_read_its_manifests_is_not_taken_for_a_stall(
         assert program.count(old) == 1, old
         program = program.replace(old, new)
     monkeypatch.setattr(remote_sh, "TRANSFER_PY", program)
-    monkeypatch.setattr(transfer, "STALL_TIMEOUT", 1.0)
+    monkeypatch.setattr(channel, "STALL_TIMEOUT", 1.0)
     new = base + b'{"messages": [{"role": "user", "content": "one more"}]}\n'
     edited = write_file(tmp_path / "edited" / "train.jsonl", new)
     shipped = ship(hosts, edited, work / "b")
@@ -565,7 +565,7 @@ def test_a_first_upload_writes_its_manifest_while_its_last_bytes_drain(
     left (most of a second at 20 Mbit/s): the manifest's write goes meanwhile."""
     link = throttled("gpu", rate_mbit=20)
     events: list[tuple[float, str]] = []
-    real_write, real_upload = delta._write_manifest, transfer._stream_upload
+    real_write, real_upload = delta._write_manifest, upload.stream_upload
 
     async def writing(*args, **kwargs):  # type: ignore[no-untyped-def]
         events.append((time.monotonic(), "manifest written"))
@@ -578,7 +578,7 @@ def test_a_first_upload_writes_its_manifest_while_its_last_bytes_drain(
             events.append((time.monotonic(), "the host's verdict"))
 
     monkeypatch.setattr(delta, "_write_manifest", writing)
-    monkeypatch.setattr(transfer, "_stream_upload", uploading)
+    monkeypatch.setattr(upload, "stream_upload", uploading)
     work = tmp_path / "work"
     first = write_file(tmp_path / "base" / "train.jsonl", base)
     assert upload_via(link, first, work / "a").how == "whole"

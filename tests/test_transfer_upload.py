@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core.errors import RemoteError
-from rtrain_tui.core.transfers import transfer
+from rtrain_tui.core.transfers import upload
 from rtrain_tui.core.transport import openssh_pipe
 from rtrain_tui.core.transport.connection import HostConnection
 from tests.conftest import Cli, write_config
@@ -84,7 +84,7 @@ def test_disk_full_mid_upload_is_named_and_leaves_no_partial_file(
     async def go() -> str:
         conn = HostConnection("gpu", hosts.ssh_config)
         try:
-            await transfer._stream_upload(conn, data, str(cache), data.stat().st_size, None,
+            await upload.stream_upload(conn, data, str(cache), data.stat().st_size, None,
                                           "python3", str(small_disk))
         except RemoteError as exc:
             return str(exc)
@@ -100,7 +100,7 @@ def test_disk_full_mid_upload_is_named_and_leaves_no_partial_file(
     async def again() -> str:
         conn = HostConnection("gpu", hosts.ssh_config)
         try:
-            return (await transfer._stream_upload(conn, small, str(cache), small.stat().st_size,
+            return (await upload.stream_upload(conn, small, str(cache), small.stat().st_size,
                                                   None, "python3", str(small_disk))).digest
         finally:
             await conn.close()

@@ -9,21 +9,35 @@ main screen's host list and preflight panel. Checks run in app workers named
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
+
+from textual.widget import Widget
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.runs import hostconfig
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.probes import PreflightReport
 from rtrain_tui.core.transport.sshconfig import shown_path
+from rtrain_tui.tui.app_face import AppFace
 from rtrain_tui.tui.widgets.preflight_panel import PreflightPanel
 
-if TYPE_CHECKING:
-    from rtrain_tui.tui.app import RTrainApp
+W = TypeVar("W", bound=Widget)
+
+
+class HostsPanelApp(AppFace, Protocol):
+    """What the hosts panel uses of the app besides `AppFace`."""
+
+    @property
+    def demo(self) -> bool: ...
+    @property
+    def poll_runs(self) -> bool: ...
+    def gpus_for(self, host: str) -> int: ...
+    def load_runs(self) -> object: ...
+    def query_one(self, selector: str, expect_type: type[W]) -> W: ...
 
 
 class HostsPanel:
-    def __init__(self, app: RTrainApp) -> None:
+    def __init__(self, app: HostsPanelApp) -> None:
         self.app = app
         self.reports: dict[str, tuple[PreflightReport, str]] = {}
         self.checking: set[str] = set()

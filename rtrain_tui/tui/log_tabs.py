@@ -6,18 +6,23 @@ app's keys do with them: which run a key is about, and what to say when there is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.tui.app_face import AppFace
 from rtrain_tui.tui.screens.compare_screen import CompareScreen
 from rtrain_tui.tui.widgets.log_pane import LogPane
 
-if TYPE_CHECKING:
-    from rtrain_tui.tui.app import RTrainApp
+
+class LogTabsApp(AppFace, Protocol):
+    """What the tabs' keys use of the app besides `AppFace`."""
+
+    def open_log(self, record: RunRecord, follow: bool = True, curves: bool = False) -> LogPane: ...
+    def push_screen(self, screen: Any, callback: Any = ...) -> Any: ...
 
 
 class LogTabs:
-    def __init__(self, app: RTrainApp) -> None:
+    def __init__(self, app: LogTabsApp) -> None:
         self.app = app
 
     def open_selected(self) -> None:

@@ -9,7 +9,7 @@ user issued has its own toast).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from textual.notifications import SeverityLevel
 
@@ -17,17 +17,46 @@ from rtrain_tui.core.engine import StartedRun
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.transfers.fetch_dirs import FetchDirs
+from rtrain_tui.tui.app_face import AppFace
 from rtrain_tui.tui.screens.fetch_screen import FetchScreen
 from rtrain_tui.tui.screens.start_screen import StartDefaults, StartScreen
 from rtrain_tui.tui.screens.stop_screen import StopScreen
+from rtrain_tui.tui.widgets.log_pane import LogPane
 from rtrain_tui.tui.widgets.runs_table import RunKey
 
-if TYPE_CHECKING:
-    from rtrain_tui.tui.app import RTrainApp
+
+class ShowsRuns(Protocol):
+    """The runs table's filler (runs_view.py): a started run is selected once it shows."""
+
+    async def show(self, progress: dict[RunKey, str] | None, first: bool) -> None: ...
+
+
+class RunActionsApp(AppFace, Protocol):
+    """What starting, stopping, fetching and resuming use of the app besides `AppFace`."""
+
+    @property
+    def hosts(self) -> list[str]: ...
+    @property
+    def demo(self) -> bool: ...
+    @property
+    def is_running(self) -> bool: ...
+    @property
+    def out_dir(self) -> Path: ...
+    @property
+    def fetch_dirs(self) -> FetchDirs: ...
+    @property
+    def runs_view(self) -> ShowsRuns: ...
+    def gpus_for(self, host: str) -> int: ...
+    def load_runs(self) -> object: ...
+    def refresh_runs(self) -> None: ...
+    def open_log(self, record: RunRecord, follow: bool = True, curves: bool = False) -> LogPane: ...
+    def push_screen(self, screen: Any, callback: Any = ...) -> Any: ...
+    def bell(self) -> None: ...
 
 
 class RunActions:
-    def __init__(self, app: RTrainApp) -> None:
+    def __init__(self, app: RunActionsApp) -> None:
         self.app = app
         self.last_states: dict[RunKey, str] = {}
         self.reasons: dict[RunKey, str] = {}  # why each failed or lost run ended

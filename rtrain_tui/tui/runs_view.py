@@ -10,23 +10,51 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from textual.css.query import NoMatches
+from textual.widget import Widget
 from textual.worker import Worker
 
-from rtrain_tui.core.runs.index import IndexReport
+from rtrain_tui.core.runs.index import IndexReport, RunRecord
 from rtrain_tui.core.runs.probes import RUNNING, STALL_WORDS
+from rtrain_tui.tui.app_face import AppFace
 from rtrain_tui.tui.index_reader import IndexReader
 from rtrain_tui.tui.messages import HostRefreshed
 from rtrain_tui.tui.widgets.runs_table import RunKey
 
-if TYPE_CHECKING:
-    from rtrain_tui.tui.app import RTrainApp
+
+class HostBadges(Protocol):
+    """What a refresh tells the hosts panel (hosts_panel.py)."""
+
+    def found_elsewhere(self, host: str, added: list[RunRecord]) -> None: ...
+    def show_reachability(self, host: str, reached: bool) -> None: ...
+    def gpus_changed(self, host: str) -> None: ...
+
+
+class RunToasts(Protocol):
+    """What a refresh tells the run actions (run_actions.py): why runs ended, and which did."""
+
+    @property
+    def reasons(self) -> dict[RunKey, str]: ...
+    def notify_transitions(self, records: list[RunRecord]) -> None: ...
+
+
+class RunsViewApp(AppFace, Protocol):
+    """What the runs table's filler uses of the app besides `AppFace`."""
+
+    @property
+    def hosts_panel(self) -> HostBadges: ...
+    @property
+    def run_actions(self) -> RunToasts: ...
+    @property
+    def is_running(self) -> bool: ...
+    @property
+    def focused(self) -> Widget | None: ...
 
 
 class RunsView:
-    def __init__(self, app: RTrainApp) -> None:
+    def __init__(self, app: RunsViewApp) -> None:
         self.app = app
         self.index_reader = IndexReader(app.engine.index, app.notify, self._mark_skipped)
         self.stalls_said: set[RunKey] = set()  # stalled runs whose toast was shown

@@ -54,7 +54,10 @@ def main() -> None:
     gpus = root / "gpus.csv"
     gpus.write_text(BUSY)
     calls = Path(f"{gpus}.calls")
-    env = {**os.environ, "PATH": f"{STAND_INS}:{os.environ['PATH']}", "RTRAIN_FAKE_GPUS": str(gpus)}
+    # A HOME of its own: the queue is the box's, under HOME (backends/direct/gpu_box.sh),
+    # and must be neither the user's real one nor another benchmark's.
+    env = {**os.environ, "PATH": f"{STAND_INS}:{os.environ['PATH']}", "RTRAIN_FAKE_GPUS": str(gpus),
+           "HOME": str(root / "home")}
     pids: list[int] = []
     try:
         for i in range(args.runs):

@@ -15,7 +15,7 @@ import pytest
 
 from rtrain_tui.core.engine import Engine, StartRequest
 from rtrain_tui.core.runs.index import RunIndex
-from rtrain_tui.core.transport import connection
+from rtrain_tui.core.transport import shell
 from rtrain_tui.core.transport.connection import ConnectionPool
 from tests.conftest import write_config
 from tests.faults.conftest import ALIAS
@@ -32,7 +32,7 @@ SCRIPTS = {
 
 def cut_after(proxy: FaultProxy, fragment: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Make the first script containing `fragment` lose its answer; returns a cut log."""
-    real_run = connection._Shell.run
+    real_run = shell.Shell.run
     cuts: list[str] = []
 
     async def run(self, script: str, limit: float | None = None) -> str:  # type: ignore[no-untyped-def]
@@ -43,7 +43,7 @@ def cut_after(proxy: FaultProxy, fragment: str, monkeypatch: pytest.MonkeyPatch)
             raise ConnectionResetError("connection cut by the fault proxy")
         return out
 
-    monkeypatch.setattr(connection._Shell, "run", run)
+    monkeypatch.setattr(shell.Shell, "run", run)
     return cuts
 
 

@@ -141,11 +141,34 @@ trap 'rt_signalled=1' TERM INT HUP
 [ -n "${PYTHONUNBUFFERED+set}" ] || { PYTHONUNBUFFERED=1; export PYTHONUNBUFFERED; }
 export HF_HOME='/scratch/it'"'"'s here'
 export WANDB_MODE=offline
-# The GPUs this run has, for the host's queue and every client (gpu_rule.sh); a start
-# that chose them recorded them already (and a queued run just did).
+box_dir() {
+  bx_h=; read -r bx_h 2>/dev/null < /proc/sys/kernel/hostname
+  [ -n "$bx_h" ] || bx_h=$(uname -n 2>/dev/null)
+  case $bx_h in *[!A-Za-z0-9._-]*) bx_h=$(printf '%s' "$bx_h" | tr -c 'A-Za-z0-9._-' _);; esac
+  if [ -n "${HOME-}" ] && [ -n "$bx_h" ]; then
+    bx=${HOME%/}/.local/state/rtrain-tui/gpus-$bx_h
+  else
+    bx=${1%/}/.queue
+  fi
+}
+box_record() {
+  box_dir "${1%/*}"
+  [ -d "$bx/held" ] || mkdir -p "$bx/held" 2>/dev/null || return 1
+  # shellcheck disable=SC2046  # cksum's two words (sum, length), split on purpose
+  set -- "$1" $(printf '%s' "$1" | cksum)
+  br_f=$bx/held/${1##*/}-$2-$3
+  printf '%s\n' "$1" > "$br_f.tmp" && mv "$br_f.tmp" "$br_f" || return 1
+  br_w=${1%/*}
+  if [ -r "$bx/workdirs" ]; then
+    while IFS= read -r br_l; do [ "$br_l" = "$br_w" ] && return 0; done < "$bx/workdirs"
+  fi
+  printf '%s\n' "$br_w" >> "$bx/workdirs"
+}
+# The GPUs this run has, for the host's queue and every client (gpu_rule.sh), in the
+# box's records; a start that chose them recorded them already (and a queued run just did).
 case ${CUDA_VISIBLE_DEVICES-x} in
   ''|*[!0-9,]*) ;;
-  *) [ -e gpus ] || { echo "$CUDA_VISIBLE_DEVICES" > gpus.tmp && mv gpus.tmp gpus; };;
+  *) [ -e gpus ] || { echo "$CUDA_VISIBLE_DEVICES" > gpus.tmp && mv gpus.tmp gpus && box_record "$PWD"; };;
 esac
 rt_dir=$PWD
 rt_np=~/venv/bin/python

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rtrain_tui.cli import _json_rows
+from rtrain_tui.cli.runs import json_rows
 
 
 def test_runs_json_is_json_dumps_with_indent_2_byte_for_byte() -> None:
@@ -12,5 +12,5 @@ def test_runs_json_is_json_dumps_with_indent_2_byte_for_byte() -> None:
         {"host": "gpu", "run_id": "run-1", "stale": False, "ended_at": "", "slurm_job_id": None},
         {"host": 'q"uote\\back', "run_id": "ünï, cödé\n", "stale": True, "slurm_job_id": "12"},
     ]
-    assert _json_rows(rows) == json.dumps(rows, indent=2)
-    assert _json_rows([]) == json.dumps([], indent=2)
+    assert json_rows(rows) == json.dumps(rows, indent=2)
+    assert json_rows([]) == json.dumps([], indent=2)

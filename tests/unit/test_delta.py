@@ -21,9 +21,9 @@ from rtrain_tui.core.transfers import delta
 
 
 @pytest.fixture
-def out(monkeypatch: pytest.MonkeyPatch) -> io.BytesIO:
+def out() -> io.BytesIO:
     buf = io.BytesIO()
-    monkeypatch.setattr(tp, "out", buf)
+    tp.out.bind(buf)  # where every part of the program writes (Output)
     return buf
 
 
@@ -216,7 +216,7 @@ def _run_delta(tmp_path: Path, store: Path, chunkdir: Path, c: delta.Chunks,
         tp.delta(os.fsencode(store), os.fsencode(chunkdir), c.size, fd)
     finally:
         os.close(fd)
-    return tp.out.getvalue().splitlines()  # type: ignore[union-attr]
+    return tp.out.stream.getvalue().splitlines()
 
 
 def _fresh(c: delta.Chunks, stored: delta.Chunks) -> list[int]:

@@ -97,3 +97,17 @@ def test_every_page_the_code_cites_is_in_docs() -> None:
              for page in cited_docs(f.read_text(encoding="utf-8"))}
     assert any(page == "docs/design.md" for _, page in cited)
     assert {(f, page) for f, page in cited if not (ROOT / page).is_file()} == set()
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    """At most 300 lines (what moves out goes to a docs/ page it links); a newcomer's two
+    commands, the app on its demo host and the tests, in its first screen; every
+    screenshot shown."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = readme.splitlines()
+    assert len(lines) <= 300, f"README.md has {len(lines)} lines: move detail to docs/"
+    top = "\n".join(lines[:40])
+    assert "rtrain-tui --demo" in top
+    assert "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .ci/test" in top
+    shots = {p.name for p in (ROOT / "screenshots").glob("*.svg")}
+    assert shots and shots - set(re.findall(r"\(screenshots/([\w-]+\.svg)\)", readme)) == set()

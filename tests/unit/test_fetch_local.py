@@ -1,4 +1,4 @@
-"""Before a fetch's first byte: what is checked and made on this machine (transfer.py's
+"""Before a fetch's first byte: what is checked and made on this machine (fetch.py's
 _check_local, _prepare_local and _part_names), on real directories."""
 
 from __future__ import annotations
@@ -8,21 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core.transfers import transfer
+from rtrain_tui.core.transfers import fetch
+from rtrain_tui.core.transfers.listing import Listing
 
 
-def listing_of(n: int) -> transfer._Listing:
+def listing_of(n: int) -> Listing:
     """A run dir's `out` with n files in `out/d`, and `out/d/f0.part` a directory."""
     files = [(f"out/d/f{i}".encode(), 10, 10**18) for i in range(n)]
-    return transfer._Listing(files=files, dirs=[b"out/d", b"out/d/f0.part"])
+    return Listing(files=files, dirs=[b"out/d", b"out/d/f0.part"])
 
 
 def prepare(out: Path, dest: Path, n: int) -> tuple[list[int], dict[int, Path]]:
     listing = listing_of(n)
     targets = [dest / "d" / f"f{i}" for i in range(n)]
-    transfer._check_local(out, dest, targets, single=False)
-    wanted, new_dirs = transfer._prepare_local(out, dest, listing, targets, False, "out")
-    return wanted, transfer._part_names(targets, wanted, new_dirs)
+    fetch._check_local(out, dest, targets, single=False)
+    wanted, new_dirs = fetch._prepare_local(out, dest, listing, targets, False, "out")
+    return wanted, fetch._part_names(targets, wanted, new_dirs)
 
 
 def test_a_fetch_into_a_new_directory_looks_at_no_file_in_it(

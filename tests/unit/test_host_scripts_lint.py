@@ -13,6 +13,7 @@ has a sample here.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -33,7 +34,7 @@ from rtrain_tui.core.engine import trainer_command
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.notify import claims
 from rtrain_tui.core.safety.template import render as render_trainer
-from rtrain_tui.core.transport import connection
+from rtrain_tui.core.transport import shell
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 WORKDIR = "~/.praisonai-train"
@@ -139,10 +140,10 @@ SCRIPTS: dict[str, tuple[Callable[..., str], Callable[[], str]]] = {
                               lambda: slurm.stop_signal(WORKDIR, "r1", TOKEN, True, "123_4")),
     "slurm.job_state_job": (slurm.job_state, lambda: slurm.job_state(WORKDIR, "r1", "123")),
     "slurm.preflight": (slurm.preflight, lambda: slurm.preflight("python3", WORKDIR)),
-    # How the long-lived shell runs each script under timeout(1) (connection.py).
-    "connection.under_timeout": (connection._under_timeout, lambda: connection._under_timeout(
+    # How the long-lived shell runs each script under timeout(1) (transport/shell.py).
+    "connection.under_timeout": (shell.under_timeout, lambda: shell.under_timeout(
         remote_sh.mark_stopped(WORKDIR, "r1", 0), 30)),
-    "connection.under_timeout_piped": (connection._under_timeout, lambda: connection._under_timeout(
+    "connection.under_timeout_piped": (shell.under_timeout, lambda: shell.under_timeout(
         remote_sh.mark_stopped(WORKDIR, "r1", 0), 30, piped=True)),
 }
 
@@ -157,12 +158,10 @@ NOT_SCRIPTS = {
     "rtrain_tui.core.host.remote_sh.run_dir_word",  # one word of a script
     "rtrain_tui.core.host.remote_sh.workdir_assign",  # the first line of several scripts
     "rtrain_tui.core.host.remote_sh.run_dir_assign",  # likewise
-    "rtrain_tui.core.backends.check_backend",  # a validated value
     # The retry loop and the watchdog: fragments of each backend's wrapper ("wrapper_retries").
     "rtrain_tui.core.host.unattended.retry_loop",
     "rtrain_tui.core.host.unattended.watch_start",
     "rtrain_tui.core.host.unattended.watched",
-    "rtrain_tui.core.backends.slurm.options.check_sbatch_arg",  # a validated value
 }
 
 
@@ -191,17 +190,59 @@ def lint(text: str) -> list[str]:
     problems = [line.removeprefix("-:") for line in check.stdout.splitlines() if line.strip()]
     if check.returncode not in (0, 1) or (check.returncode == 1 and not problems):
         problems.append(f"shellcheck failed: {check.stderr.strip()}")
+    return problems + dash_syntax(text)
+
+
+def dash_syntax(text: str) -> list[str]:
+    """dash's syntax errors, as `dash -n: ...`."""
     syntax = subprocess.run([_tool("dash"), "-n"], input=text, capture_output=True, text=True,
                             timeout=60)
-    if syntax.returncode != 0:
-        problems.append(f"dash -n: {syntax.stderr.strip()}")
-    return problems
+    return [f"dash -n: {syntax.stderr.strip()}"] if syntax.returncode != 0 else []
+
+
+@functools.cache
+def _shellchecked() -> dict[str, list[str]]:
+    """shellcheck's findings for every sample, as `lint` words them, from one shellcheck
+    per CPU (two here) over a share of the files, side by side.
+
+    shellcheck's time goes with the text it reads (5 s of CPU for these samples, in one
+    process or in fifty), so one per sample left the second core idle while the fast
+    lane waited. Each file is checked on its own (no `source` is followed), as alone."""
+    import os
+    import tempfile
+
+    texts = {name: make() for name, (_, make) in SCRIPTS.items()}
+    shares: list[list[str]] = [[] for _ in range(max(1, min(4, os.cpu_count() or 1)))]
+    sizes = [0] * len(shares)
+    for name in sorted(texts, key=lambda n: -len(texts[n])):  # the biggest first, to the lightest share
+        i = sizes.index(min(sizes))
+        shares[i].append(name)
+        sizes[i] += len(texts[name])
+    found: dict[str, list[str]] = {name: [] for name in texts}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in texts.items():
+            Path(tmp, f"{name}.sh").write_text(text)
+        runs = [(share, subprocess.Popen(
+            [_tool("shellcheck"), "--norc", "-s", "sh", "-f", "gcc", *(f"{n}.sh" for n in share)],
+            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            for share in shares if share]
+        for share, proc in runs:
+            out, err = proc.communicate(timeout=300)
+            for line in out.splitlines():
+                file, _, finding = line.partition(":")
+                if line.strip():
+                    found[file.removesuffix(".sh")].append(finding)
+            if proc.returncode not in (0, 1) or (proc.returncode == 1 and not any(
+                    found[n] for n in share)):
+                for name in share:
+                    found[name].append(f"shellcheck failed: {err.strip()}")
+    return found
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_host_script_passes_shellcheck_and_dash(name: str) -> None:
     text = SCRIPTS[name][1]()
-    problems = lint(text)
+    problems = _shellchecked()[name] + dash_syntax(text)
     numbered = "\n".join(f"{i:4} {line}" for i, line in enumerate(text.splitlines(), 1))
     assert not problems, f"{name}:\n" + "\n".join(problems) + f"\n--- the script ---\n{numbered}"
 

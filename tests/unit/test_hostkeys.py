@@ -6,7 +6,7 @@ from pathlib import Path
 
 import asyncssh
 
-from rtrain_tui.core.transport.connection import HostOptions, _host_key_client
+from rtrain_tui.core.transport.options import HostOptions, host_key_client
 
 
 def test_a_key_recorded_on_first_contact_is_accepted_again_on_rekey(tmp_path: Path) -> None:
@@ -14,7 +14,7 @@ def test_a_key_recorded_on_first_contact_is_accepted_again_on_rekey(tmp_path: Pa
     known = tmp_path / "known_hosts"
     opts = HostOptions("h", "127.0.0.1", 2222, 10.0, 15, (known,))
     key = asyncssh.generate_private_key("ssh-ed25519")
-    client = _host_key_client(opts)
+    client = host_key_client(opts)
     assert client.validate_host_public_key("127.0.0.1", "127.0.0.1", 2222, key)
     assert known.read_text().startswith("[127.0.0.1]:2222 ssh-ed25519 ")
     # the re-key, later on the same connection: same key, now on record

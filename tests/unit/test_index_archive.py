@@ -14,14 +14,26 @@ import pytest
 import tomli_w
 
 from rtrain_tui.core.runs import index as index_module
+from rtrain_tui.core.runs import index_store
 from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
 
+# Runs 520 minutes apart: the months (so the archive files) that runs 52 minutes apart
+# fill, with a tenth of the runs, the i-th at the time of the 10i-th. Tests that ask which
+# files are read, written or parsed take these: each run costs the index a validation
+# and a TOML table on every read and write (6,000 runs: over a second of CPU a test), and
+# they need the months. ~85 runs a month keep each archive well past the size from which
+# its parsed form is kept (index_store._PERSIST_BYTES, 8 KiB: ~20 runs), as before. Scale is
+# measured where it is the point: tests/test_index_two_writers.py (10,000 runs) and the
+# benchmark in docs/performance.md (a year of runs).
+SPARSE = timedelta(minutes=52 * 10)
 
-def _runs(n: int, first: datetime = datetime(2026, 1, 1, tzinfo=UTC), live: int = 0) -> list[RunRecord]:
-    """`n` runs one every 52 minutes from `first`; the last `live` of them running."""
+
+def _runs(n: int, first: datetime = datetime(2026, 1, 1, tzinfo=UTC), live: int = 0,
+          every: timedelta = timedelta(minutes=52)) -> list[RunRecord]:
+    """`n` runs one every 52 minutes (or `every`) from `first`; the last `live` of them running."""
     out = []
     for i in range(n):
-        began = (first + timedelta(minutes=52 * i)).isoformat(timespec="microseconds")
+        began = (first + every * i).isoformat(timespec="microseconds")
         out.append(RunRecord(host=f"h{i % 20:02d}", run_id=f"run-{i:05d}", workdir="~/w",
                              state="running" if i >= n - live else "completed",
                              started_at=began, updated_at=began, token=f"{i:032x}"))
@@ -102,13 +114,13 @@ def test_a_corrupt_archive_is_reported_and_left_alone_while_live_runs_work(tmp_p
 def test_a_new_process_reads_the_parsed_form_not_the_toml(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "runs.toml"
-    RunIndex(path).add_new(_runs(2000))
+    RunIndex(path).add_new(_runs(200, every=SPARSE))  # January to March 2026
     expected = RunIndex(path).load()
 
     def no_parse(_text: str) -> object:
         raise AssertionError("the TOML was parsed again")
 
-    monkeypatch.setattr(index_module.tomllib, "loads", no_parse)
+    monkeypatch.setattr(index_store.tomllib, "loads", no_parse)
     assert RunIndex(path).load() == expected
     # A file changed behind the cache's back (same size, same second) is parsed again.
     monkeypatch.undo()
@@ -128,7 +140,7 @@ def test_a_start_leaves_the_live_files_parsed_form_for_the_next_process(
     def no_parse(_text: str) -> object:
         raise AssertionError("the TOML was parsed again")
 
-    monkeypatch.setattr(index_module.tomllib, "loads", no_parse)
+    monkeypatch.setattr(index_store.tomllib, "loads", no_parse)
     index = RunIndex(path)
     index.check()
     assert index.load_live() == expected and expected[-1].run_id == "new"
@@ -146,36 +158,6 @@ def test_a_run_in_two_files_is_read_once_the_newer_copy(tmp_path: Path) -> None:
     index.add(RunRecord(host="h", run_id="other", workdir="~/w", state="completed",
                         started_at="2026-06-01T00:00:00+00:00"))
     assert [t["run_id"] for t in _all_tables(tmp_path)].count(run.run_id) == 1
-
-
-_WRITER = """
-import sys
-from pathlib import Path
-from rtrain_tui.core.runs.index import RunIndex, RunRecord, utc_now
-index, me = RunIndex(Path(sys.argv[1])), sys.argv[2]
-for i in range(10):
-    rec = RunRecord(host="h01", run_id=f"{me}-{i}", workdir="~/w", state="running",
-                    started_at=utc_now(), updated_at=utc_now())
-    index.add(rec)
-    if i % 2:
-        index.set_states({rec.key: ("completed", False, utc_now())})
-"""
-
-
-def test_two_writers_with_ten_thousand_runs_lose_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "runs.toml"
-    old = _runs(10_000, first=datetime(2025, 12, 1, tzinfo=UTC), live=100)
-    path.write_text(tomli_w.dumps({"runs": [dict(r.__dict__) for r in old]}))  # an older index
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), who],
-                              stderr=subprocess.PIPE, text=True) for who in ("a", "b")]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-    got = {r.key: r for r in RunIndex(path).load()}
-    assert len(got) == 10_020
-    assert all(got[r.key] == r for r in old)
-    assert {got[("h01", "~/w", f"{w}-{i}")].state for w in "ab" for i in range(1, 10, 2)} == {"completed"}
-    assert {got[("h01", "~/w", f"{w}-{i}")].state for w in "ab" for i in range(0, 10, 2)} == {"running"}
 
 
 def _cli(tmp_path: Path, *words: str) -> subprocess.CompletedProcess[str]:
@@ -272,13 +254,13 @@ def test_the_backend_of_a_live_run_is_found_without_reading_the_archives(
 
 def test_an_archive_emptied_by_a_prune_goes_with_its_parsed_form(tmp_path: Path) -> None:
     index = RunIndex(tmp_path / "runs.toml")
-    index.add_new(_runs(2000))
+    index.add_new(_runs(200, every=SPARSE))  # January to March 2026
     parsed = tmp_path / ".runs-parsed" / "runs-2026-01.toml.json"
     assert parsed.exists()
     january = [r for r in index.load() if r.started_at.startswith("2026-01")]
     assert len(index.remove_records(january)) == len(january)
     assert not (tmp_path / "runs-2026-01.toml").exists() and not parsed.exists()
-    assert len(RunIndex(tmp_path / "runs.toml").load()) == 2000 - len(january)
+    assert len(RunIndex(tmp_path / "runs.toml").load()) == 200 - len(january)
 
 
 def test_a_live_runs_unchanged_state_is_told_from_the_live_file_without_reading_the_archives(
@@ -286,7 +268,7 @@ def test_a_live_runs_unchanged_state_is_told_from_the_live_file_without_reading_
     """`status HOST RUN` of a live run, in a new process: remembering the state it read
     needs the live file and the run's own month's archive, not a year of archives."""
     index = RunIndex(tmp_path / "runs.toml")
-    index.add_new(_runs(3000, live=3))  # January to April 2026
+    index.add_new(_runs(300, live=3, every=SPARSE))  # January to April 2026
     live = index.load_live()[-1]
     index = RunIndex(tmp_path / "runs.toml")
     read: list[str] = []
@@ -326,7 +308,7 @@ def test_a_run_that_ended_is_found_in_the_newer_archives_without_reading_older_o
     """`status HOST RUN` (its backend, its workdir, the state it read) of a run that
     ended last month reads the live file and the archives back to that month."""
     index = RunIndex(tmp_path / "runs.toml")
-    runs = _runs(6000, live=3)  # January to July 2026, one archive a month
+    runs = _runs(600, live=3, every=SPARSE)  # January to July 2026, one archive a month
     index.add_new(runs)
     archives = [p.name for p in index.archives()]
     ended = next(r for r in reversed(runs) if r.started_at[:7] == archives[-2][5:12])
@@ -345,7 +327,7 @@ def test_find_reads_each_run_as_load_does(tmp_path: Path) -> None:
     renames: the live copy is older than the archive's)."""
     path = tmp_path / "runs.toml"
     index = RunIndex(path)
-    runs = _runs(3000, live=5)
+    runs = _runs(300, live=5, every=SPARSE)  # January to April 2026
     index.add_new(runs)
     twice = runs[-1]
     raw = tomllib.loads(path.read_text())
@@ -356,8 +338,8 @@ def test_find_reads_each_run_as_load_does(tmp_path: Path) -> None:
     assert [t["run_id"] for t in raw["runs"]].count(twice.run_id) == 1
     everything = {r.key: r for r in RunIndex(path).load()}
     unknown = ("h01", "~/w", "no-such-run")
-    for keys in ([runs[0].key], [runs[1500].key, runs[-2].key], [twice.key], [unknown],
-                 [r.key for r in runs[::97]] + [unknown]):
+    for keys in ([runs[0].key], [runs[150].key, runs[-2].key], [twice.key], [unknown],
+                 [r.key for r in runs[::10]] + [unknown]):
         got = RunIndex(path).find(keys)
         assert sorted(got, key=lambda r: r.key) == sorted(
             (everything[k] for k in keys if k in everything), key=lambda r: r.key)
@@ -371,12 +353,12 @@ def test_the_backend_of_a_run_that_ended_recently_is_found_in_the_newer_archives
     from rtrain_tui.core import ConnectionPool, Engine
 
     index = RunIndex(tmp_path / "runs.toml")
-    runs = _runs(6000, live=3)
-    index.add_new([replace(r, backend="slurm") if i == 5000 else r for i, r in enumerate(runs)])
+    runs = _runs(600, live=3, every=SPARSE)  # January to July 2026
+    index.add_new([replace(r, backend="slurm") if i == 500 else r for i, r in enumerate(runs)])
     index = RunIndex(tmp_path / "runs.toml")
     read = _reads(index, monkeypatch)
     engine = Engine(ConnectionPool(tmp_path / "ssh_config"), index)
-    ended = runs[5000]
+    ended = runs[500]
     assert asyncio.run(engine._backends(ended.host, [(ended.workdir, ended.run_id)])) == ["slurm"]
     assert f"runs-{ended.started_at[:7]}.toml" in read and "runs-2026-01.toml" not in read
 
@@ -388,7 +370,7 @@ def test_a_live_run_that_stays_live_rewrites_the_live_file_without_going_through
     every run of the index). A run that ends still takes that path, to its archive."""
     path = tmp_path / "runs.toml"
     index = RunIndex(path)
-    index.add_new(_runs(2000, live=3))
+    index.add_new(_runs(200, live=3, every=SPARSE))  # January to March 2026
     live = [r for r in index.load() if r.state == "running"]
     archives = {p: p.read_bytes() for p in tmp_path.glob("runs-*.toml")}
     walked: list[int] = []
@@ -404,7 +386,7 @@ def test_a_live_run_that_stays_live_rewrites_the_live_file_without_going_through
     assert walked == []
     by_key = {r.key: r for r in RunIndex(path).load()}
     assert (by_key[live[0].key].state, by_key[live[0].key].stale) == ("running", True)
-    assert by_key[live[1].key].state == "queued" and len(by_key) == 2000
+    assert by_key[live[1].key].state == "queued" and len(by_key) == 200
     assert {p: p.read_bytes() for p in tmp_path.glob("runs-*.toml")} == archives
     index.set_states({live[0].key: ("running", False, utc_now())})  # answered again
     assert walked == [] and not RunIndex(path).find([live[0].key])[0].stale

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,9 @@ from rtrain_tui.core.notify.webhooks import (
     curl_config,
     from_json,
     posts_of,
-    send,
     to_json,
 )
 from rtrain_tui.core.runs import hostconfig
-from tests.notify_receiver import Receiver
 
 
 @pytest.mark.parametrize(("url", "posts"), [
@@ -78,18 +75,6 @@ def test_the_curl_config_quotes_every_value_and_keeps_the_body_whole() -> None:
     assert lines[0] == 'url = "http://h/p\\"x"'
     assert 'data-binary = "{\\"message\\": \\"a \\\\\\"quoted\\\\\\" word\\\\nnext\\"}"' in lines
     assert 'user = "u:p\\"w\\\\"' in lines and 'proto = "=http,https"' in lines
-
-
-@pytest.mark.parametrize("how", ["curl", "urllib"])
-def test_a_url_with_brackets_or_braces_is_one_post_to_that_very_path(receiver: Receiver,
-                                                                      how: str) -> None:
-    """curl reads `{a,b}` and `[1-2]` in a URL as globs (several requests, to other
-    paths); a URL from config.toml is one address, as urllib and apprise take it."""
-    curl = shutil.which("curl") if how == "curl" else None
-    assert curl or how == "urllib", "curl is missing (the host's sender uses it): install it"
-    [post] = posts_of(receiver.url("hook{a,b}/x[1-2]"))
-    assert send(post, b'{"title": "t"}', curl) == ""
-    assert [m["path"] for m in receiver.messages()] == ["/hook{a,b}/x[1-2]"]
 
 
 def test_on_host_defaults_to_true_and_takes_only_a_boolean(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from rtrain_tui.core.host import transfer_program as tp
+from rtrain_tui.core.host import transfer_program_codec as tpc  # where its codecs live
 from rtrain_tui.core.transfers import codec
 
 ZSTD_LEVELS, ZLIB_LEVELS = tp.LEVELS[tp.ZSTD], tp.LEVELS[tp.ZLIB]
@@ -267,9 +268,9 @@ def test_a_header_that_does_not_fit_the_file_is_refused() -> None:
 
 # -- the host's recv of compressed blocks --------------------------------------------
 @pytest.fixture
-def out(monkeypatch: pytest.MonkeyPatch) -> io.BytesIO:
+def out() -> io.BytesIO:
     buf = io.BytesIO()
-    monkeypatch.setattr(tp, "out", buf)
+    tp.out.bind(buf)  # where every part of the program writes (Output)
     return buf
 
 
@@ -300,7 +301,7 @@ def recv(store: Path, payload: bytes, size: int) -> str:
     finally:
         os.close(r)  # a writer still blocked gets EPIPE
         writer.join()
-    return tp.out.getvalue().decode()  # type: ignore[union-attr]
+    return tp.out.stream.getvalue().decode()
 
 
 @pytest.mark.parametrize("host", ["zstd module", "zstd command", "zlib"])
@@ -309,7 +310,7 @@ def test_recv_publishes_compressed_and_raw_blocks_verified(
 ) -> None:
     data = jsonl(40000)[:2 * tp.BLOCK] + os.urandom(tp.BLOCK) + jsonl(9000)  # text, noise, text
     if host == "zstd command":  # a Python without zstd: the `zstd` program decodes
-        monkeypatch.setattr(tp, "zstd_module", lambda: None)
+        monkeypatch.setattr(tpc, "zstd_module", lambda: None)
         assert tp.host_codecs()[0] == [tp.ZSTDS, tp.ZSTD, tp.ZLIB]
     codecs = codec.HostCodecs((tp.ZLIB,) if host == "zlib" else (tp.ZSTD, tp.ZLIB))
     wire = blocks(data, codec.encoder_for(codecs, "train.jsonl"))
@@ -330,7 +331,7 @@ def test_recv_refuses_a_corrupt_block_and_publishes_nothing(
     tmp_path: Path, out: io.BytesIO, monkeypatch: pytest.MonkeyPatch, host: str,
 ) -> None:
     if host == "zstd command":
-        monkeypatch.setattr(tp, "zstd_module", lambda: None)
+        monkeypatch.setattr(tpc, "zstd_module", lambda: None)
     data = jsonl(40000)
     wire = bytearray(blocks(data, codec.encoder_for(codec.HostCodecs((tp.ZSTD,)), "t.jsonl")))
     wire[tp.HEAD.size + 100] ^= 0xFF  # inside the first block's compressed bytes
@@ -346,10 +347,13 @@ def words(n: int, seed: int = 1) -> bytes:
     rnd = random.Random(seed)
     vocab = [bytes(rnd.choices(b"abcdefghijklmnopqrstuvwxyz", k=rnd.randint(2, 9)))
              for _ in range(3000)]
-    text = b""
-    while len(text) < n:
-        text += b'{"content": "' + b" ".join(rnd.choices(vocab, k=60)) + b'"}\n'
-    return text[:n]
+    # Lines gathered in a list and joined once: `bytes +=` copies the whole text on each
+    # line (quadratic: 4 s of CPU for the 6 MiB one test asks for); the bytes are the same.
+    lines, size = [], 0
+    while size < n:
+        lines.append(b'{"content": "' + b" ".join(rnd.choices(vocab, k=60)) + b'"}\n')
+        size += len(lines[-1])
+    return b"".join(lines)[:n]
 
 
 @pytest.mark.parametrize("host", ["zstd module", "zstd command"])
@@ -357,7 +361,7 @@ def test_a_zstd_stream_lands_identical_across_levels_frames_and_raw_blocks(
     tmp_path: Path, out: io.BytesIO, monkeypatch: pytest.MonkeyPatch, host: str,
 ) -> None:
     if host == "zstd command":  # a Python without zstd: the `zstd` program decodes
-        monkeypatch.setattr(tp, "zstd_module", lambda: None)
+        monkeypatch.setattr(tpc, "zstd_module", lambda: None)
     assert tp.host_codecs()[0][0] == tp.ZSTDS
     data = words(3 * tp.BLOCK) + os.urandom(tp.BLOCK) + words(2 * tp.BLOCK, 2) + b"end\n"
     stream = codec.ZstdStream()
@@ -434,7 +438,7 @@ def test_a_host_whose_zstandard_cannot_tell_where_a_frame_ends_gets_blocks_alone
 ) -> None:
     # A zstandard before `eof` on its decompressobj (zstd_stream is None then) decodes
     # blocks alone, not a stream: a ZSTDS upload to it would land as `error=corrupt`.
-    monkeypatch.setattr(tp, "zstd_stream", lambda: None)
+    monkeypatch.setattr(tpc, "zstd_stream", lambda: None)
     decodes = tp.host_codecs()[0]
     assert decodes == [tp.ZSTD, tp.ZLIB]
     data = words(3 * tp.BLOCK)

@@ -18,14 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from rtrain_tui.core import host
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.host import transfer_program as tp
 
 
 @pytest.fixture
-def out(monkeypatch: pytest.MonkeyPatch) -> io.BytesIO:
+def out() -> io.BytesIO:
     buf = io.BytesIO()
-    monkeypatch.setattr(tp, "out", buf)
+    tp.out.bind(buf)  # where every part of the program writes (Output)
     return buf
 
 
@@ -144,7 +145,7 @@ def _recv(store: Path, payload: bytes, size: int) -> str:
         tp.recv(os.fsencode(store), size, r)
     finally:
         os.close(r)
-    return tp.out.getvalue().decode()  # type: ignore[union-attr]
+    return tp.out.stream.getvalue().decode()
 
 
 def raw_block(data: bytes) -> bytes:
@@ -172,9 +173,10 @@ def test_recv_refuses_corrupt_or_short_input_and_leaves_no_part(tmp_path: Path,
     assert list(tmp_path.iterdir()) == []
 
 
-def test_sent_text_is_the_module_and_runs_as_the_host_runs_it(tmp_path: Path) -> None:
-    """What transfer_command sends is this file, and `python -c exec(...)` runs its main."""
-    assert remote_sh.TRANSFER_PY == Path(tp.__file__).read_text()
+def test_sent_text_is_the_joined_program_and_runs_as_the_host_runs_it(tmp_path: Path) -> None:
+    """What transfer_command sends is the program's parts joined (host.joined), and
+    `python -c exec(...)` runs its main."""
+    assert remote_sh.TRANSFER_PY == host.joined("transfer_program.py")
     (tmp_path / "f").write_bytes(b"abc")
     command = remote_sh.transfer_command(sys.executable, "list", os.fsencode(tmp_path), b"f")
     code = base64.b64decode(command.split('b64decode("')[1].split('")')[0])
@@ -182,6 +184,35 @@ def test_sent_text_is_the_module_and_runs_as_the_host_runs_it(tmp_path: Path) ->
     r = subprocess.run(["/bin/sh", "-c", command], capture_output=True, timeout=30)
     mtime = (tmp_path / "f").stat().st_mtime_ns
     assert r.stdout == tp.GREETING + f"\nf 3 {mtime} {b'f'.hex()}\ne\n".encode()
+
+
+def test_the_joined_program_is_every_part_and_needs_nothing_of_rtrain_tui(
+    tmp_path: Path,
+) -> None:
+    """The program is kept as several files (transfer_program_*.py) but the host gets one
+    text: every part's code is in it, no import of a part is left, and it runs alone, as
+    on a host where rtrain-tui is not installed (`-I -S`: no site-packages). A whole
+    upload through it (`recv`: base, codec, store and files at work) is stored verified."""
+    parts = sorted(p.name for p in Path(tp.__file__).parent.glob("transfer_program*.py"))
+    assert len(parts) > 1
+    program = remote_sh.TRANSFER_PY
+    for name in parts:
+        last_def = [row for row in host.source(name).splitlines() if row.startswith("def ")][-1]
+        assert last_def in program, name
+    assert "rtrain_tui" not in "".join(
+        row for row in program.splitlines() if row.startswith(("import ", "from ")))
+    data = os.urandom(3 << 20)
+    digest = hashlib.sha256(data).hexdigest()
+    wire = b"".join(struct.pack(">BII", tp.RAW, len(data[at:at + tp.BLOCK]),
+                                len(data[at:at + tp.BLOCK])) + data[at:at + tp.BLOCK]
+                    for at in range(0, len(data), tp.BLOCK))
+    command = remote_sh.transfer_command(sys.executable, "recv", os.fsencode(tmp_path), len(data))
+    code = command.split("-c ", 1)[1].split(" recv ", 1)[0].strip("'")
+    words = command.split(" recv ", 1)[1].split()
+    r = subprocess.run([sys.executable, "-I", "-S", "-c", code, "recv", *words],
+                       input=wire + digest.encode() + b"\n", capture_output=True, timeout=60)
+    assert r.stdout.splitlines()[1:] == [b"ok=" + digest.encode()], r.stderr
+    assert (tmp_path / digest).read_bytes() == data
 
 
 def test_the_sent_program_fits_one_argument_of_the_hosts_shell() -> None:

@@ -177,7 +177,8 @@ def _written_in_run_dirs() -> set[str]:
     from rtrain_tui.core.host import unattended
     from rtrain_tui.core.notify import host_send
 
-    target = re.compile(r'(?:(?<![0-9&])>>?|\bmv(?: -f)? \S+|\bmkdir(?: -p)?|\[ -[ers] ) *'
+    # (`mv`'s source is a whole word: a quoted one must not end in a one-letter "name".)
+    target = re.compile(r'(?:(?<![0-9&])>>?|\bmv(?: -f)? \S+(?= )|\bmkdir(?: -p)?|\[ -[ers] ) *'
                         r'"?([A-Za-z_][A-Za-z0-9_.]*)"?(?=[\s;)&|]|$)')
     golden = Path(__file__).parent.parent / "golden"
     names = {found.group(1) for path in golden.glob("run*")

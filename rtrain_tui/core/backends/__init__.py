@@ -23,7 +23,7 @@ from rtrain_tui.core.backends.base import (
 )
 from rtrain_tui.core.backends.direct import DirectBackend
 from rtrain_tui.core.backends.slurm.backend import SlurmBackend
-from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.runs.backend_names import BACKENDS, DEFAULT, check_backend
 
 if TYPE_CHECKING:
     from rtrain_tui.core.runs.index import RunRecord
@@ -31,14 +31,10 @@ if TYPE_CHECKING:
 # In this order a host's probe sends their scripts (the first carries the shared parts).
 _ALL: tuple[Backend, ...] = (DirectBackend(), SlurmBackend())
 _BY_NAME = {b.name: b for b in _ALL}
-BACKENDS = tuple(_BY_NAME)
-DEFAULT = _ALL[0].name  # what a record without a backend (older versions wrote none) ran on
-
-
-def check_backend(backend: str) -> str:
-    if backend not in _BY_NAME:
-        raise ValidationError(f"--backend {backend!r} is unknown: use one of {', '.join(BACKENDS)}.")
-    return backend
+# The names the index, config.toml and --backend accept (core/runs/backend_names.py) are
+# exactly these backends, in this order: a name with no backend would pass every check.
+if tuple(_BY_NAME) != BACKENDS:
+    raise ImportError(f"backends {tuple(_BY_NAME)} differ from backend_names.BACKENDS {BACKENDS}")
 
 
 def get(name: str) -> Backend:

@@ -63,6 +63,39 @@ def assign(**values: str | int) -> str:
 
 
 @functools.cache
+def joined(main: str, package: str = __name__) -> str:
+    """One program's text, made of the module file `main` of `package` and every module of
+    `package` it imports (at its top level, `from PACKAGE.NAME import ...`), each after
+    the ones it imports, those import lines dropped: in one text the parts share one
+    namespace. For a program sent as text (`python -c`, remote_sh.transfer_command) yet
+    kept here as several files, each a module the tests import. The parts must import
+    nothing else of rtrain_tui, and must not give one name two meanings
+    (tests/unit/test_transfer_program.py runs the joined text under `python -I -S`).
+    """
+    import ast
+
+    prefix = package + "."
+    order: list[str] = []
+    dropped: dict[str, set[int]] = {}
+
+    def visit(name: str) -> None:
+        if name in dropped:
+            return
+        dropped[name] = set()
+        for node in ast.parse(source(name, package)).body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
+                dropped[name].update(range(node.lineno - 1, node.end_lineno or node.lineno))
+                visit(str(node.module).removeprefix(prefix) + ".py")
+        order.append(name)
+
+    visit(main)
+    return "\n\n".join(
+        "".join(line for no, line in enumerate(source(name, package).splitlines(keepends=True))
+                if no not in dropped[name])
+        for name in order)
+
+
+@functools.cache
 def bundle(main_module: str, modules: tuple[str, ...]) -> bytes:
     """A zip the host's Python runs as a program (`python prog.pyz ARGS`): the sources of
     `modules` (dotted names, `main_module` among them) with their packages'

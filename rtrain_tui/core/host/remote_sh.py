@@ -122,10 +122,11 @@ def checksums(directory: str, rel_paths: Sequence[str]) -> str:
     return f"set -- {files}\n" + host.assign(dir=directory) + host.text("checksums.sh")
 
 
-# --- transfers (see transfer.py) ----------------------------------------------------
+# --- transfers (see transfers/) ----------------------------------------------------
 # One Python program on the host, run with the trainer's interpreter over one exec
-# channel: host/transfer_program.py, its protocol described there. Its source is sent.
-TRANSFER_PY = host.source("transfer_program.py")
+# channel: host/transfer_program.py, its protocol described there. Its source is sent,
+# its parts (transfer_program_*.py) joined into one text.
+TRANSFER_PY = host.joined("transfer_program.py")
 
 
 def transfer_command(python: str, mode: str, *args: bytes | int) -> str:

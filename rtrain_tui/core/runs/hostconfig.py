@@ -33,10 +33,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rtrain_tui.core.backends import DEFAULT, check_backend
-from rtrain_tui.core.backends.slurm import SlurmOptions
 from rtrain_tui.core.errors import ValidationError
+from rtrain_tui.core.runs.backend_names import DEFAULT, check_backend
 from rtrain_tui.core.safety.mask import mask_url
+from rtrain_tui.core.safety.slurm_options import SlurmOptions
 from rtrain_tui.core.safety.validate import DEFAULT_STALL_AFTER, check_retries, parse_duration
 
 if TYPE_CHECKING:

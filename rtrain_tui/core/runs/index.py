@@ -34,136 +34,59 @@ recorded in two files (a write cut off between its two renames, or a run id used
 is read once: from the file whose copy is newer (started, then updated), the archive's
 on a tie, since a move writes the archive first.
 
+In four modules: this one (the runs: reading a view of every file, merging a change,
+moving ended runs to their archive), core/runs/index_store.py (the files: read, parse
+cache, lock, atomic write), core/runs/run_record.py (a run and its [[runs]] table) and
+core/runs/prune.py; the public names of all of them are importable from here.
+
 Times are ISO 8601 in UTC (`utc_now()`, microsecond precision); older second-precision
 values still compare correctly because comparisons parse them.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
 import os
-import re
-import stat
-import tempfile
-import time
-import tomllib
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import MISSING, dataclass, fields, replace
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
-from rtrain_tui.core.errors import IndexBusyError, IndexCorruptError, ValidationError
-from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.errors import IndexCorruptError, ValidationError
 from rtrain_tui.core.runs import probes
-from rtrain_tui.core.safety import validate
+from rtrain_tui.core.runs.index_store import LOCK_TIMEOUT, IndexStore, default_index_path
+from rtrain_tui.core.runs.prune import PRUNABLE, parse_age, prunable
+from rtrain_tui.core.runs.run_record import (
+    EMPTY,
+    WHEN_SET,
+    Document,
+    Entry,
+    IndexReport,
+    RunKey,
+    RunRecord,
+    StateUpdate,
+    document_of,
+    entry_of,
+    parse_time,
+    record_problems,
+    records_of,
+    table_of,
+    utc_now,
+)
 
-RunKey = tuple[str, str, str]  # (host, workdir, run_id)
-StateUpdate = tuple[str, bool, str]  # (state, stale, updated_at)
-BACKENDS = ("direct", "slurm")  # backends.BACKENDS; kept here too, as backends sit above the index
+__all__ = [
+    "LOCK_TIMEOUT", "PRUNABLE", "STARTING", "IndexReport", "RunIndex", "RunKey", "RunRecord",
+    "StateUpdate", "default_index_path", "parse_age", "parse_time", "prunable", "utc_now",
+]
+
 STARTING = "starting"  # probes.STARTING: an entry whose start may not have launched yet
-LOCK_TIMEOUT = 10.0  # seconds a write waits for the lock: 20 starts at once on a busy 2-core box need ~5
-
-
-def default_index_path() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(base) / "rtrain-tui" / "runs.toml"
-
-
-def utc_now() -> str:
-    """Now, as the index writes times: ISO 8601, UTC, microseconds."""
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def parse_time(text: str) -> datetime | None:
-    """An index time as an aware datetime (naive ones are UTC); None when it is not a time."""
-    try:
-        when = datetime.fromisoformat(text)
-    except (TypeError, ValueError):
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    host: str
-    run_id: str
-    workdir: str
-    python: str = "python3"
-    state: str = "unknown"
-    started_at: str = ""  # ISO 8601, UTC
-    updated_at: str = ""  # when `state` last changed (as we saw it)
-    ended_at: str = ""  # when the run ended, by the host's clock (its `status` file)
-    origin: str = ""  # "found": discovered on the host (started elsewhere), not started here
-    stale: bool = False  # the last refresh could not reach the host
-    config: str = ""
-    dataset: str = ""
-    gpus: int = 1  # GPUs it holds on each node (a Slurm job's --gpus-per-node)
-    token: str = ""  # the run's marker on the host (train.token), set by start
-    gpu_ids: str = ""  # the CUDA_VISIBLE_DEVICES start chose (`0,3`); "" when it chose none
-    backend: str = ""  # how it was launched: "direct" (a box) or "slurm"; "" (older
-    # versions) means direct for a run started here, the host's setting for a found one
-    job_id: str = ""  # a scheduler's job (Slurm: the id sbatch gave); older versions
-    # wrote it as `slurm_job_id`, still read
-    attempt: int = 1  # a resumed run's attempt (`rtrain-tui resume`): 2 for its second
-    # What its cost needs from the index alone (core/runs/cost.py): when a resume's attempt
-    # began ("" = with the run), and the seconds the attempts before it ran. Written only
-    # when set, so the other runs' tables stay as they were.
-    attempt_started_at: str = ""
-    earlier_s: float = 0.0
-    nodes: int = 1  # nodes it holds (a multi-node Slurm job): GPUs held = nodes × gpus
-    # When its current attempt got its GPUs (a `--queue` run) or left Slurm's queue, by the
-    # host's clock, as a refresh read it ("" = not known, or not waited): cost counts from
-    # then (core/runs/cost.py), so the index alone leaves the wait out too.
-    running_at: str = ""
-    # The seconds the host's retry loop waited between the attempts of its current run
-    # (core/host/retry.sh), as a refresh read it: left out of the cost, as `status` does.
-    retry_wait_s: float = 0.0
-
-    @property
-    def key(self) -> RunKey:
-        return (self.host, self.workdir, self.run_id)
-
-
-@dataclass(frozen=True)
-class IndexReport:
-    """What `load_report()` found: the usable runs, and one line per record it skipped."""
-
-    records: list[RunRecord]
-    problems: list[str]
-
-
-@dataclass(frozen=True)
-class _Entry:
-    record: RunRecord | None  # None: the table is kept, but it is not a usable run
-    table: dict[str, Any]  # exactly as read
-
-
-@dataclass(frozen=True)
-class _Document:
-    data: dict[str, Any]  # the whole file as read ({} when there is none)
-    entries: list[_Entry]
-    problems: list[str]
-    by_key: dict[RunKey, RunRecord] | None = None  # the runs by key; None if a key repeats
-
-
-def _document(data: dict[str, Any], entries: list[_Entry], name: str) -> _Document:
-    records = [e.record for e in entries if e.record is not None]
-    by_key = {r.key: r for r in records}
-    return _Document(data, entries, _problems(entries, name),
-                     by_key if len(by_key) == len(records) else None)
 
 
 @dataclass(frozen=True)
 class _View:
     """Every file of the index as read: the live file last, the archives before it."""
 
-    files: dict[Path, _Document]  # archives by month, then the live file
+    files: dict[Path, Document]  # archives by month, then the live file
     records: list[RunRecord]  # the usable runs, each once, in file order
     problems: list[str]
     losers: dict[Path, frozenset[RunKey]]  # runs a file holds that another file's copy shadows
@@ -171,21 +94,10 @@ class _View:
     by_key: dict[RunKey, RunRecord] | None  # None if a key repeats within a file
 
 
-class RunIndex:
+class RunIndex(IndexStore):
     def __init__(self, path: Path | None = None, lock_timeout: float = LOCK_TIMEOUT) -> None:
-        self.path = path or default_index_path()
-        self.lock_timeout = lock_timeout
-        # Per file, the bytes last parsed (or written) and what they hold. Parsing and
-        # checking 2,000 runs costs ~140 ms of CPU; reading and comparing the bytes, well
-        # under one. So every caller may read, and only a file that changed is parsed
-        # again (keyed by content, not by mtime: nothing another writer does can fool it).
-        self._cache: dict[Path, tuple[bytes, _Document]] = {}
-        self._settled: dict[Path, tuple[tuple[int, int, int, int], _Document]] = {}
+        super().__init__(path, lock_timeout)
         self._last_view: tuple[tuple[tuple[Path, int], ...], _View] | None = None
-
-    @property
-    def lock_path(self) -> Path:
-        return self.path.with_name(self.path.name + ".lock")
 
     def archive_path(self, month: str) -> Path:
         """The archive of the runs that started in `month` (`2026-11`)."""
@@ -213,7 +125,7 @@ class RunIndex:
     def load_live(self) -> list[RunRecord]:
         """The runs of the live file alone: every run that can still change (and ended
         ones not yet archived), without reading a year of archives."""
-        return _records(self._read(self.path))
+        return records_of(self._read(self.path))
 
     def problems(self) -> list[str]:
         """One line per record that `load()` skips, naming its position and field."""
@@ -229,7 +141,7 @@ class RunIndex:
                 if path == self.path:
                     raise
                 continue  # its runs are not read (load_report says so)
-            for rec in reversed(_records(doc)):  # a later copy is the newer one
+            for rec in reversed(records_of(doc)):  # a later copy is the newer one
                 if rec.host == host and rec.run_id == run_id:
                     return rec
         return None
@@ -302,7 +214,7 @@ class RunIndex:
         archive is read. Its copy is the newer one, so it shadows an archived run of the
         same key (a run id used again) until the next full write drops that.
         """
-        bad = _record_problems(_table(record))
+        bad = record_problems(table_of(record))
         if bad:
             raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be recorded: "
                                   + "; ".join(bad))
@@ -321,7 +233,7 @@ class RunIndex:
         Returns those added; a run recorded meanwhile by someone else is left as it is.
         """
         for record in records:
-            bad = _record_problems(_table(record))
+            bad = record_problems(table_of(record))
             if bad:
                 raise ValidationError(f"run {record.run_id!r} on {record.host!r} cannot be "
                                       "recorded: " + "; ".join(bad))
@@ -465,20 +377,6 @@ class RunIndex:
             view = self._view()
             self._write_plan(view, self._plan(view, change(list(view.records))))
 
-    # -- internals -------------------------------------------------------------------
-    def _corrupt(self, what: str, path: Path | None = None) -> IndexCorruptError:
-        what = " ".join(what.split())  # one line, whatever the parser said
-        return IndexCorruptError(
-            f"the run index {path or self.path} {what}; it was left untouched: "
-            "fix or move it away, or pass --index to use another file."
-        )
-
-    def _mkdir(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise self._corrupt(f"cannot be written ({exc.strerror or exc})") from None
-
     def _update_live(self, change: Callable[[list[RunRecord]], list[RunRecord]]) -> None:
         """`update`, for a change that concerns the live file's runs alone. A live file
         that holds ended runs (an older index; or an ended run whose archive is broken)
@@ -488,13 +386,13 @@ class RunIndex:
                for e in doc.entries):
             self.update(change)
             return
-        result = change(_records(doc))
-        if _same(_records(doc), result) or _merge(doc, result, self.path.name).data == doc.data:
+        result = change(records_of(doc))
+        if _same(records_of(doc), result) or _merge(doc, result, self.path.name).data == doc.data:
             return
         self._mkdir()
         with self._locked():
             doc = self._read(self.path)
-            merged = _merge(doc, change(_records(doc)), self.path.name)
+            merged = _merge(doc, change(records_of(doc)), self.path.name)
             if merged.data != doc.data:
                 raw = self._write(self.path, merged.data)
                 self._cache[self.path] = (raw, merged)
@@ -519,11 +417,11 @@ class RunIndex:
             e.record is not None and self._home(e.record, view.broken) != self.path
             for e in live.entries)
 
-    def _plan(self, view: _View, result: list[RunRecord]) -> dict[Path, list[_Entry]]:
+    def _plan(self, view: _View, result: list[RunRecord]) -> dict[Path, list[Entry]]:
         """Each file's entries once `result` is written; unusable tables stay in their
         file, an unchanged run keeps its table byte for byte wherever it goes."""
         matcher = _Matcher(result)
-        plan: dict[Path, list[_Entry]] = {path: [] for path in view.files}
+        plan: dict[Path, list[Entry]] = {path: [] for path in view.files}
         plan.setdefault(self.path, [])
         for path, doc in view.files.items():
             shadowed = view.losers.get(path, frozenset())
@@ -539,14 +437,14 @@ class RunIndex:
                 home = path if kept.record is None else self._home(kept.record, view.broken)
                 plan.setdefault(home, []).append(kept)
         for rec in matcher.new():
-            plan.setdefault(self._home(rec, view.broken), []).append(_entry(_table(rec)))
+            plan.setdefault(self._home(rec, view.broken), []).append(entry_of(table_of(rec)))
         return plan
 
-    def _write_plan(self, view: _View, plan: dict[Path, list[_Entry]]) -> None:
+    def _write_plan(self, view: _View, plan: dict[Path, list[Entry]]) -> None:
         """Write the files `plan` changes, so that a crash anywhere loses no run: files
         that gain runs first (keeping, for now, those moving out of them), then the rest.
         A run may be in two files for a moment; a read takes one copy."""
-        old = {path: view.files.get(path, _EMPTY) for path in plan}
+        old = {path: view.files.get(path, EMPTY) for path in plan}
         changed = _changed(view, plan)
         keys = {path: {e.record.key for e in entries if e.record is not None}
                 for path, entries in plan.items()}
@@ -560,13 +458,13 @@ class RunIndex:
         for path in changed:  # then each file as planned (a no-op where it already is)
             self._store(path, old[path], plan[path])
 
-    def _store(self, path: Path, old: _Document, entries: list[_Entry]) -> None:
+    def _store(self, path: Path, old: Document, entries: list[Entry]) -> None:
         """Write one file with `entries` as its runs (its other keys kept), unless it
         already holds them; an archive left with nothing in it is removed."""
         data = {k: v for k, v in old.data.items() if k != "runs"}
         if entries:  # no `runs = []`: a hand-appended [[runs]] table must still parse
             data["runs"] = [e.table for e in entries]
-        doc = _document(data, entries, path.name)
+        doc = document_of(data, entries, path.name)
         current = self._cache.get(path)
         if current is not None and current[1].data == data:
             return
@@ -579,40 +477,9 @@ class RunIndex:
         self._cache[path] = (raw, doc)
         self._persist(path, raw, doc)
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """The exclusive lock, waited for at most `lock_timeout` seconds."""
-        try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as exc:
-            raise self._corrupt(f"cannot be locked: {self.lock_path}: {exc.strerror or exc}") from None
-        try:
-            deadline = time.monotonic() + self.lock_timeout
-            delay = 0.001
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    # Polled rather than blocking: a blocking flock cannot be given up on.
-                    if time.monotonic() >= deadline:
-                        raise IndexBusyError(
-                            f"the run index {self.path} is locked by another process and has "
-                            f"been for {self.lock_timeout:g} s; nothing was written. Try again; "
-                            f"if it stays locked, see who holds it with `fuser {self.lock_path}`."
-                        ) from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.02)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
     def _view(self) -> _View:
         """Every file, read (each parsed only when it changed) and put together."""
-        files: dict[Path, _Document] = {}
+        files: dict[Path, Document] = {}
         problems: list[str] = []
         broken: set[Path] = set()
         for path in self.archives():
@@ -653,7 +520,7 @@ class RunIndex:
         self._last_view = (docs, view)
         return view
 
-    def _losers(self, files: dict[Path, _Document]) -> dict[Path, set[RunKey]]:
+    def _losers(self, files: dict[Path, Document]) -> dict[Path, set[RunKey]]:
         """Per file, the runs it holds whose copy in another file is the one read."""
         copies: dict[RunKey, dict[Path, RunRecord]] = {}
         for path, doc in files.items():
@@ -671,179 +538,8 @@ class RunIndex:
                         losers.setdefault(path, set()).add(key)
         return losers
 
-    def _read(self, path: Path) -> _Document:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return _Document({}, [], [], {})
-        except OSError as exc:
-            raise self._corrupt(f"cannot be read ({exc.strerror or exc})", path) from None
-        if stat.S_ISDIR(st.st_mode):
-            raise self._corrupt("is a directory, not a file", path)
-        if not stat.S_ISREG(st.st_mode):
-            raise self._corrupt("is not a regular file", path)  # a FIFO would block the read forever
-        # A file unchanged since a read that found it already a second old is not read
-        # again (a year of archives is 5 MB, read several times a refresh): any write
-        # since would have given it another mtime, size or inode. One younger than that
-        # could be rewritten within the clock's tick, so its bytes are compared.
-        seen = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
-        settled = self._settled.get(path)
-        if settled is not None and settled[0] == seen:
-            return settled[1]
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return _Document({}, [], [], {})
-        except OSError as exc:
-            raise self._corrupt(f"cannot be read ({exc.strerror or exc})", path) from None
-        cached = self._cache.get(path)
-        if cached is not None and cached[0] == raw:
-            doc = cached[1]
-        else:
-            recalled = self._recall(path, raw)
-            if recalled is None:
-                doc = self._parse(path, raw)
-                self._persist(path, raw, doc)
-            else:
-                doc = recalled
-            self._cache[path] = (raw, doc)
-        if time.time() - st.st_mtime > _SETTLED_S and len(raw) == st.st_size:
-            self._settled[path] = (seen, doc)
-        else:
-            self._settled.pop(path, None)
-        return doc
-
-    def _parse(self, path: Path, raw: bytes) -> _Document:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise self._corrupt(f"is not UTF-8 text (bad byte at offset {exc.start})", path) from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise self._corrupt(f"is not valid TOML ({exc})", path) from None
-        tables = data.get("runs", [])
-        if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-            raise self._corrupt("has a `runs` that is not a list of [[runs]] tables", path)
-        entries = [_entry(table) for table in tables]
-        return _document(data, entries, path.name)
-
-    # The parsed form on disk: JSON of the file's data and which tables are usable,
-    # keyed by a hash of the TOML's bytes (hashing 5 MB: ~10 ms; parsing them: ~1.2 s).
-    # A cache is only ever a shortcut: one that is missing, old or unreadable is
-    # ignored, and the TOML is parsed. Small files (a start's live file) are not worth it.
-    @property
-    def _parsed_dir(self) -> Path:
-        return self.path.with_name(f".{self.path.stem}-parsed")
-
-    def _recall(self, path: Path, raw: bytes) -> _Document | None:
-        if len(raw) < _PERSIST_BYTES:
-            return None
-        try:
-            saved = json.loads((self._parsed_dir / f"{path.name}.json").read_bytes())
-            if saved.get("key") != _cache_key(raw):
-                return None
-            data, usable = saved["data"], saved["usable"]
-            tables = data.get("runs", [])
-            entries = [_Entry(_record(t) if ok else None, t)
-                       for t, ok in zip(tables, usable, strict=True)]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None
-        return _document(data, entries, path.name)
-
-    def _persist(self, path: Path, raw: bytes, doc: _Document) -> None:
-        if len(raw) < _PERSIST_BYTES:
-            return
-        try:
-            text = json.dumps({"key": _cache_key(raw), "data": doc.data,
-                               "usable": [e.record is not None for e in doc.entries]})
-        except (TypeError, ValueError):
-            return  # a TOML date-time kept verbatim has no JSON form: parse that file
-        try:
-            self._parsed_dir.mkdir(exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self._parsed_dir, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.replace(tmp, self._parsed_dir / f"{path.name}.json")
-        except OSError:
-            pass  # no cache: the next process parses the TOML, as it always could
-
-    def _write(self, path: Path, data: dict[str, Any]) -> bytes:
-        """Write `data` atomically; returns the bytes the file now holds."""
-        raw = tomli_w.dumps(data).encode("utf-8")
-        try:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".runs.", suffix=".tmp")
-        except OSError as exc:
-            raise self._corrupt(f"cannot be written ({exc.strerror or exc})", path) from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(raw)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-        return raw
-
 
 _EPOCH = datetime.fromtimestamp(0, UTC)
-_SETTLED_S = 1.0  # a file older than this was not written within the clock's tick
-_EMPTY = _Document({}, [], [], {})
-_PERSIST_BYTES = 8 * 1024  # ~20 runs: below this, parsing costs less than the cache
-_CACHE_FORMAT = 1
-_rules: list[str] = []
-
-
-def _cache_key(raw: bytes) -> str:
-    """The TOML's hash, and that of the code that judges its tables (this module and the
-    validators it calls): a cached verdict never outlives the rules that gave it."""
-    if not _rules:
-        code = hashlib.sha256()
-        for module in (__file__, validate.__file__, remote_sh.__file__):
-            code.update(Path(module).read_bytes())
-        _rules.append(code.hexdigest()[:16])
-    return f"{_CACHE_FORMAT}:{_rules[0]}:{hashlib.sha256(raw).hexdigest()}"
-
-
-PRUNABLE = ("completed", "failed", "stopped", "lost")  # `failed` covers `failed (exit N)`
-
-
-def parse_age(text: str) -> timedelta:
-    """`90d`, `12w`, `36h` as a duration; ValidationError otherwise."""
-    match = re.fullmatch(r"(\d{1,6})([hdw])", text.strip())
-    if not match:
-        raise ValidationError(f"--older-than {text!r} is not an age: a number and h, d or w "
-                              "(hours, days, weeks), e.g. 90d.")
-    hours = {"h": 1, "d": 24, "w": 24 * 7}[match.group(2)]
-    return timedelta(hours=int(match.group(1)) * hours)
-
-
-def prunable(records: Sequence[RunRecord], older_than: timedelta,
-             states: Sequence[str] = PRUNABLE, now: datetime | None = None) -> list[RunRecord]:
-    """The runs whose state is final and one of `states`, that ended more than
-    `older_than` before `now`: by their end time, else when their state last changed,
-    else when they started. A run with none of those times is never pruned."""
-    for state in states:
-        if state not in PRUNABLE:
-            raise ValidationError(f"--state {state!r}: only runs that ended can be pruned "
-                                  f"({', '.join(PRUNABLE)}).")
-    cutoff = (now or datetime.now(UTC)) - older_than
-    out = []
-    for rec in records:
-        word = "failed" if rec.state.startswith("failed") else rec.state
-        if word not in states or not probes.is_final(rec.state):
-            continue
-        when = next((t for t in map(parse_time, (rec.ended_at, rec.updated_at, rec.started_at))
-                     if t is not None), None)
-        if when is not None and when < cutoff:
-            out.append(rec)
-    return out
 
 
 def _changed_since(record: RunRecord, seen: datetime | None) -> bool:
@@ -854,15 +550,11 @@ def _changed_since(record: RunRecord, seen: datetime | None) -> bool:
     return changed is not None and changed > seen
 
 
-def _records(doc: _Document) -> list[RunRecord]:
-    return [e.record for e in doc.entries if e.record is not None]
-
-
-def _changed(view: _View, plan: dict[Path, list[_Entry]]) -> list[Path]:
+def _changed(view: _View, plan: dict[Path, list[Entry]]) -> list[Path]:
     """The files whose entries `plan` changes (entries are compared by identity)."""
     changed = []
     for path, entries in plan.items():
-        old = view.files.get(path, _EMPTY).entries
+        old = view.files.get(path, EMPTY).entries
         if len(entries) != len(old) or any(a is not b for a, b in zip(entries, old)):
             changed.append(path)
     return changed
@@ -886,7 +578,7 @@ class _Matcher:
             self._waiting.setdefault(rec.key, []).append(i)
         self._placed: set[int] = set()
 
-    def kept(self, entry: _Entry) -> _Entry | None:
+    def kept(self, entry: Entry) -> Entry | None:
         """The table a usable `entry` becomes, or None when the change removed its run.
         An unchanged run is written back byte for byte, not with its defaults filled in."""
         assert entry.record is not None
@@ -900,15 +592,15 @@ class _Matcher:
             return entry
         # Unknown fields are kept verbatim; a known one written only when set goes when
         # it is back at its default (a new attempt's `running_at`), never kept stale.
-        old = {k: v for k, v in entry.table.items() if k not in _WHEN_SET}
-        return _entry({**old, **_table(new)})
+        old = {k: v for k, v in entry.table.items() if k not in WHEN_SET}
+        return entry_of({**old, **table_of(new)})
 
     def new(self) -> list[RunRecord]:
         """The records no table was paired with: runs the change added."""
         return [rec for i, rec in enumerate(self._result) if i not in self._placed]
 
 
-def _merge(doc: _Document, result: list[RunRecord], name: str) -> _Document:
+def _merge(doc: Document, result: list[RunRecord], name: str) -> Document:
     """The file with `result` as its runs: skipped tables and unknown fields stay where
     they were.
 
@@ -916,132 +608,13 @@ def _merge(doc: _Document, result: list[RunRecord], name: str) -> _Document:
     again: only tables that changed are checked (`name` is the file's, for problems).
     """
     matcher = _Matcher(result)
-    entries: list[_Entry] = []
+    entries: list[Entry] = []
     for entry in doc.entries:
         kept = entry if entry.record is None else matcher.kept(entry)
         if kept is not None:  # None: removed by `change`
             entries.append(kept)
-    entries.extend(_entry(_table(rec)) for rec in matcher.new())
+    entries.extend(entry_of(table_of(rec)) for rec in matcher.new())
     data = {k: v for k, v in doc.data.items() if k != "runs"}
     if entries:  # no `runs = []`: a hand-appended [[runs]] table must still parse
         data["runs"] = [e.table for e in entries]
-    return _document(data, entries, name)
-
-
-def _table(record: RunRecord) -> dict[str, Any]:
-    """`dataclasses.asdict(record)`: its fields are scalars, so a shallow copy is the
-    same dict, without asdict's deep copy of each value (1.7 of the 3.9 s that adding
-    5,000 found runs cost)."""
-    table = dict(record.__dict__)
-    for name in _WHEN_SET:
-        if table[name] == _DEFAULTS[name]:
-            del table[name]
-    return table
-
-
-def _entry(table: dict[str, Any]) -> _Entry:
-    """One [[runs]] table as read: a record, or None when it is to be skipped."""
-    if _record_problems(table):
-        return _Entry(None, table)
-    return _Entry(_record(table), table)
-
-
-def _record(table: dict[str, Any]) -> RunRecord:
-    """A usable table's run (fields this version does not know are left out, fields
-    under an older name read into the new one)."""
-    if _KNOWN.issuperset(table):
-        # The usual table (known fields, current names, checked): filled in one step, not
-        # a frozen __init__'s 17 object.__setattr__ calls (60 of the 150 ms that reading
-        # 10,000 runs from the parsed form costs).
-        record = object.__new__(RunRecord)
-        record.__dict__.update(_DEFAULTS)
-        record.__dict__.update(table)
-        return record
-    values = {new: table[old] for old, new in _OLD_NAMES.items() if old in table and new not in table}
-    values.update({k: v for k, v in table.items() if k in _KNOWN})
-    return RunRecord(**values)
-
-
-def _problems(entries: Sequence[_Entry], name: str) -> list[str]:
-    """One line per skipped table, by its position in the file."""
-    return [f"{name}: run #{n}{_name_of(e.table)}: " + "; ".join(_record_problems(e.table))
-            + " — skipped, and kept in the file as it is."
-            for n, e in enumerate(entries, start=1) if e.record is None]
-
-
-_TEXT_FIELDS = ("host", "run_id", "workdir", "python", "state", "started_at", "updated_at",
-                "ended_at", "origin", "config", "dataset", "token", "gpu_ids", "backend",
-                "job_id", "slurm_job_id", "attempt_started_at", "running_at")
-_REQUIRED = ("host", "run_id", "workdir")
-_KNOWN = frozenset(f.name for f in fields(RunRecord))
-_DEFAULTS = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
-_WHEN_SET = ("attempt_started_at", "earlier_s", "nodes", "running_at", "retry_wait_s")  # written only when not the default
-# Fields older versions wrote under another name: read into the new one (a table that
-# has both keeps both, and the new name wins).
-_OLD_NAMES = {"slurm_job_id": "job_id"}
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode's Cc, as a search not a loop
-
-
-def _record_problems(table: dict[str, Any]) -> list[str]:
-    """What makes one [[runs]] table unusable, one phrase per field; [] when it is fine."""
-    bad = [f"{name} is missing" for name in _REQUIRED if name not in table]
-    for name in _TEXT_FIELDS:
-        if name not in table:
-            continue
-        value = table[name]
-        if not isinstance(value, str):
-            bad.append(f"{name} should be text, not {_describe(value)}")
-        elif _CONTROL.search(value):
-            bad.append(f"{name} {value!r} contains control characters")
-    if "stale" in table and not isinstance(table["stale"], bool):
-        bad.append(f"stale should be true or false, not {_describe(table['stale'])}")
-    if "gpus" in table and (isinstance(table["gpus"], bool) or not isinstance(table["gpus"], int)
-                            or table["gpus"] < 0):
-        bad.append(f"gpus should be a whole number 0 or more, not {_describe(table['gpus'])}")
-    if "attempt" in table and (isinstance(table["attempt"], bool)
-                               or not isinstance(table["attempt"], int) or table["attempt"] < 1):
-        bad.append(f"attempt should be a whole number 1 or more, not {_describe(table['attempt'])}")
-    if "nodes" in table and (isinstance(table["nodes"], bool)
-                             or not isinstance(table["nodes"], int) or table["nodes"] < 1):
-        bad.append(f"nodes should be a whole number 1 or more, not {_describe(table['nodes'])}")
-    for name in ("earlier_s", "retry_wait_s"):
-        if name in table and (isinstance(table[name], bool) or not isinstance(
-                table[name], int | float) or not 0 <= table[name] < 1e10):
-            bad.append(f"{name} should be a number of seconds, not {_describe(table[name])}")
-    if bad:
-        return bad
-    # Values that reach a remote shell or asyncssh: refused here so one bad record can
-    # never fail a whole host's probe.
-    for name, check in (("host", validate.check_host), ("run_id", validate.check_run_id),
-                        ("workdir", lambda v: validate.check_workdir(table["host"], v))):
-        try:
-            check(table[name])
-        except ValidationError:
-            bad.append(f"{name} {table[name]!r} is not usable")
-    if table.get("token"):
-        try:
-            remote_sh.check_token(table["token"])  # it names a lock file and reaches scripts
-        except ValueError:
-            bad.append(f"token {table['token'][:40]!r} is not usable (lowercase hex expected)")
-    if table.get("backend", "") not in ("", *BACKENDS):
-        bad.append(f"backend {table['backend'][:40]!r} is not one of {', '.join(BACKENDS)}")
-    return bad
-
-
-def _describe(value: object) -> str:
-    kinds = {bool: "a boolean", int: "a number", float: "a number", list: "an array",
-             dict: "a table", datetime: "a TOML date-time"}
-    kind = next((k for t, k in kinds.items() if isinstance(value, t)), "a TOML date or time")
-    shown = repr(value) if isinstance(value, (bool, int, float)) else ""
-    if isinstance(value, list):
-        shown = repr(value)[:40]
-    return f"{kind} ({shown})" if shown else kind
-
-
-def _name_of(table: dict[str, Any]) -> str:
-    host, run_id = table.get("host"), table.get("run_id")
-    if isinstance(host, str) and isinstance(run_id, str):
-        return f" ({host!r}/{run_id!r})"
-    if isinstance(run_id, str):
-        return f" ({run_id!r})"
-    return ""
+    return document_of(data, entries, name)

@@ -12,7 +12,7 @@ no longer hashes right is asked for again) and the whole file before it is publi
 exactly as a whole-file upload is.
 
 When the host has no manifest at all (its first upload, or a store from before delta
-uploads), the file goes whole, as before (transfer._stream_upload, through the system
+uploads), the file goes whole, as before (upload.stream_upload, through the system
 `ssh` when big), and is chunked meanwhile in a thread so its manifest is written once
 the last byte has left, while it drains to the host, not after the host's verdict: the
 next upload can be a delta (the write goes through the host's long-lived shell: a channel
@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.host import remote_sh, transfer_program
-from rtrain_tui.core.transfers import codec, transfer
+from rtrain_tui.core.transfers import channel, codec, upload
 from rtrain_tui.core.transfers.meter import Moving
 
 if TYPE_CHECKING:
@@ -293,14 +293,14 @@ class Shipped:
 
 
 async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
-                   progress: transfer.Progress | None, python: str, workdir: str,
-                   manifests: int, early: transfer.EarlyBulk | None = None) -> Shipped:
+                   progress: channel.Progress | None, python: str, workdir: str,
+                   manifests: int, early: channel.EarlyBulk | None = None) -> Shipped:
     """Send a dataset the host does not have: as a delta when the host has manifests to
     build it from, else whole (and its manifest written for the next upload). `early`:
-    the whole upload's channel, maybe started already (transfer.EarlyBulk)."""
+    the whole upload's channel, maybe started already (channel.EarlyBulk)."""
     chunks_dir = posixpath.join(posixpath.dirname(store), CHUNKS_DIR)
     if size < DELTA_FROM or not _chunker():
-        digest, wire = await transfer._stream_upload(conn, local, store, size, progress, python,
+        digest, wire = await upload.stream_upload(conn, local, store, size, progress, python,
                                                      workdir, early)
         return Shipped(digest, "whole", wire)
     if manifests:
@@ -320,7 +320,7 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
         chunks = cutting.result()
         if delta_wire is not None:
             return Shipped(chunks.digest, "delta", delta_wire)
-        digest, wire = await transfer._stream_upload(conn, local, store, size, progress, python,
+        digest, wire = await upload.stream_upload(conn, local, store, size, progress, python,
                                                      workdir)
         stop: Callable[[], None] | None = None
     else:
@@ -342,7 +342,7 @@ async def ship_new(conn: HostConnection, local: Path, store: str, size: int,
             early_writes.append(asyncio.ensure_future(_manifest_when_cut(
                 conn, chunks_dir, cut.result, size, sent_digest, cut.stop)))
         try:
-            digest, wire = await transfer._stream_upload(conn, local, store, size, counted,
+            digest, wire = await upload.stream_upload(conn, local, store, size, counted,
                                                          python, workdir, early, all_sent)
         except BaseException:
             cut.stop()
@@ -425,7 +425,7 @@ async def settle(writing: asyncio.Future[None] | None, abandon: bool = False) ->
 
 
 async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str, size: int,
-                 chunking: Awaitable[Chunks], progress: transfer.Progress | None, python: str,
+                 chunking: Awaitable[Chunks], progress: channel.Progress | None, python: str,
                  workdir: str, before: os.stat_result | None = None) -> int | None:
     """Send `local` (`size` bytes, cut by `chunking`) as a delta; the bytes written, or
     None when the host has none of its chunks, or the list has more than it takes (nothing
@@ -434,14 +434,14 @@ async def _delta(conn: HostConnection, local: Path, store: str, chunks_dir: str,
     ones sent are read now), the delta is refused, its `E` unsaid."""
     import asyncssh
 
-    stream = await transfer._Stream.open(conn, remote_sh.transfer_command(
+    stream = await channel.Stream.open(conn, remote_sh.transfer_command(
         python, "delta", os.fsencode(store), os.fsencode(chunks_dir), size))
     answer = b""
     try:
         await stream.greeted()
         chunks = await chunking
         if chunks.size != size:
-            raise transfer.changed_error(local)
+            raise upload.changed_error(local)
         if not _listable(chunks):
             return None  # the host program would refuse the list: the file goes whole
         listing = encode_list(chunks)
@@ -511,9 +511,9 @@ def _still(fd: int, before: os.stat_result | None, local: Path) -> None:
     if before is None:
         return
     try:
-        transfer._as_before(fd, before)
-    except transfer._Changed:
-        raise transfer.changed_error(local) from None
+        upload.as_before(fd, before)
+    except upload.Changed:
+        raise upload.changed_error(local) from None
 
 
 def _refuse(conn: HostConnection, local: Path, answer: str, workdir: str) -> None:
@@ -521,16 +521,16 @@ def _refuse(conn: HostConnection, local: Path, answer: str, workdir: str) -> Non
     from rtrain_tui.core.safety.sanitize import safe_line
 
     if answer == "error=nospace":
-        raise transfer._no_space(conn, workdir)
+        raise upload.no_space(conn, workdir)
     if answer == "error=changed":  # a chunk sent is not the one the list named
-        raise transfer.changed_error(local)
+        raise upload.changed_error(local)
     if answer == "error=corrupt":  # a block that did not decode to its length
         raise RemoteError(f"{conn.alias}: upload of {local} arrived corrupted; start again.")
     raise RemoteError(f"{conn.alias}: upload of {local} failed: "
                       f"{safe_line(answer.removeprefix('error='))[:200]}")
 
 
-async def _send_ranges(stream: transfer._Stream, fd: int, ranges: list[tuple[int, int]],
+async def _send_ranges(stream: channel.Stream, fd: int, ranges: list[tuple[int, int]],
                        enc: Any, report: Callable[[int], object]) -> None:
     """Send the bytes of `ranges` of the file `fd` in order as blocks through `enc` (raw
     or compressed, transfer_program's rule), the next read and encoded in a thread while
@@ -564,8 +564,8 @@ async def _send_ranges(stream: transfer._Stream, fd: int, ranges: list[tuple[int
             began = time.perf_counter()
             await stream.write(codec.HEAD.pack(kind, n, len(payload)))
             view = memoryview(payload)
-            for at in range(0, len(payload), transfer.SEND_SLICE):
-                await stream.write(view[at:at + transfer.SEND_SLICE])
+            for at in range(0, len(payload), channel.SEND_SLICE):
+                await stream.write(view[at:at + channel.SEND_SLICE])
                 await asyncio.sleep(0)
             enc.sent(codec.HEAD.size + len(payload), time.perf_counter() - began)
         except BaseException:

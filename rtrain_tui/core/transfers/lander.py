@@ -13,7 +13,7 @@ The bytes are written and hashed on the event loop, between pieces. A worker thr
 that was measured slower everywhere (the 200 MB file: 1.32 s against 1.10 s; 2,000 small
 files: 2.71 s against 2.36 s): the thread and asyncssh's decryption took turns at the GIL.
 Measured again with only pieces of 256 KiB+ in a thread, one at a time, pipelined behind
-the receiving of the next (as uploads do, transfer._send_hashed): no faster (a 100 MiB +
+the receiving of the next (as uploads do, upload._send_hashed): no faster (a 100 MiB +
 1,000-file fetch, whole command, 8 alternating pairs at load 3.8 on 2 cores: 2.95 s
 against 2.69 s median, CPU 1.56 s against 1.50 s) and 40 MiB more peak memory.
 What a thread does pay for is creating the files (CreateAhead): that is the kernel's
@@ -209,7 +209,7 @@ class Lander:
         Never raises: the thread is stopped first (so it makes no more), a `.part` that
         cannot be removed (a read-only directory) is left and the rest still go, and the
         fetch's own error is the one reported. Thousands of removals take a while, so a
-        caller on the event loop runs this in a thread (transfer.fetch).
+        caller on the event loop runs this in a thread (fetch.py).
         """
         parts = self._ahead.stop() if self._ahead is not None else []
         self._ahead = None

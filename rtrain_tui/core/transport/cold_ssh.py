@@ -10,7 +10,7 @@ while the rest of the start gets ready.
 Only the plain case is taken: no ProxyJump or ProxyCommand, the key under its exact name
 (no wildcard or negated pattern, no @cert-authority), no @revoked line, no `%` token
 left in a file's name. Anything else returns None and the upload goes the usual way
-(transfer.EarlyBulk), which knows those cases: this is a head start, never a second
+(channel.EarlyBulk), which knows those cases: this is a head start, never a second
 judgement of what may log in.
 """
 
@@ -42,7 +42,7 @@ class Spawned:
     taken: bool = False
 
     async def discard(self) -> None:
-        """End it unless an upload took it (transfer.EarlyBulk.adopt): a no-op then."""
+        """End it unless an upload took it (channel.EarlyBulk.adopt): a no-op then."""
         if self.taken:
             return
         self.taken = True
@@ -72,7 +72,7 @@ async def spawn(ssh_config: Path | None, alias: str, command: str) -> Spawned | 
 
 
 async def _command_line(ssh: str, config: str, alias: str, command: str) -> list[str] | None:
-    from rtrain_tui.core.transport.connection import DEFAULT_CONNECT_TIMEOUT, known_hosts_name
+    from rtrain_tui.core.transport.options import DEFAULT_CONNECT_TIMEOUT, known_hosts_name
 
     # `ssh -V` too (command_line asks it once per process): the three side by side.
     # return_exceptions: one failing (OSError) never leaves the others unreaped.

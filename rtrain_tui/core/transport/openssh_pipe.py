@@ -9,7 +9,7 @@ the same reason.
 
 It is only a faster pipe for the same validated transfer program: the host key must
 already be on record (StrictHostKeyChecking=yes; asyncssh's own connection checked and
-recorded it first, or every key on the way was there before: transfer.EarlyBulk,
+recorded it first, or every key on the way was there before: channel.EarlyBulk,
 connection.host_key_on_record), it never prompts (BatchMode), forwards nothing, and runs no command
 of the config's (RemoteCommand, LocalCommand). No shell runs here: the argv goes to
 `ssh` as a list. When it cannot log in (no `ssh`, a password login, a key that only
@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rtrain_tui.core.transport.bounded import bounded
+from rtrain_tui.core.transport.ciphers import GCM_FIRST, aes_is_fast
 
 if TYPE_CHECKING:
     from rtrain_tui.core.transport.connection import HostConnection
@@ -81,8 +82,6 @@ async def command_line(ssh: str, config: str, connect_timeout: float, ciphers_se
                        alias: str, command: str) -> list[str]:
     """`ssh` (at this path) with our options, reading `config` ("none": no file), to run
     `command` on `alias`. `ciphers_set`: the config names the host's Ciphers itself."""
-    from rtrain_tui.core.transport.connection import _GCM_FIRST, _aes_is_fast
-
     words = [ssh, "-F", config, "-T", "-x", "-a", "-e", "none",
              "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
              "-o", f"ConnectTimeout={max(1, round(connect_timeout))}",
@@ -90,8 +89,8 @@ async def command_line(ssh: str, config: str, connect_timeout: float, ciphers_se
              "-o", "RemoteCommand=none", "-o", "LogLevel=ERROR"]
     if (await version(ssh) or (0, 0)) >= (8, 7):
         words += _NEWER_OPTIONS
-    if not ciphers_set and _aes_is_fast():
-        words += ["-c", ",".join(_GCM_FIRST)]  # as the asyncssh connection does
+    if not ciphers_set and aes_is_fast():
+        words += ["-c", ",".join(GCM_FIRST)]  # as the asyncssh connection does
     return [*words, "--", alias, command]
 
 

@@ -1,7 +1,7 @@
 ## The host's side of GPU choice: which GPUs are free, which are held by our live runs,
 ## and the lock under which GPUs are given. Used by the wrapper of a queued run
 ## (queue.sh) and by a client's start (`held_gpus`, `claim_gpus` in scripts.py).
-## Needs liveness.sh.
+## Needs liveness.sh and gpu_box.sh (where the lock and the records are: per box).
 ##
 ## The rule for "free" is the client's (`HostGpus.is_free` in metrics/gpus.py): no
 ## process on it, under 10% busy, at most half its memory used, not given to a live run
@@ -79,48 +79,83 @@ gpu_rule() {
     }'
 }
 
-## `held_gpus WORKDIR`: `gpu_held=INDEX,RUN` for each GPU recorded in the `gpus` file of
-## a run of ours that is live, or whose start has not launched it yet (a client claimed
-## its GPUs within the hour, and is uploading: `gpus.claimed` holds the host's uptime
-## then; a client that died mid-upload must not hold GPUs for good). A run that ended
-## (`status`) or died holds none.
+## `held_gpus WORKDIR [PRUNE]`: `gpu_held=INDEX,RUN` for each GPU recorded in the `gpus`
+## file of a run of ours that is live, or whose start has not launched it yet (a client
+## claimed its GPUs within the hour, and is uploading: `gpus.claimed` holds the host's
+## uptime then; a client that died mid-upload must not hold GPUs for good). A run that
+## ended (`status`) or died holds none. Which runs: every one the box's records name
+## (gpu_box.sh), whatever its workdir; and, as older versions recorded GPUs in the run
+## dir only, every run dir of WORKDIR and of each workdir the box has given GPUs in (one
+## glob each; a run found both ways counts once). With PRUNE=1 (only under the lock:
+## a claim may be writing a record anew) the records of runs that hold none are removed,
+## so that the box's records stay as few as its live runs, and so are workdirs that are
+## gone.
 held_gpus() {
-  hg_now=
-  for hg_f in "$1"/*/gpus; do
-    [ -r "$hg_f" ] || continue
-    hg_d=${hg_f%/gpus}
-    [ -e "$hg_d/status" ] && continue
-    read_file "$hg_d/train.pid"; hg_pid=$rf
-    if [ -z "$hg_pid" ]; then
-      [ -n "$hg_now" ] || { q_uptime; hg_now=$qu; }
-      read_file "$hg_d/gpus.claimed"
-      case $rf in ''|*[!0-9]*) continue;; esac
-      if [ $((hg_now - rf)) -gt 3600 ] || [ "$hg_now" -lt "$rf" ]; then continue; fi
-    else
-      read_file "$hg_d/train.ident"
-      hg_o=$own_pgrp hg_s=$sh_pgrp; own_pgrp=none sh_pgrp=none
-      is_live "$hg_pid" "$rf" "$hg_d"; hg_live=$?
-      own_pgrp=$hg_o sh_pgrp=$hg_s
-      [ $hg_live = 0 ] || continue
+  hg_now='' hg_seen=$hg_nl hg_wds=$hg_nl
+  box_dir "$1"
+  for hg_r in "$bx"/held/*; do
+    [ -f "$hg_r" ] || continue
+    hg_d=''; read -r hg_d 2>/dev/null < "$hg_r"
+    case $hg_d in /*) ;; *) hg_d=;; esac
+    if [ -n "$hg_d" ] && hg_run "$hg_d"; then hg_seen=$hg_seen$hg_d$hg_nl
+    elif [ "${2-}" = 1 ]; then rm -f "$hg_r"
     fi
-    read_file "$hg_f"
-    hg_ids=$rf
-    while [ -n "$hg_ids" ]; do
-      hg_i=${hg_ids%%,*}
-      case $hg_i in ''|*[!0-9]*) ;; *) echo "gpu_held=$hg_i,${hg_d##*/}";; esac
-      case $hg_ids in *,*) hg_ids=${hg_ids#*,};; *) hg_ids=;; esac
-    done
+  done
+  case $1 in /*) hg_in "${1%/}";; *) hg_in "$PWD/${1%/}";; esac
+  [ -r "$bx/workdirs" ] || return 0
+  hg_keep='' hg_gone=''
+  while IFS= read -r hg_w; do
+    if [ -d "$hg_w" ]; then hg_in "$hg_w"; hg_keep=$hg_keep$hg_w$hg_nl; else hg_gone=1; fi
+  done < "$bx/workdirs"
+  if [ -n "$hg_gone" ] && [ "${2-}" = 1 ]; then
+    printf '%s' "$hg_keep" > "$bx/workdirs.tmp" && mv "$bx/workdirs.tmp" "$bx/workdirs"
+  fi
+}
+hg_nl='
+'
+## `hg_in WORKDIR`: held_gpus's lines for the run dirs of WORKDIR not counted yet.
+hg_in() {
+  case $hg_wds in *"$hg_nl$1$hg_nl"*) return 0;; esac
+  hg_wds=$hg_wds$1$hg_nl
+  for hg_f in "$1"/*/gpus; do
+    case $hg_seen in *"$hg_nl${hg_f%/gpus}$hg_nl"*) continue;; esac
+    hg_run "${hg_f%/gpus}" || :
+  done
+}
+## `hg_run RUNDIR`: its `gpu_held=` lines, and 0, when the run holds its GPUs (the rule
+## above); 1 when it holds none.
+hg_run() {
+  [ -r "$1/gpus" ] || return 1
+  [ -e "$1/status" ] && return 1
+  read_file "$1/train.pid"; hg_pid=$rf
+  if [ -z "$hg_pid" ]; then
+    [ -n "$hg_now" ] || { q_uptime; hg_now=$qu; }
+    read_file "$1/gpus.claimed"
+    case $rf in ''|*[!0-9]*) return 1;; esac
+    if [ $((hg_now - rf)) -gt 3600 ] || [ "$hg_now" -lt "$rf" ]; then return 1; fi
+  else
+    read_file "$1/train.ident"
+    hg_o=$own_pgrp hg_s=$sh_pgrp; own_pgrp=none sh_pgrp=none
+    is_live "$hg_pid" "$rf" "$1"; hg_live=$?
+    own_pgrp=$hg_o sh_pgrp=$hg_s
+    [ $hg_live = 0 ] || return 1
+  fi
+  read_file "$1/gpus"
+  hg_ids=$rf
+  while [ -n "$hg_ids" ]; do
+    hg_i=${hg_ids%%,*}
+    case $hg_i in ''|*[!0-9]*) ;; *) echo "gpu_held=$hg_i,${1##*/}";; esac
+    case $hg_ids in *,*) hg_ids=${hg_ids#*,};; *) hg_ids=;; esac
   done
 }
 
 ## `q_lock QUEUEDIR` / `q_unlock QUEUEDIR`: the moment GPUs are given, one taker at a
 ## time, on every host (a `mkdir`: no flock needed). Its `owner` holds the host's uptime
 ## and the taker's pid: a lock whose taker is gone, or older than 30 s (a take lasts one
-## bounded nvidia-smi sample), is broken. QUEUEDIR is made for the lock and removed with
-## it when empty: a workdir gains `.queue/` only once a run queues there (its entries,
-## `seq`, `sampled` keep it), never from a plain start's claim. A lock that nothing holds
-## and that still cannot be made (a read-only or full workdir, one this user may not
-## write) is given up on: `q_lock` returns 1 and `ql_why` says why, in the OS's words.
+## bounded nvidia-smi sample), is broken. QUEUEDIR (the box's state dir, gpu_box.sh) is
+## made for the lock and removed with it when empty. A lock that nothing holds and that
+## still cannot be made (a read-only or full disk, a path this user may not write) is
+## given up on: `q_lock` returns 1 and `ql_why` says why, in the OS's words.
 q_uptime() { qu=''; read -r qu _ 2>/dev/null < /proc/uptime; qu=${qu%.*}; [ -n "$qu" ] || qu=$(date +%s); }
 q_lock() {
   ql_n=0 ql_no=0 ql_why=
@@ -134,7 +169,10 @@ q_lock() {
     if [ $ql_no -ge 3 ]; then
       ql_why=$(mkdir -p "$1" 2>&1 && mkdir "$1/lock" 2>&1) && break  # made after all: ours
       if [ ! -e "$1/lock" ]; then
-        ql_why="cannot take the host's GPU lock (.queue in the workdir): ${ql_why##*: }"
+        ql_at=$1
+        # shellcheck disable=SC2088  # a literal ~, as the user would write the path
+        case $1 in "${HOME:-/nowhere}"/*) ql_at="~/${1#"$HOME"/}";; esac
+        ql_why="cannot take the host's GPU lock ($ql_at): ${ql_why##*: }"
         return 1
       fi
       ql_no=0  # another taker has it now: the lock works, wait for it as ever

@@ -1,21 +1,23 @@
 ## Waiting for free GPUs on the host (`start --queue`): a step of its own in the wrapper,
 ## so that a retry can wait the same way before its next attempt. Needs liveness.sh,
-## gpu_rule.sh, `gs_sample` (gpu_sample.sh) and the run directory as the working one.
+## gpu_box.sh, gpu_rule.sh, `gs_sample` (gpu_sample.sh) and the run directory as the
+## working one.
 ##
-## The queue is `<workdir>/.queue/`: one entry per waiting run, `q<seq>` (a number taken
-## under the lock, zero-padded so the shell's sorted glob is the queue's order) holding
-## the waiter's pid and identity. Only the head samples the GPUs, under the lock, at most
-## once every 5 s (or the seconds in `.queue/every`) for the whole queue, however many
+## The queue is the box's (gpu_box.sh: one per host and user, whatever the workdir, so
+## runs of every workdir are served in one order): one entry per waiting run, `q<seq>`
+## (a number taken under the lock, zero-padded so the shell's sorted glob is the queue's
+## order) holding the waiter's pid and identity. Only the head samples the GPUs, under the lock, at most
+## once every 5 s (or the seconds in its `every`) for the whole queue, however many
 ## wait; the others sleep and look again (a glob and a read, no fork but `sleep`), the
 ## further back the longer (up to 6 periods). A head whose wrapper is gone (killed, the
 ## host rebooted) is taken out by the next in line.
 ##
 ## `wait_for_gpus COUNT IDS`: 0 once the run has its GPUs (in `gpus`, and exported as
 ## CUDA_VISIBLE_DEVICES); 1 when a stop came first (the run never got any); 2 when the
-## host's GPU lock cannot be taken (a read-only workdir: `wq_why` says why). While it
+## host's GPU lock cannot be taken (a read-only home: `wq_why` says why). While it
 ## waits, `queued` in the run directory says `PLACE<TAB>REASON` for the probe.
 wait_for_gpus() {
-  wq_dir=../.queue wq_every=''
+  box_dir "${PWD%/*}"; wq_dir=$bx wq_every=''
   read -r wq_every 2>/dev/null < "$wq_dir/every"
   case $wq_every in ''|*[!0-9]*|0) wq_every=5;; esac
   q_lock "$wq_dir" || { wq_why=$ql_why; return 2; }
@@ -50,11 +52,11 @@ wait_for_gpus() {
       case $wq_last in ''|*[!0-9]*) wq_last=0;; esac
       if [ $((qu - wq_last)) -ge "$wq_every" ] || [ "$qu" -lt "$wq_last" ]; then
         echo "$qu" > "$wq_dir/sampled"
-        wq_out=$({ gs_sample; held_gpus ..; } | gpu_rule "$1" "$2")
+        wq_out=$({ gs_sample; held_gpus "${PWD%/*}" 1; } | gpu_rule "$1" "$2")
         case $wq_out in
           *"take="*)
             wq_take=${wq_out##*take=}
-            echo "$wq_take" > gpus.tmp && mv gpus.tmp gpus
+            echo "$wq_take" > gpus.tmp && mv gpus.tmp gpus && box_record "$PWD"
             rm -f "$wq_me" queued
             q_unlock "$wq_dir"
             CUDA_VISIBLE_DEVICES=$wq_take CUDA_DEVICE_ORDER=PCI_BUS_ID

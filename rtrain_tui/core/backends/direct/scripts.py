@@ -36,13 +36,17 @@ _END_REST = unattended.END_REST
 # lines are described in the file.
 _GPU_SAMPLE = _file("gpu_sample.sh")
 
+# Where the box's GPU lock, records and queue live (one place per host and user, never
+# per workdir: see the file), and how a run is recorded there. Every wrapper has it.
+_GPU_BOX = _file("gpu_box.sh")
+
 # The host's side of GPU choice: the rule for "free", the GPUs our live runs hold, the
 # lock GPUs are given under (see the file).
-_GPU_RULE = _file("gpu_rule.sh")
+_GPU_RULE = _GPU_BOX + _file("gpu_rule.sh")
 
-# A queued run's wait for its GPUs, in its wrapper (see the file); `gs_sample` is one
-# GPU sample (gpu_sample.sh) as a function.
-_QUEUE = (_GPU_RULE + "gs_sample() {\n" + _GPU_SAMPLE + "}\n" + _file("queue.sh"))
+# A queued run's wait for its GPUs, in its wrapper (see the file; the wrapper has
+# gpu_box.sh already); `gs_sample` is one GPU sample (gpu_sample.sh) as a function.
+_QUEUE = (_file("gpu_rule.sh") + "gs_sample() {\n" + _GPU_SAMPLE + "}\n" + _file("queue.sh"))
 
 # The refresh probe's GPU part: the last background sample, and the next one started.
 _GPU_SAMPLE_ASYNC = host.render("gpu_sample_async.sh", __package__, sample=_GPU_SAMPLE)
@@ -93,6 +97,7 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
                 # the index keeps it, so `runs` and `costs` leave the wait out too.
                 f"echo \"{int(attempt)} $rt_at\" > running_since.tmp && mv running_since.tmp running_since\n")
     return host.render("wrapper.sh", __package__, liveness=_LIVENESS, end_rest=_END_REST,
+                       gpu_box=_GPU_BOX,
                        unbuffered=remote_sh.UNBUFFERED, exports=exports, queue=wait,
                        watch=unattended.watch_start(watch), watched=unattended.watched(watch),
                        notify=_notify(notify), notify_end='rt_notify_end "$rc"\n' if notify else "",
@@ -152,16 +157,19 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = (),
 
 
 def held_gpus(workdir: str) -> str:
-    """`gpu_held=INDEX,RUN` for each GPU a live run of ours under `workdir` holds, by the
-    `gpus` file in its run dir (queued runs given theirs on the host included). Needs
-    liveness.sh before it (run_states has it)."""
+    """`gpu_held=INDEX,RUN` for each GPU a live run of ours on the host holds, whatever
+    its workdir: by the box's records (gpu_box.sh) and, for runs older versions started,
+    the `gpus` file in each run dir of `workdir` and of the workdirs the box gave GPUs in
+    (queued runs given theirs on the host included). Needs liveness.sh before it
+    (run_states has it)."""
     return (_GPU_RULE + remote_sh.workdir_assign(workdir) + "\n"
             + 'own_pgrp=${own_pgrp:-none} sh_pgrp=${sh_pgrp:-none}\nheld_gpus "$wd"\n')
 
 
 def claim_gpus(workdir: str, run_id: str, ids: Sequence[int], share: bool = False) -> str:
-    """Record `ids` as the run's GPUs (its `gpus` file), under the host's GPU lock,
-    unless a live run of ours holds one of them by now: `claimed=1`, else `held=I,RUN`.
+    """Record `ids` as the run's GPUs (its `gpus` file, and the box's record of it),
+    under the box's GPU lock, unless a live run of ours (of any workdir on the host)
+    holds one of them by now: `claimed=1`, else `held=I,RUN`.
 
     The client chose them from a sample taken just before; the lock and this check make
     the choice and a queued run's (queue.sh) one after the other, never both one GPU.

@@ -10,14 +10,16 @@ echo $$ > train.pid.tmp && mv train.pid.tmp train.pid
 trap 'rt_signalled=1' TERM INT HUP
 #@ unbuffered
 #@ exports
+## The box's GPU state (its lock, records and queue: gpu_box.sh).
+#@ gpu_box
 ## A queued run (`start --queue`) waits on the host for its GPUs here; stopped while it
 ## waits, it ends with the code of a TERM and its trainer never runs.
 #@ queue
-# The GPUs this run has, for the host's queue and every client (gpu_rule.sh); a start
-# that chose them recorded them already (and a queued run just did).
+# The GPUs this run has, for the host's queue and every client (gpu_rule.sh), in the
+# box's records; a start that chose them recorded them already (and a queued run just did).
 case ${CUDA_VISIBLE_DEVICES-x} in
   ''|*[!0-9,]*) ;;
-  *) [ -e gpus ] || { echo "$CUDA_VISIBLE_DEVICES" > gpus.tmp && mv gpus.tmp gpus; };;
+  *) [ -e gpus ] || { echo "$CUDA_VISIBLE_DEVICES" > gpus.tmp && mv gpus.tmp gpus && box_record "$PWD"; };;
 esac
 ## A template's `cd` (it runs in this shell, in braces) must not move where status lands.
 rt_dir=$PWD
