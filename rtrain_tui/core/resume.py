@@ -32,27 +32,27 @@ import asyncio
 import hashlib
 import json
 import secrets
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rtrain_tui.core import backends
+from rtrain_tui.core import backends, launch
 from rtrain_tui.core.backends import GpuChoice, LaunchSpec
 from rtrain_tui.core.errors import NoSuchRunError, RemoteError
 from rtrain_tui.core.host import remote_sh
+from rtrain_tui.core.launch import LAUNCH_JSON, StartedRun, StartRequest, StepCallback
+from rtrain_tui.core.local_locks import HostLock, start_in_progress, starting
 from rtrain_tui.core.logs import reasons
 from rtrain_tui.core.logs.retry_rule import separator  # one wording for resume and retry
+from rtrain_tui.core.probing import Prober
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
 from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.sanitize import safe_line
+from rtrain_tui.core.transport.connection import HostConnection
 
-if TYPE_CHECKING:
-    from rtrain_tui.core.engine import Engine, StartedRun, StepCallback
-
-LAUNCH_JSON = "launch.json"
 RESUME_ENV = "RTRAIN_RESUME_FROM"
 RESUME_WAIT = 120.0  # how long a resume waits for another resume of the same run here
 # The states a resume takes: the run ended and did not complete.
@@ -68,21 +68,6 @@ class ResumedRun:
     attempt: int
     checkpoint: str
     skipped: tuple[str, ...] = ()
-
-
-def launch_json(trainer: str, python: str, dataset: str | None, gpus: int,
-                env: dict[str, str], gpu_ids: tuple[int, ...], allow_busy: bool,
-                options: object | None, retries: int = 0, retry_base_s: float = 30.0,
-                stall: tuple[int, float, str] = (0, 60.0, "warn")) -> str:
-    """What a start records in the run dir for a later resume (one line of JSON); a
-    resume's attempt keeps the start's `--retries`."""
-    return json.dumps({
-        "trainer": trainer, "python": python, "dataset": dataset, "gpus": gpus,
-        "env": env, "gpu_ids": list(gpu_ids), "allow_busy": allow_busy, "retries": retries,
-        "retry_base_s": retry_base_s, "stall_after_s": stall[0], "stall_check_s": stall[1],
-        "on_stall": stall[2],
-        "options": asdict(options) if options is not None else None,  # type: ignore[call-overload]
-    }, sort_keys=True)
 
 
 def resumable(state: str) -> bool:
@@ -166,13 +151,13 @@ def check_request(from_path: str | None, restart: bool) -> None:
                 "levels deep, letters, digits, '.', '_', '-'), e.g. outputs/checkpoint-150.")
 
 
-def _run_lock_path(engine: Engine, host: str, workdir: str, run_id: str) -> Path:
+def _run_lock_path(ctx: Prober, host: str, workdir: str, run_id: str) -> Path:
     digest = hashlib.sha256(f"{host}\0{workdir}\0{run_id}".encode()).hexdigest()[:32]
-    return engine.index.path.parent / "starting" / f"resume-{digest}.lock"
+    return ctx.index.path.parent / "starting" / f"resume-{digest}.lock"
 
 
-async def _facts(engine: Engine, host: str, workdir: str, run_id: str) -> dict[str, str]:
-    out = await engine.host(host).run(remote_sh.resume_facts(workdir, run_id))
+async def _facts(ctx: Prober, host: str, workdir: str, run_id: str) -> dict[str, str]:
+    out = await ctx.host(host).run(remote_sh.resume_facts(workdir, run_id))
     if out.strip() == "nodir":
         raise NoSuchRunError(f"no run {run_id} on {host}; `rtrain-tui runs` lists the known runs.")
     return dict(probes.parse_key_values(out))
@@ -254,7 +239,7 @@ def _choose_checkpoint(found: list[checkpoint_rule.Checkpoint], chosen: str | No
     return newest.checkpoint.path, tuple(newest.lines)
 
 
-async def resume(engine: Engine, host: str, workdir: str, run_id: str, *,
+async def resume(ctx: Prober, host: str, workdir: str, run_id: str, *,
                  from_path: str | None = None, restart: bool = False,
                  on_step: StepCallback | None = None, reason: str = "",
                  queue: bool = False) -> ResumedRun:
@@ -264,35 +249,31 @@ async def resume(engine: Engine, host: str, workdir: str, run_id: str, *,
     `queue`: on a box, the new attempt waits on the host for free GPUs (`start --queue`)
     rather than be refused when they are busy.
     """
-    from rtrain_tui.core import engine as engine_mod
-
     validate.check_run_id(run_id)
     validate.check_workdir(host, workdir)
     check_request(from_path, restart)
     step = on_step or (lambda _msg: None)
-    await asyncio.to_thread(engine.index.check)
+    await asyncio.to_thread(ctx.index.check)
     # One file per run: removed when the resume is done, or they would pile up.
-    lock = engine_mod._HostLock(_run_lock_path(engine, host, workdir, run_id), remove=True)
+    lock = HostLock(_run_lock_path(ctx, host, workdir, run_id), remove=True)
     await lock.acquire(RESUME_WAIT, f"another resume of {run_id} on {host} is under way")
     try:
-        return await _resume_locked(engine, host, workdir, run_id, from_path, restart, step,
+        return await _resume_locked(ctx, host, workdir, run_id, from_path, restart, step,
                                     reason, queue)
     finally:
         lock.release()
 
 
-async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
+async def _resume_locked(ctx: Prober, host: str, workdir: str, run_id: str,
                          from_path: str | None, restart: bool, step: StepCallback,
                          reason: str, queue: bool = False) -> ResumedRun:
     import asyncssh  # not at the top: `runs` and friends never load it
 
-    from rtrain_tui.core import engine as engine_mod
-
     key = (host, workdir, run_id)
     # Only this run's record: a year of archived runs is not read for one of them.
-    old = next(iter(await asyncio.to_thread(engine.index.find, [key])), None)
+    old = next(iter(await asyncio.to_thread(ctx.index.find, [key])), None)
     if old is not None and old.state == probes.STARTING and \
-            engine_mod._start_in_progress(engine.index, old.token):
+            start_in_progress(ctx.index, old.token):
         raise RemoteError(refusal(probes.STARTING, host, run_id))
     step(f"asking {host} how {run_id} ended")
     gone = NoSuchRunError(f"no run {run_id} on {host} (nothing at {workdir.rstrip('/')}/"
@@ -303,10 +284,10 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     # this one took attempt 2's token for the ended attempt's: its claim of attempt 3
     # succeeded over the live attempt 2 (two trainers, attempt 2's files filed away).
     try:
-        facts = await _facts(engine, host, workdir, run_id)
+        facts = await _facts(ctx, host, workdir, run_id)
     except NoSuchRunError:
         raise gone from None
-    probe = (await engine.probe_many(host, [(workdir, run_id)], [0]))[0]
+    probe = (await ctx.probe_many(host, [(workdir, run_id)], [0]))[0]
     if not probe.exists:
         raise gone
     said = facts.get("attempts", "")
@@ -314,19 +295,19 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     # An attempt claimed but never launched (its launch failed, or the resume was cut
     # off) reads `unknown`: its directory is ready for the next one.
     if not (resumable(probe.state) or (probe.state == probes.UNKNOWN and attempt > 2)):
-        await asyncio.to_thread(engine.remember_state, host, workdir, run_id, probe.state)
+        await asyncio.to_thread(ctx.remember_state, host, workdir, run_id, probe.state)
         if probe.state == probes.UNKNOWN:
             # Claimed by another resume since the facts were read, its launch not yet
             # under way: that resume is what this one sees, not a run that never launched.
-            now = await _facts(engine, host, workdir, run_id)
+            now = await _facts(ctx, host, workdir, run_id)
             if now.get("token", "") != facts.get("token", ""):
                 raise RemoteError(_taken_first(host, run_id, now.get("attempts", "")))
         raise RemoteError(refusal(probe.state, host, run_id))
     spec = _spec(facts, host, run_id)
     previous = _previous_token(facts.get("token", ""), host, run_id)
-    kind_name = (await engine._backends(host, [(workdir, run_id)]))[0]
+    kind_name = (await ctx.run_backends(host, [(workdir, run_id)]))[0]
     kind = backends.get(kind_name)
-    options = kind.options(engine.hosts.for_host(host), _options(kind_name, spec.get("options")))
+    options = kind.options(ctx.hosts.for_host(host), _options(kind_name, spec.get("options")))
     try:  # what a start would refuse (--retries on a Slurm job of several nodes), refused
         kind.check_retries(spec["retries"], spec["stall"][2], options)
     except validate.ValidationError as exc:
@@ -339,29 +320,29 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
     skipped: tuple[str, ...] = ()
     if not restart:
         step(f"looking for {run_id}'s newest complete checkpoint")
-        found = await engine.checkpoints(host, workdir, run_id,
-                                         world_size=world or None)
+        found = await ctx.checkpoints(host, workdir, run_id,
+                                      world_size=world or None)
         checkpoint, skipped = _choose_checkpoint(found, from_path, host, run_id)
-    req = engine_mod.StartRequest(
+    req = StartRequest(
         host, Path(spec.get("dataset") or "config.yaml"), gpus=spec["gpus"], run_id=run_id,
         python=spec["python"], workdir=workdir, env=dict(spec["env"]), trainer=spec["trainer"],
         gpu_ids=spec["gpu_ids"], allow_busy=bool(spec.get("allow_busy")) and not queue,
         backend=kind.name, queue=queue)
     ended: dict[str, Any] = {"attempt": attempt - 1, "state": probe.state,
                              "exit": probe.exit_code, "ended": probe.ended_at,
-                             "reason": safe_line(reason or engine.reasons.get(key, ""))[:300]}
+                             "reason": safe_line(reason or ctx.reasons.get(key, ""))[:300]}
     if attempt == 2 and old is not None and old.started_at:
         ended["started"] = old.started_at  # the first attempt's start is the run's
     ended_record = json.dumps(ended)
-    waits = engine_mod._queues(req) and isinstance(kind, GpuChoice)  # the host chooses
-    async with engine._choosing_gpus(req, kind) as chosen:
-        env, gpu_ids = (await engine._gpu_env(req, step) if isinstance(kind, GpuChoice)
+    waits = launch.queues(req) and isinstance(kind, GpuChoice)  # the host chooses
+    async with launch.choosing_gpus(ctx, req, kind) as chosen:
+        env, gpu_ids = (await launch.gpu_env(ctx, req, step) if isinstance(kind, GpuChoice)
                         else (dict(req.env), ""))
         if checkpoint:
             env[RESUME_ENV] = checkpoint
-        conn = engine.host(host)
+        conn = ctx.host(host)
         token = secrets.token_hex(16)
-        with engine._starting(token):
+        with starting(ctx.index, token):
             nodes, per_node = kind.placement(req.gpus, options)
             base = old or RunRecord(host, run_id, workdir, python=req.python, gpus=per_node,
                                     nodes=nodes, started_at=index_now(), backend=kind.name)
@@ -370,10 +351,10 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                              running_at="",
                              attempt=attempt,
                              **(billing(old, probe.ended_at, index_now()) if old else {}))
-            engine._kinds[record.key] = record.backend or kind.name
-            await asyncio.to_thread(engine.index.add, record)
+            ctx.kinds[record.key] = record.backend or kind.name
+            await asyncio.to_thread(ctx.index.add, record)
             chosen.release()  # the index says which GPUs this attempt has now
-            run_dir = await engine.run_dir(host, workdir, run_id)
+            run_dir = await ctx.run_dir(host, workdir, run_id)
             spec_ = LaunchSpec(run_id, token, req.trainer, req.python, spec.get("dataset"),
                                req.gpus, env, options, attempt=attempt, resume_from=checkpoint,
                                retries=spec["retries"] if kind.retries_on_host else 0,
@@ -385,31 +366,34 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             try:
                 sftp = await conn.sftp()
                 try:
-                    spec_ = await engine._notify_from_host(sftp, run_dir, spec_, record, kind)
-                    await engine_mod._write_remote_files(sftp, run_dir, kind.launch_files(spec_))
-                    await engine_mod._write_remote_text(
-                        sftp, f"{run_dir}/{kind.launch_file}.{token}", kind.launch_text(spec_))
+                    spec_ = await launch.notify_from_host(ctx, sftp, run_dir, spec_, record, kind)
+                    await launch.together(*launch.ship_launch_files(
+                        sftp, run_dir, kind, spec_, f"{kind.launch_file}.{token}"))
                 except asyncssh.SFTPError as exc:
-                    raise await _unwritable(engine, host, run_id, run_dir, exc) from None
+                    raise await _unwritable(ctx, host, run_id, run_dir, exc) from None
                 script = remote_sh.resume(
                     workdir, run_id, token=token, previous_token=previous,
                     attempt=attempt, checkpoint=checkpoint,
-                    edit_config=req.trainer in engine_mod.BUILT_IN_TRAINERS,
+                    edit_config=req.trainer in launch.BUILT_IN_TRAINERS,
                     separator=separator(attempt, checkpoint), ended_record=ended_record,
                     launch_file=kind.launch_file)
                 step(kind.launch_step)
                 sent = True
-                out = dict(probes.parse_key_values(
-                    await conn.run(script + kind.launch_script(run_dir, token))))
+                if gpu_ids and isinstance(kind, GpuChoice):
+                    out = await _claim_then_launch(ctx, conn, kind, req, record, script,
+                                                   run_dir, gpu_ids)
+                else:  # the claim and the launch in one round trip
+                    out = dict(probes.parse_key_values(
+                        await conn.run(script + kind.launch_script(run_dir, token))))
             except BaseException:
                 if not sent:  # nothing changed on the host: the entry is as it was
-                    await _put_back(engine, old, replace(record, state=probe.state))
+                    await _put_back(ctx, old, replace(record, state=probe.state))
                 raise  # else the entry stays `starting`; a refresh reads what happened
             error = safe_line(out.get("error", ""))[:200]
             if "claimed" not in out:
                 # Not claimed: another resume (from another machine) took this attempt, or
                 # the host did nothing. The entry is probed again by the next refresh.
-                await _put_back(engine, old, replace(record, state=probe.state), probed=True)
+                await _put_back(ctx, old, replace(record, state=probe.state), probed=True)
                 if error == "busy":
                     taken = out.get("taken", "")
                     raise RemoteError(_taken_first(host, run_id, taken, attempt))
@@ -422,7 +406,7 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
             if error:
                 # Claimed, never launched (sbatch refused it): the run dir is ready for the
                 # next attempt, and the entry says what the host will (`unknown`).
-                await _put_back(engine, None, replace(record, state=probes.UNKNOWN))
+                await _put_back(ctx, None, replace(record, state=probes.UNKNOWN))
                 raise RemoteError(f"{host}: attempt {attempt} of {run_id} did not launch "
                                   f"({error}); `rtrain-tui resume {host} {run_id}` tries again.")
             launched = kind.launched(host, run_id, out)
@@ -430,11 +414,34 @@ async def _resume_locked(engine: Engine, host: str, workdir: str, run_id: str,
                 launched = replace(launched, state=probes.QUEUED)
             record = replace(record, state=launched.state, updated_at=index_now(),
                              job_id=launched.job_id)
-            unrecorded = await engine._record_launched(record)
-    started = engine_mod.StartedRun(host, run_id, run_dir, launched.pid, record,
-                                    job_id=launched.job_id, submit_message=launched.message,
-                                    unrecorded=unrecorded)
+            unrecorded = await launch.record_launched(ctx, record)
+    started = StartedRun(host, run_id, run_dir, launched.pid, record,
+                         job_id=launched.job_id, submit_message=launched.message,
+                         unrecorded=unrecorded)
     return ResumedRun(started, attempt, checkpoint, skipped)
+
+
+async def _claim_then_launch(ctx: Prober, conn: HostConnection, kind: GpuChoice,
+                             req: StartRequest, record: RunRecord, script: str, run_dir: str,
+                             gpu_ids: str) -> dict[str, str]:
+    """The attempt claimed (`script`, resume.sh: the run dir then holds no GPUs of the
+    attempt before), then its GPUs claimed on the host by the launch path's own stage, as
+    a start's are, then the launch: what the host said to each. Without that claim another
+    laptop's start, choosing while this resume launched, got the same GPU (R06).
+
+    The GPUs refused (given to another run of ours since the sample) or the claim not
+    answered: the attempt is claimed and never launched, its entry says what the host
+    will (`unknown`), and the refusal is raised as a start's is."""
+    out = dict(probes.parse_key_values(await conn.run(script)))
+    if "claimed" not in out or "error" in out:
+        return out  # not claimed, or claimed and never launched: the caller says which
+    try:
+        await launch.claim_gpus(conn, kind, req, record.run_id, gpu_ids, again="resume")
+    except RemoteError:
+        await _put_back(ctx, None, replace(record, state=probes.UNKNOWN))
+        raise
+    out.update(probes.parse_key_values(await conn.run(kind.launch_script(run_dir, record.token))))
+    return out
 
 
 def _taken_first(host: str, run_id: str, taken: str, attempt: int = 2) -> str:
@@ -447,13 +454,13 @@ def _taken_first(host: str, run_id: str, taken: str, attempt: int = 2) -> str:
 REBOOTED = "lost: the host rebooted"
 
 
-async def retry_after_reboot(engine: Engine, host: str, workdir: str,
+async def retry_after_reboot(ctx: Prober, host: str, workdir: str,
                              run_id: str) -> ResumedRun | None:
     """Resume a run lost to a reboot when its start asked for retries and it has had
     fewer than 1 + retries attempts (None: none left, or not one of ours): from its
     newest complete checkpoint, else from the start, as the wrapper's retry would.
     Raises RemoteError when the resume fails (another client took the attempt)."""
-    facts = await _facts(engine, host, workdir, run_id)
+    facts = await _facts(ctx, host, workdir, run_id)
     try:
         spec = _spec(facts, host, run_id)
     except RemoteError:
@@ -462,18 +469,18 @@ async def retry_after_reboot(engine: Engine, host: str, workdir: str,
     attempt = int(said) if said.isdigit() and len(said) < 6 else 1
     if attempt >= 1 + spec["retries"]:
         return None
-    found = await engine.checkpoints(host, workdir, run_id)
+    found = await ctx.checkpoints(host, workdir, run_id)
     restart = checkpoint_rule.newest_complete(found).checkpoint is None
-    return await resume(engine, host, workdir, run_id, restart=restart, reason=REBOOTED)
+    return await resume(ctx, host, workdir, run_id, restart=restart, reason=REBOOTED)
 
 
-async def _unwritable(engine: Engine, host: str, run_id: str, run_dir: str,
+async def _unwritable(ctx: Prober, host: str, run_id: str, run_dir: str,
                       exc: Exception) -> RemoteError:
     """Why the new attempt's files could not be written, in one line. A full disk is the
     usual why (the attempt before may have died of it), and SFTP says only `Failure`, so
     the free space is asked for."""
     try:
-        said = (await engine.host(host).run(remote_sh.free_kb(run_dir))).strip()
+        said = (await ctx.host(host).run(remote_sh.free_kb(run_dir))).strip()
     except RemoteError:
         said = ""
     if said.isdigit() and int(said) < reasons.FULL_KB:
@@ -502,14 +509,14 @@ def billing(old: RunRecord, ended: int | None, now: str) -> dict[str, Any]:
     return {"attempt_started_at": now, "earlier_s": round(old.earlier_s + ran, 6), "retry_wait_s": 0.0}
 
 
-async def _put_back(engine: Engine, old: RunRecord | None, record: RunRecord,
+async def _put_back(ctx: Prober, old: RunRecord | None, record: RunRecord,
                     probed: bool = False) -> None:
     """The entry as it was before this resume, or, when there was none (a run not in this
     index), `record`; with `probed`, its end time cleared so the next refresh asks the
     host again. A busy index leaves the entry `starting`: a refresh then reads the host."""
     entry = old or record
     try:
-        await asyncio.to_thread(engine.index.add, replace(entry, ended_at="") if probed else entry)
+        await asyncio.to_thread(ctx.index.add, replace(entry, ended_at="") if probed else entry)
     except RemoteError:
         pass
 
@@ -527,9 +534,9 @@ def _options(kind: str, saved: object) -> Any:
         raise RemoteError(f"the Slurm options in {LAUNCH_JSON} are not usable: {exc}") from None
 
 
-async def attempts(engine: Engine, host: str, workdir: str, run_id: str) -> list[dict[str, Any]]:
+async def attempts(ctx: Prober, host: str, workdir: str, run_id: str) -> list[dict[str, Any]]:
     """The run's attempts as attempts.jsonl records them (empty for a run never resumed)."""
-    out = await engine.host(host).run(
+    out = await ctx.host(host).run(
         remote_sh.run_dir_assign(workdir, run_id)
         + 'head -c 262144 "$rd/attempts.jsonl" 2>/dev/null; exit 0\n')
     return parse_attempts(out)

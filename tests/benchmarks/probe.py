@@ -70,7 +70,7 @@ async def bench(hosts, root: Path, runs, repeat: int, busy_apps: str) -> None:  
     conn = engine.host("gpu")
     plain = direct_sh.run_states(runs)
     with_gpus = direct_sh.run_states(runs, gpus=True)
-    listing = engine._find_script("gpu", runs, remote_sh.FIND_LIMIT)[1]
+    listing = engine.find_script("gpu", runs, remote_sh.FIND_LIMIT)[1]
     for _ in range(5):  # connect, warm the shell and the page cache
         await conn.run(with_gpus)
 

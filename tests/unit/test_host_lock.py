@@ -1,4 +1,4 @@
-"""The client's per-run lock (engine._HostLock): one taker at a time, and with `remove` no
+"""The client's per-run lock (local_locks.HostLock): one taker at a time, and with `remove` no
 file left behind, even when a taker waited on the file its holder removed."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rtrain_tui.core.engine import _HostLock
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.local_locks import HostLock
 
 
 def test_a_removed_lock_leaves_no_file_and_a_waiter_on_the_old_file_still_excludes_others(
@@ -18,7 +18,7 @@ def test_a_removed_lock_leaves_no_file_and_a_waiter_on_the_old_file_still_exclud
     path = tmp_path / "starting" / "resume-x.lock"
 
     async def go() -> None:
-        first, second, third = (_HostLock(path, remove=True) for _ in range(3))
+        first, second, third = (HostLock(path, remove=True) for _ in range(3))
         await first.acquire(1, "busy")
         # `second` opens the file `first` holds and waits on it.
         waiting = asyncio.create_task(second.acquire(5, "busy"))
@@ -42,7 +42,7 @@ def test_a_kept_lock_file_stays_for_the_next_taker(tmp_path: Path) -> None:
     path = tmp_path / "gpus-host.lock"
 
     async def go() -> None:
-        lock = _HostLock(path)
+        lock = HostLock(path)
         await lock.acquire(1, "busy")
         lock.release()
 
@@ -54,7 +54,7 @@ def test_a_waiter_that_cannot_reopen_the_lock_file_says_why_and_closes_its_file_
     path = tmp_path / "gpus-host.lock"
 
     async def go() -> None:
-        first, second = _HostLock(path, remove=True), _HostLock(path)
+        first, second = HostLock(path, remove=True), HostLock(path)
         await first.acquire(1, "busy")
         waiting = asyncio.create_task(second.acquire(5, "busy"))
         await asyncio.sleep(0.2)

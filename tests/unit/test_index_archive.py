@@ -249,7 +249,7 @@ def test_the_backend_of_a_live_run_is_found_without_reading_the_archives(
     index = RunIndex(tmp_path / "runs.toml")
     monkeypatch.setattr(index, "load", lambda: pytest.fail("the archives were read"))
     engine = Engine(ConnectionPool(tmp_path / "ssh_config"), index)
-    assert asyncio.run(engine._backends(live.host, [(live.workdir, live.run_id)])) == ["direct"]
+    assert asyncio.run(engine.run_backends(live.host, [(live.workdir, live.run_id)])) == ["direct"]
 
 
 def test_an_archive_emptied_by_a_prune_goes_with_its_parsed_form(tmp_path: Path) -> None:
@@ -359,7 +359,7 @@ def test_the_backend_of_a_run_that_ended_recently_is_found_in_the_newer_archives
     read = _reads(index, monkeypatch)
     engine = Engine(ConnectionPool(tmp_path / "ssh_config"), index)
     ended = runs[500]
-    assert asyncio.run(engine._backends(ended.host, [(ended.workdir, ended.run_id)])) == ["slurm"]
+    assert asyncio.run(engine.run_backends(ended.host, [(ended.workdir, ended.run_id)])) == ["slurm"]
     assert f"runs-{ended.started_at[:7]}.toml" in read and "runs-2026-01.toml" not in read
 
 

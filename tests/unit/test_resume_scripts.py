@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from rtrain_tui.core import resume
+from rtrain_tui.core import launch, resume
 from rtrain_tui.core.host import remote_sh
 from rtrain_tui.core.runs import probes
 from tests.unit.test_remote_sh import sh
@@ -176,7 +176,7 @@ def test_a_launch_json_the_host_garbled_is_refused_as_launch_json_not_as_flags_n
 
     from rtrain_tui.core.errors import RemoteError
 
-    good = json.loads(resume.launch_json("{python} -m praisonai_train llm {dataset} --config {config}",
+    good = json.loads(launch.launch_json("{python} -m praisonai_train llm {dataset} --config {config}",
                                          "python3", "d.jsonl", 1, {}, (), False, None))
     for bad in ({"gpu_ids": [-1]}, {"env": {"A B": "1"}}, {"python": "py thon"},
                 {"dataset": "../x"}):
