@@ -307,3 +307,50 @@ def test_notify_test_host_whose_sender_hangs_says_it_timed_out(
 
     said = asyncio.run(go())
     assert said == "gpu: no answer from its sender (timed out).", said
+
+
+def wait_running(workdir: str, run_id: str) -> None:
+    """Its trainer has printed a step: its SIGTERM handler is in place."""
+    log = Path(workdir) / run_id / "train.log"
+    wait_for("the trainer's first step", lambda: log.exists() and "'step': 1," in log.read_text())
+
+
+def test_a_stop_the_trainer_answers_with_exit_1_is_stopped_in_status_and_in_the_hosts_message(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    """R02: torchrun and Lightning answer our stop's SIGTERM with exit 1; it was our stop,
+    and the host tells `stopped`, never `failed (exit 1)`."""
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\non = ["failed", "stopped"]\n')
+    start(cli, tmp_path, workdir, "h9", steps=600, step_seconds=0.1, term_exit=1)
+    wait_running(workdir, "h9")
+    # From here on only the host sends (its notify.json was written at the start): what
+    # arrives is the host's own word for the end.
+    configure(cli, "")
+    r = cli("stop", "gpu", "h9", "--workdir", workdir)
+    assert r.rc == 0, r.err
+    run_dir = Path(workdir) / "h9"
+    assert (run_dir / "status").read_text().strip() == "1"  # the trainer's own answer
+    status = json.loads(cli("status", "gpu", "h9", "--workdir", workdir, "--json").out)
+    assert (status["state"], status["exit_code"]) == ("stopped", 1)
+    wait_for("the host's message", lambda: bool(receiver.messages()))
+    assert [m["title"] for m in receiver.messages()] == ["rtrain-tui: h9 on gpu stopped"]
+    assert sorted(p.name for p in (run_dir / "notified").iterdir()) == ["a1-stopped"]
+    wait_for("the host's line", lambda: bool(notify_log(workdir, "h9")))
+    assert " stopped to " in notify_log(workdir, "h9")[0]
+
+
+def test_a_stop_answered_with_exit_1_is_not_told_when_stopped_is_not_asked_for(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    """R02: `on` without `stopped` (the default's): our stop is told by no one, though
+    the trainer exited 1 and `failed` is asked for."""
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\n')
+    start(cli, tmp_path, workdir, "h10", steps=600, step_seconds=0.1, term_exit=1)
+    wait_running(workdir, "h10")
+    assert cli("stop", "gpu", "h10", "--workdir", workdir).rc == 0
+    pid = int((Path(workdir) / "h10" / "train.pid").read_text())
+    wait_for("the wrapper to end", lambda: not Path(f"/proc/{pid}").exists()
+             or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z")
+    refresh = cli("runs", "--refresh")
+    assert refresh.rc == 0 and " stopped" in refresh.out, refresh.out
+    time.sleep(2)  # a detached sender would have posted by now (the first test: under 10 s)
+    assert receiver.messages() == []
+    assert notify_log(workdir, "h10") == []

@@ -269,3 +269,31 @@ def test_a_claim_that_could_not_reach_the_host_is_said_and_sent_by_the_next_refr
         await engine.close()
 
     asyncio.run(go())
+
+
+def test_a_stop_the_trainer_answers_with_exit_1_is_stopped_in_status_and_in_the_clients_message(
+        cli: Cli, tmp_path: Path, workdir: str, receiver: Receiver) -> None:
+    """R02: our stop's SIGTERM, answered with exit 1 (torchrun, Lightning) after the
+    trainer saved for 3 s, and the stopping client gone before it saw the end (a laptop
+    closed mid-stop: `stopped` is never written). The run is `stopped` all the same, and a
+    client tells `stopped`, never `failed (exit 1)`."""
+    configure(cli, f'[notify]\nurls = ["{receiver.url()}"]\non = ["failed", "stopped"]\n')
+    config = write_config(tmp_path / "r9.yaml", steps=600, step_seconds=0.1, term_exit=1, term_seconds=3)
+    r = cli("start", "gpu", "-c", str(config), "--workdir", workdir, "--run-id", "r9",
+            "--no-follow", "--gpus", "0")
+    assert r.rc == 0, r.err
+    run_dir = Path(workdir) / "r9"
+    wait_for("the trainer's first step", lambda: "'step': 1," in (run_dir / "train.log").read_text())
+    stop = cli.popen("stop", "gpu", "r9", "--workdir", workdir)
+    try:
+        wait_for("the stop's TERM", lambda: "SIGTERM received" in (run_dir / "train.log").read_text())
+    finally:
+        stop.kill()
+        stop.communicate(timeout=30)
+    wait_for("the trainer's exit", lambda: ended(workdir, "r9"))
+    assert (run_dir / "status").read_text().strip() == "1" and not (run_dir / "stopped").exists()
+    status = cli("status", "gpu", "r9", "--workdir", workdir)
+    assert (status.rc, status.out.strip()) == (0, "stopped"), status.err
+    got = receiver.messages()
+    assert [m["title"] for m in got] == ["rtrain-tui: r9 on gpu stopped"]
+    assert sorted(p.name for p in (run_dir / "notified").iterdir()) == ["a1-stopped"]

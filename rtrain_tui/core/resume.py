@@ -400,6 +400,8 @@ async def _resume_locked(ctx: Prober, host: str, workdir: str, run_id: str,
                     raise RemoteError(_taken_first(host, run_id, taken, attempt))
                 if error == "running":  # a process of the attempt before lives
                     raise RemoteError(refusal(probes.RUNNING, host, run_id))
+                if error == "starting":  # the attempt before's job is being submitted
+                    raise RemoteError(refusal(probes.STARTING, host, run_id))
                 raise RemoteError(f"{host}: attempt {attempt} of {run_id} was not started "
                                   f"({error or 'no answer'}).")
             if error:

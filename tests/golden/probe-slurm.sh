@@ -21,6 +21,29 @@ mtimes() {
     { t = $1; sub(/^[^ ]* /, ""); when[$0] = t }
     END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
 }
+su_start() {
+  su_st='' su_z=''
+  read -r su_l 2>/dev/null < "/proc/$1/stat" || return 0
+  su_l=${su_l##*) }
+  # shellcheck disable=SC2086  # stat's fields, split on purpose (the name is cut off)
+  set -- $su_l
+  su_z=$1 su_st=${20}
+}
+submit_mark() {
+  su_start "$1"
+  printf '%s %s\n' "$1" "$su_st" > submitting.tmp && mv -f submitting.tmp submitting
+}
+submit_under_way() {
+  [ -e "$1/submitting" ] || return 1
+  { [ -s "$1/slurm_job_id" ] || [ -s "$1/submit_error" ] || [ -s "$1/submit_unknown" ]; } && return 1
+  su_p='' su_w=''
+  read -r su_p su_w 2>/dev/null < "$1/submitting"
+  case $su_p in ''|*[!0-9]*|0|1) return 1;; esac
+  kill -0 "$su_p" 2>/dev/null || return 1
+  su_start "$su_p"
+  case $su_z in Z*|X*|x*) return 1;; esac
+  [ "$su_st" = "$su_w" ]
+}
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
 ids=
 probe() {
@@ -38,14 +61,15 @@ probe() {
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
   unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1
+  sub=0; if [ -z "$job" ] && [ $launched = 1 ] && submit_under_way "$rd"; then sub=1; fi
   if [ "$3" = 1 ] && [ -n "$job$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
   read_file "$rd/running_since"  # `ATTEMPT EPOCH`: when the job left Slurm's queue
   [ -n "$rf" ] && printf '%s\trunning_since=%s\n' "$1" "$rf"
-  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tretry=%s\tstalled=%s\tgpus_idle=%s\n' \
-    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$rw" "$st" "$gi"
+  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tsubmitting=%s\tretry=%s\tstalled=%s\tgpus_idle=%s\n' \
+    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$sub" "$rw" "$st" "$gi"
 }
 probe 0 ~/.praisonai-train/r1 0
 probe 1 /data/runs/r2 1

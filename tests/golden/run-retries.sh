@@ -174,6 +174,24 @@ rt_dir=$PWD
 rt_np=~/venv/bin/python
 rt_non='failed stalled'
 rt_nw=''
+# shellcheck disable=SC2034  # sw_why: the answer, read by the caller that needs it
+state_word() {
+  sw_why=
+  if [ "$1" != 1 ]; then sw=unknown
+  elif [ "$2" = 1 ]; then sw=stopped
+  elif [ -n "$4" ]; then
+    # A stop we asked for is `stopped`, whatever the trainer answered its TERM with.
+    if [ "$3" = 1 ]; then sw=stopped
+    elif [ "$4" = 0 ]; then sw=completed
+    else sw="failed (exit $4)"; fi
+  elif [ "$5" = 1 ]; then sw=queued
+  elif [ "$6" = 1 ]; then sw=running
+  elif [ "$3" = 1 ]; then sw=stopped
+  elif [ "$7" = 1 ]; then sw=failed
+  elif [ "$8" = 1 ]; then sw=starting; sw_why="submitting the job to the scheduler"
+  elif [ "$9" != 1 ]; then sw=unknown
+  else sw=lost; fi
+}
 claim_mark() {
   cm_n=1
   for cm_f in "$1"/attempts/[0-9]*; do [ -d "$cm_f" ] && cm_n=$((cm_n + 1)); done
@@ -213,11 +231,11 @@ rt_notify() {
   )
 }
 rt_notify_end() {
-  rn_e=failed
-  [ "$1" = 0 ] && rn_e=completed
-  if [ -e stopped ]; then rn_e=stopped
-  elif [ -s stop_requested ]; then case $1 in 137|143) rn_e=stopped;; esac
-  fi
+  rn_q=0; rn_l=; [ -r stop_requested ] && read -r rn_l < stop_requested
+  [ -n "$rn_l" ] && rn_q=1
+  rn_x=0; [ -e stopped ] && rn_x=1
+  state_word 1 "$rn_x" "$rn_q" "$1" 0 0 0 0 1
+  case $sw in failed*) rn_e=failed;; *) rn_e=$sw;; esac
   rt_notify "$rn_e" "$1"
 }
 rt_sa=900

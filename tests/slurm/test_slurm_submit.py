@@ -3,7 +3,9 @@ on stderr for every job (tests/slurm_cluster.py), as real clusters do."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 
 from tests.conftest import CliResult, write_config
@@ -69,3 +71,52 @@ def test_a_site_wrapper_banner_before_the_job_id_is_not_the_job_id(
             "cluster. Be nice.); the job may be queued: check with squeue on wrapped.") in r.err, r.err
     assert "did not launch" not in r.err
     assert len(set(slurm.job_ids()) - before) == 1  # it was queued indeed
+
+
+def test_a_run_whose_sbatch_is_still_submitting_reads_starting_and_no_other_laptop_resumes_it(
+        hosts: SshHosts, slurm: SlurmCluster, tmp_path: Path, workdir: str) -> None:
+    """R01: a login node whose `sbatch` takes 10 s (a busy controller, a site's wrapper).
+    While it submits, the run is `starting`, never `lost`, to another laptop too, and that
+    laptop's resume is refused: two jobs would train in one run dir, and a stop would
+    cancel only one of them."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "sbatch").write_text('#!/bin/sh\nsleep 10\nexec /usr/bin/sbatch "$@"\n')
+    (bindir / "sbatch").chmod(0o755)
+    assert slurm.ssh_config is not None
+    entry = hosts.extra_host("slow", sftp="Subsystem sftp internal-sftp\n",
+                             extra_env={"SLURM_CONF": str(slurm.conf)}, bin_dir=bindir)
+    ssh_config = slurm.ssh_config.with_name("config_slow")
+    ssh_config.write_text(slurm.ssh_config.read_text() + entry)
+    (tmp_path / "xdg" / "rtrain-tui").mkdir(parents=True)
+    (tmp_path / "xdg" / "rtrain-tui" / "config.toml").write_text('[hosts.slow]\nbackend = "slurm"\n')
+    laptop = SlurmCli(hosts, tmp_path / "runs.toml", tmp_path / "xdg", ssh_config)
+    other = SlurmCli(hosts, tmp_path / "other-runs.toml", tmp_path / "xdg", ssh_config)
+    config = write_config(tmp_path / "c.yaml", steps=100000, step_seconds=0.2)
+    run = Path(workdir) / "slowsub"
+    before = set(slurm.job_ids())
+    launch = laptop.popen("start", "slow", "-c", str(config), "--workdir", workdir, "--run-id",
+                         "slowsub", "--no-follow")
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "launch.lock").exists():  # sbatch is running from here on
+            assert time.monotonic() < deadline and launch.poll() is None, launch.communicate()
+            time.sleep(0.05)
+        seen = other("status", "slow", "slowsub", "--workdir", workdir, "--json")
+        assert seen.rc == 0, seen.err
+        said = json.loads(seen.out)
+        assert (said["state"], said["reason"]) == ("starting", "submitting the job to the scheduler")
+        resumed = other("resume", "slow", "slowsub", "--workdir", workdir, "--restart", timeout=60)
+        assert resumed.rc == 1
+        assert "slowsub is starting on slow: a start or resume of it is under way" in resumed.err, resumed.err
+        assert not (run / "slurm_job_id").exists(), "the test's sbatch answered too soon to tell"
+        out, err = launch.communicate(timeout=120)
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+            launch.communicate()
+    assert launch.returncode == 0, err
+    assert out.startswith("started slowsub on slow (Slurm job ")
+    assert len(set(slurm.job_ids()) - before) == 1  # one job, one trainer in the run dir
+    assert not (run / "attempts" / "1").exists()
+    assert not (run / "submitting").exists()

@@ -28,7 +28,8 @@ def test_notify_pyz_runs_on_a_python_with_nothing_of_ours_installed(tmp_path: Pa
     (tmp_path / host_send.SETTINGS).write_bytes(host_send.settings("gpu", "r1", ["mailto://x@y"], 1.0))
     (tmp_path / "train.log").write_text(LOG)
     for argv in (["failed", "1"], ["test", "gpu"]):
-        done = subprocess.run([sys.executable, "-I", host_send.PROGRAM, *argv], cwd=tmp_path,
+        # -S as well: without `site`, this venv's rtrain-tui is not importable either.
+        done = subprocess.run([sys.executable, "-I", "-S", host_send.PROGRAM, *argv], cwd=tmp_path,
                               capture_output=True, text=True, timeout=60)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")  # no URL it can send
     assert json.loads((tmp_path / host_send.SETTINGS).read_text())["urls"] == []
@@ -58,6 +59,9 @@ def test_a_stopped_run_and_a_stall_are_worded_as_such(tmp_path: Path, monkeypatc
     (tmp_path / "stop_requested").write_text("nonce\n")
     stopped = host_send.compose(config, "stopped", 143, 1_010.0)
     assert stopped is not None and stopped.title == "rtrain-tui: r1 on gpu stopped"
+    # R02: the trainer answered our stop's TERM with exit 1 (torchrun, Lightning): stopped
+    answered = host_send.compose(config, "stopped", 1, 1_010.0)
+    assert answered is not None and answered.title == "rtrain-tui: r1 on gpu stopped"
     stalled = host_send.compose(config, "stalled", 1_020, 2_000.0)
     assert stalled is not None and stalled.title == "rtrain-tui: r1 on gpu stalled: no output for 17m"
 
@@ -94,3 +98,23 @@ def test_the_wrapper_claims_the_end_only_with_a_python_that_can_send_it(tmp_path
     subprocess.run(["/bin/sh", "-c", script], cwd=tmp_path, check=True, timeout=60)
     # Only what the user wants is claimed (`completed` is not among the events here).
     assert [p.name for p in (tmp_path / "notified").glob("*")] == (["a1-failed"] if claimed else [])
+
+
+def test_the_wrappers_end_tells_a_stop_of_ours_as_stopped_whatever_the_exit_code(tmp_path: Path) -> None:
+    """R02: the event the wrapper claims is the state rule's word (its shell copy): with
+    `stop_requested` on record, exit 1 is our stop, told as `stopped` if that is wanted
+    and by no one if not; without it, exit 1 is a failure."""
+    from rtrain_tui.core.backends.direct import scripts
+
+    (tmp_path / host_send.PROGRAM).write_bytes(host.bundle(*host_send.MODULES))
+    (tmp_path / host_send.SETTINGS).write_bytes(host_send.settings("gpu", "r1", [], 1.0))
+    (tmp_path / "stop_requested").write_text("nonce\n")
+    for events in (("failed",), ("failed", "stopped")):
+        script = scripts._notify(scripts.Notify(sys.executable, events)) + "rt_notify_end 1\n"
+        subprocess.run(["/bin/sh", "-c", script], cwd=tmp_path, check=True, timeout=60)
+    assert [p.name for p in (tmp_path / "notified").glob("*")] == ["a1-stopped"]
+    (tmp_path / "stop_requested").unlink()
+    (tmp_path / "notified" / "a1-stopped").rmdir()
+    script = scripts._notify(scripts.Notify(sys.executable, ("failed", "stopped"))) + "rt_notify_end 1\n"
+    subprocess.run(["/bin/sh", "-c", script], cwd=tmp_path, check=True, timeout=60)
+    assert [p.name for p in (tmp_path / "notified").glob("*")] == ["a1-failed"]

@@ -4,6 +4,7 @@ under a real /bin/sh, and the pure parts of core/resume.py."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from rtrain_tui.core import launch, resume
@@ -80,6 +81,40 @@ def test_a_claim_that_read_the_run_mid_claim_is_told_the_attempt_the_other_took(
         ended_record=json.dumps({"attempt": 2, "exit": 1}), launch_file="run.sh")
     assert dict(probes.parse_key_values(sh(script))) == {"error": "busy", "taken": "2"}
     assert not (run / "attempts" / "2").exists()
+
+
+def being_submitted(run: Path, start: str | None = None) -> None:
+    """Attempt 1 of a Slurm run as submit.sh leaves it while sbatch runs: the launch lock,
+    no code, no job id, and `submitting` naming the sbatch (here this live test process,
+    by its pid and start time; `start` another start time: a pid recycled since)."""
+    for name in ("status", "train.pid", "train.ident"):
+        (run / name).unlink()
+    pid = os.getpid()
+    own_start = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    (run / "submitting").write_text(f"{pid} {start or own_start}\n")
+
+
+def test_a_claim_never_supersedes_an_attempt_whose_sbatch_has_not_answered(tmp_path: Path) -> None:
+    """R01: the attempt reads `starting` (its job may be queued any moment); a resume
+    from another laptop that read it `lost` is refused by the host, and nothing moves."""
+    run = ended_run(tmp_path)
+    being_submitted(run)
+    assert claim(tmp_path, NEW) == {"error": "starting"}
+    assert not (run / "attempts" / "1").exists() and (run / "launch.lock").is_dir()
+    assert (run / "train.token").read_text() == OLD + "\n"
+    assert not (run / f"run.sh.{NEW}").exists()
+    # Its sbatch answered (a job id recorded): the attempt is no longer being submitted.
+    (run / "slurm_job_id").write_text("17\n")
+    (run / f"run.sh.{NEW}").write_text("# attempt 2\n")
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
+
+
+def test_a_submission_marker_naming_a_recycled_pid_holds_nothing_up(tmp_path: Path) -> None:
+    """The sbatch the marker names is gone and its pid was given to another process: no
+    submission is under way, and the attempt can be superseded."""
+    run = ended_run(tmp_path)
+    being_submitted(run, start="1")
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
 
 
 def test_a_restart_takes_the_resume_line_out_of_the_config(tmp_path: Path) -> None:

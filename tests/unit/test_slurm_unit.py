@@ -65,6 +65,13 @@ def run_line(i: int, job: str = "7", code: str = "", stop: str = "0", stopped: s
     (run_line(0), "A\t7|CANCELLED by 0|0:0", "lost", "CANCELLED"),
     ("0\texists=1\tjob=\tcode=\tstop=0\tstopped=0\tlaunched=0", "", "unknown", ""),
     ("0\texists=0", "", "unknown", ""),
+    # R02: our stop's TERM answered with exit 1 (torchrun, Lightning) is our stop
+    (run_line(0, stop="1", code="1"), "J\t7|FAILED|NonZeroExitCode|256|", "stopped", ""),
+    (run_line(0, stop="1", code="1"), "", "stopped", ""),
+    # R01: its sbatch has not answered yet: starting, never lost
+    ("0\texists=1\tjob=\tcode=\tstop=0\tstopped=0\tlaunched=1\tsubmitting=1", "", "starting",
+     "submitting the job to the scheduler"),
+    ("0\texists=1\tjob=\tcode=\tstop=0\tstopped=0\tlaunched=1\tsubmitting=0", "", "lost", ""),
 ])
 def test_status_words_from_files_and_slurm(run: str, slurm_line: str, word: str, reason: str) -> None:
     [probe] = parse_run_states(f"{run}\n{slurm_line}\n", 1)
@@ -353,6 +360,7 @@ def test_submit_takes_the_job_id_from_stdout_alone_and_keeps_stderr_as_a_message
     answer, run_dir = _submit_with(tmp_path, stdout)
     assert answer == ["job=42", "message=sbatch: notice one sbatch: notice two "]
     assert (run_dir / "slurm_job_id").read_text() == "42\n"
+    assert not (run_dir / "submitting").exists()  # the submission's marker goes with it
 
 
 def test_an_accepted_submit_with_no_job_id_in_sight_is_not_a_failed_one(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ from importlib import resources
 from rtrain_tui.core.safety.template import shell_word
 
 _SLOT = re.compile(r"^#@ ([a-z_]+)\n", re.M)
+# A module-level `from rtrain_tui.X import ...` line in a package's __init__.py.
+_INIT_IMPORT = re.compile(r"^from (rtrain_tui(?:\.[a-z_]+)+) import", re.M)
 
 
 @functools.cache
@@ -111,11 +113,19 @@ def bundle(main_module: str, modules: tuple[str, ...]) -> bytes:
     import zipfile
 
     files: dict[str, str] = {}
-    for name in modules:
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
         parts = name.split(".")
         for i in range(1, len(parts)):
             package = ".".join(parts[:i])
-            files.setdefault("/".join(parts[:i]) + "/__init__.py", source("__init__.py", package))
+            init = "/".join(parts[:i]) + "/__init__.py"
+            if init not in files:
+                files[init] = source("__init__.py", package)
+                # What a package's __init__ imports of its own goes too (rtrain_tui's
+                # imports its version.py): else the zip fails to import on a host where
+                # rtrain-tui is not installed.
+                todo += _INIT_IMPORT.findall(files[init])
         files["/".join(parts) + ".py"] = source(parts[-1] + ".py", ".".join(parts[:-1]))
     if "rtrain_tui/__init__.py" in files:  # it imports the package's version (version.py)
         files["rtrain_tui/version.py"] = source("version.py", "rtrain_tui")

@@ -12,9 +12,11 @@
 ## together (notify.pyz's WITHIN), so a hanging service holds the job and its GPUs no
 ## longer. A stall is still sent detached (within $rt_nw too): from the watchdog in the
 ## foreground it held `--on-stall stop/restart` until the send was done.
-## `rt_notify_end` is the end's: after the exit code is written, with the state a
-## probe reads from it (a stop of ours, a completion, else a failure).
-## Needs claim_notify.sh, $rt_np, $rt_non, $rt_nw (empty: no limit).
+## `rt_notify_end` is the end's: after the exit code is written, with the word the state
+## rule gives the run's facts then (state_rule.sh: a stop of ours is `stopped` whatever
+## the trainer exited with; else completed or failed). The word's event is sent, or
+## nothing when the user does not want it (`stopped` not in `on`).
+## Needs state_rule.sh, claim_notify.sh, $rt_np, $rt_non, $rt_nw (empty: no limit).
 rt_notify() {
   [ -r notify.json ] && [ -r notify.pyz ] || return 0
   case " $rt_non " in *" $1 "*) ;; *) return 0;; esac
@@ -33,10 +35,10 @@ rt_notify() {
   )
 }
 rt_notify_end() {
-  rn_e=failed
-  [ "$1" = 0 ] && rn_e=completed
-  if [ -e stopped ]; then rn_e=stopped
-  elif [ -s stop_requested ]; then case $1 in 137|143) rn_e=stopped;; esac
-  fi
+  rn_q=0; rn_l=; [ -r stop_requested ] && read -r rn_l < stop_requested
+  [ -n "$rn_l" ] && rn_q=1
+  rn_x=0; [ -e stopped ] && rn_x=1
+  state_word 1 "$rn_x" "$rn_q" "$1" 0 0 0 0 1
+  case $sw in failed*) rn_e=failed;; *) rn_e=$sw;; esac
   rt_notify "$rn_e" "$1"
 }

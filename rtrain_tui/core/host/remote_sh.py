@@ -282,7 +282,7 @@ def resume(workdir: str, run_id: str, *, token: str, previous_token: str, attemp
             + host.assign(tok=check_token(token), prev=previous_token, n=int(attempt),
                           p=int(attempt) - 1, ck=checkpoint, cfg=int(edit_config),
                           sep=separator, rec=ended_record, lf=launch_file)
-            + host.text("liveness.sh") + host.text("resume.sh"))
+            + host.text("liveness.sh") + host.text("submitting.sh") + host.text("resume.sh"))
 
 
 def notify_test_dir(workdir: str) -> str:
@@ -323,4 +323,4 @@ def notify_hook(python_word: str, events: Sequence[str], foreground: bool = Fals
             raise ValueError(f"bad notification event {event!r}")
     return (f"rt_np={python_word}\n" + host.assign(rt_non=" ".join(events))
             + (host.assign(rt_nfg=1, rt_nw=FOREGROUND_SEND_S) if foreground else host.assign(rt_nw=""))
-            + host.text("claim_notify.sh") + host.text("notify_send.sh"))
+            + host.text("state_rule.sh") + host.text("claim_notify.sh") + host.text("notify_send.sh"))

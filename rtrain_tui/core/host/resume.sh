@@ -9,9 +9,10 @@
 ## `$lf.$tok` takes its place. The claim is `mkdir attempts/$p`: of two resumes at once
 ## only one makes it (the other answers `error=busy`; a mkdir that fails for another
 ## reason says why). An attempt $prev with a live process and no exit code is never
-## superseded (`error=running`). Sent again after a lost answer (train.token already
+## superseded (`error=running`), nor one whose job's submission is under way
+## (`error=starting`, submitting.sh). Sent again after a lost answer (train.token already
 ## holds $tok) it changes nothing. Needs $rd, $tok, $prev (the token the resume read), $n, $p, $ck,
-## $cfg, $sep, $rec, $lf, and liveness.sh's `marked_pids`.
+## $cfg, $sep, $rec, $lf, liveness.sh's `marked_pids` and submitting.sh.
 cd "$rd" 2>/dev/null || { echo "error=no run directory"; exit 0; }
 # Another resume took an attempt first: say which one it took (the attempts filed
 # before it, plus one), not the number this resume would have given its own.
@@ -32,6 +33,9 @@ if [ "$rf" != "$tok" ]; then
   if [ ! -s status ] && [ -n "$prev" ] && [ -n "$(marked_pids "$prev")" ]; then
     rm -f -- "$lf.$tok"; echo "error=running"; exit 0
   fi
+  # The attempt to supersede is still being submitted (its sbatch has not answered; it
+  # reads `starting`): its job may be queued any moment. Never two jobs in one run dir.
+  if submit_under_way .; then rm -f -- "$lf.$tok"; echo "error=starting"; exit 0; fi
   if ! why=$(mkdir "attempts/$p" 2>&1); then
     rm -f -- "$lf.$tok"
     # Another resume made it first: busy. Else nothing can be made there (a full disk,

@@ -34,7 +34,7 @@ async def reason_for(engine: Any, host: str, workdir: str, run_id: str,
     """Why the run waits or ended badly ('' for any other run); probes it when no probe is given."""
     if probe is None:
         probe = await engine.probe(host, workdir, run_id)
-    if probe.state == probes.QUEUED:
+    if probe.state in (probes.QUEUED, probes.STARTING):  # why it waits; a submission under way
         return probe.reason
     if probe.state == probes.RUNNING:  # running on: only a stall has a reason
         return probe.reason if (probe.stalled_for, probe.gpus_idle_for) != (None, None) else ""

@@ -38,7 +38,7 @@ from rtrain_tui.core.metrics.metrics import parse_text
 from rtrain_tui.core.notify import message, webhooks
 from rtrain_tui.core.notify.send import BACKOFF_S, TRIES
 from rtrain_tui.core.runs import cost_rule
-from rtrain_tui.core.runs.probes import RunProbe
+from rtrain_tui.core.runs.state_rule import HostFacts, run_state
 from rtrain_tui.core.safety.mask import mask_text, mask_url
 from rtrain_tui.core.safety.sanitize import safe_line
 
@@ -51,7 +51,8 @@ MODULES = (MAIN, (
     MAIN, "rtrain_tui.core.notify.message", "rtrain_tui.core.notify.webhooks",
     "rtrain_tui.core.notify.send", "rtrain_tui.core.logs.reasons",
     "rtrain_tui.core.metrics.metrics", "rtrain_tui.core.metrics.metrics_jsonl",
-    "rtrain_tui.core.runs.probes", "rtrain_tui.core.runs.cost_rule", "rtrain_tui.core.errors", "rtrain_tui.core.safety.mask",
+    "rtrain_tui.core.runs.probes", "rtrain_tui.core.runs.cost_rule", "rtrain_tui.core.runs.state_rule",
+    "rtrain_tui.core.errors", "rtrain_tui.core.safety.mask",
     "rtrain_tui.core.safety.sanitize"))
 TAIL_BYTES = 32 * 1024  # as much of train.log as a client's claim reads (claim_notify.sh)
 TEST_TITLE = "rtrain-tui: test"
@@ -148,9 +149,11 @@ def compose(config: dict[str, object], event: str, arg: int, now: float) -> mess
     if event == message.STALLED:
         state, stalled_for, reason = "running", arg, ""
     else:
-        stop = bool(_read("stop_requested").strip())
-        state = RunProbe(exists=True, exit_code=arg, stop_requested=stop,
-                         stopped=os.path.exists("stopped"), launched=True).state
+        # The one state rule (state_rule.py), as the wrapper's shell copy chose the event
+        # by: a stop of ours is `stopped` whatever the trainer exited with.
+        stop = bool(_read("stop_requested").partition("\n")[0].strip())
+        state, _ = run_state(HostFacts(exit_code=arg, stop_requested=stop,
+                                       stopped=os.path.exists("stopped"), launched=True))
         reason = safe_line(_read("retry_gave_up"))[:300] if state.startswith("failed") else ""
         if not reason:
             reason = why_it_ended(state, arg, stop, tail.splitlines(), host)

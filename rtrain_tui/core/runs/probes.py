@@ -10,25 +10,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from rtrain_tui.core.errors import RemoteError
+from rtrain_tui.core.runs import state_rule
+from rtrain_tui.core.runs.state_rule import HostFacts, run_state
 from rtrain_tui.core.safety.sanitize import safe_line
 
-# The status vocabulary of docs/design.md. `failed (exit N)` is built by `failed_word`.
-STARTING = "starting"  # in the index before launch; never a probe's answer
-QUEUED = "queued"  # waiting for a scheduler (Slurm); its reason travels beside the word
-RUNNING = "running"
-COMPLETED = "completed"
-STOPPED = "stopped"
-LOST = "lost"
-UNKNOWN = "unknown"
-# Ended with an exit code that could not be recorded (its `status.tmp` left empty, as a
-# full disk leaves it): it failed, with the code unknown, and was not lost.
-FAILED = "failed"
+# The status vocabulary of docs/design.md is decided by one rule (state_rule.py); its
+# words are named here too, where every face has always found them.
+STARTING = state_rule.STARTING
+QUEUED = state_rule.QUEUED
+RUNNING = state_rule.RUNNING
+COMPLETED = state_rule.COMPLETED
+STOPPED = state_rule.STOPPED
+LOST = state_rule.LOST
+UNKNOWN = state_rule.UNKNOWN
+FAILED = state_rule.FAILED
+failed_word = state_rule.failed_word
 UNREACHABLE = "unreachable"
 FINAL_STATES = (COMPLETED, STOPPED, LOST)
-
-
-def failed_word(code: int) -> str:
-    return f"failed (exit {code})"
 
 
 def is_final(state: str) -> bool:
@@ -313,35 +311,22 @@ class RunProbe:
     # attempts, which the index's cost leaves out (core/runs/cost.py).
     retry_waited_s: int | None = None
 
+    # Slurm: `sbatch` for the run's job is still running (its `submitting` marker names
+    # that live process): the run is `starting`, never `lost`.
+    submitting: bool = False
+
+    @property
+    def facts(self) -> HostFacts:
+        """What the state rule (state_rule.py) decides from."""
+        return HostFacts(exists=self.exists, stopped=self.stopped, stop_requested=self.stop_requested,
+                         exit_code=self.exit_code, queued=self.queued, alive=self.alive,
+                         unwritten=self.status_unwritten, submitting=self.submitting,
+                         launched=self.launched)
+
     @property
     def state(self) -> str:
-        """The status word; the order of these checks is the precedence docs/design.md sets.
-
-        A verified stop of ours wins; then a recorded exit code (a run that completed on
-        its own while a stop was under way completed); then live processes; then an
-        issued stop whose processes are all gone (it was killed before recording).
-        """
-        if not self.exists:
-            return UNKNOWN
-        if self.stopped:
-            return STOPPED
-        if self.exit_code is not None:
-            if self.stop_requested and self.exit_code in _STOP_SIGNAL_CODES:
-                # Killed by our stop's own TERM/KILL: between the wrapper writing this
-                # code and the stop writing `stopped`, `tail` must not end on a failure.
-                return STOPPED
-            return COMPLETED if self.exit_code == 0 else failed_word(self.exit_code)
-        if self.queued:
-            return QUEUED
-        if self.alive:
-            return RUNNING
-        if self.stop_requested:
-            return STOPPED
-        if self.status_unwritten:
-            return FAILED
-        if not self.launched:
-            return UNKNOWN  # created but never launched: nothing can be told
-        return LOST
+        """The status word, by the one state rule (state_rule.run_state)."""
+        return run_state(self.facts)[0]
 
 
 STALL_WORDS = ("stalled", "GPUs idle")  # how a stall's reason starts
@@ -359,9 +344,6 @@ def stall_reason(seconds: int | None, gpus_idle: int | None = None) -> str:
 
 def _minutes(seconds: int) -> str:
     return f"{seconds}s" if seconds < 60 else f"{seconds // 60}m"
-
-
-_STOP_SIGNAL_CODES = (128 + 15, 128 + 9, -15, -9)  # what a shell / Python report for TERM, KILL
 
 
 def _int_or_none(value: str) -> int | None:

@@ -56,6 +56,8 @@ RUN_DIR_FILES = frozenset({
     # The run's marker: a dataset shipped under this name would replace it, and stop finds
     # the run's escaped workers by it.
     "train.token", "submit_unknown",
+    # A Slurm job's sbatch still running (host/submitting.sh): the run reads `starting`.
+    "submitting",
     # A resumed run's record of its attempts, and where each ended one's files went.
     "attempts.jsonl", "attempts",
     # The host's queue, retry loop and stall watchdog (the probe reads them), and its own

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from rtrain_tui.core.backends.slurm.options import SlurmOptions
 from rtrain_tui.core.runs import probes
+from rtrain_tui.core.runs.state_rule import run_state
 from rtrain_tui.core.safety.sanitize import safe_line
 
 # Slurm job states that still hold the job's processes (or will start them).
@@ -97,6 +98,7 @@ def parse_run_states(output: str, count: int, host: str = "the host") -> list[pr
     - ended without an exit recorded: `failed (exit N)` from Slurm's exit code or signal
       when Slurm calls it a failure (the reason says which); else `lost`.
     - a job Slurm no longer knows and nothing recorded: `lost`.
+    - no job id yet while its sbatch runs: `starting` (the state rule's word), never `lost`.
     """
     jobs = parse_jobs(output)
     places = _queue_places(output)
@@ -136,7 +138,11 @@ def _probe_of(facts: Mapping[str, str], jobs: Mapping[str, JobInfo],
         ended_at=_int(facts.get("ended", "")),  # asked for: engine keeps it once final
         running_since=since, running_attempt=since_attempt,
         retry_waited_s=probes.retry_waited(facts),
+        # Its sbatch has not answered yet: `starting` by the state rule, never `lost`.
+        submitting=facts.get("submitting") == "1" and not job_id,
     )
+    if base.submitting:
+        return replace(base, reason=run_state(base.facts)[1])
     if base.exists and not job_id and facts.get("unknown") == "1":
         # sbatch took the run but printed no job id: Slurm may hold it queued. Until its
         # batch script records the id (`slurm_job_id`), nothing can be told; never `lost`.

@@ -2,7 +2,7 @@
 ## line each, in the `#@ runs` slot), then one Slurm query for all their jobs. With
 ## NEED_END=1 a run with a job or an exit code also reports when its `status` (else its
 ## log) was last written, `I<TAB>ended=EPOCH`, all at once by `mt_flush` (mtimes.sh):
-## the client keeps it only for a run that Slurm's answer shows ended.
+## the client keeps it only for a run that Slurm's answer shows ended. Needs submitting.sh.
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
 ids=
 probe() {
@@ -25,14 +25,16 @@ probe() {
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
   unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1
+  ## Its sbatch still running (submitting.sh): `starting`, never `lost`.
+  sub=0; if [ -z "$job" ] && [ $launched = 1 ] && submit_under_way "$rd"; then sub=1; fi
   if [ "$3" = 1 ] && [ -n "$job$code" ]; then
     ef="$rd/status"; [ -e "$ef" ] || ef="$rd/train.log"
     [ -e "$ef" ] && mt_add "$1${tab}ended=" "$ef"
   fi
   read_file "$rd/running_since"  # `ATTEMPT EPOCH`: when the job left Slurm's queue
   [ -n "$rf" ] && printf '%s\trunning_since=%s\n' "$1" "$rf"
-  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tretry=%s\tstalled=%s\tgpus_idle=%s\n' \
-    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$rw" "$st" "$gi"
+  printf '%s\texists=1\tjob=%s\tcode=%s\tattempt=%s\tstop=%s\tstopped=%s\tlaunched=%s\tunknown=%s\tsubmitting=%s\tretry=%s\tstalled=%s\tgpus_idle=%s\n' \
+    "$1" "$job" "$code" "$attempt" "$stop" "$stopped" "$launched" "$unknown" "$sub" "$rw" "$st" "$gi"
 }
 #@ runs
 mt_flush

@@ -93,16 +93,21 @@ def submit(run_dir: str, token: str) -> str:
     GPU-hours left"), which are kept in `submit_message` for the user and never mixed
     into the id. An sbatch that exits 0 with no such line may well have queued the job:
     that is `unknown=` (its stdout, kept in `submit_unknown`), and the lock stays.
+
+    While sbatch runs, `submitting` names it (core/host/submitting.sh): the run reads
+    `starting`, and a resume's claim refuses to supersede the attempt.
     """
-    return host.assign(rd=run_dir, tok=remote_sh.check_token(token)) + _file("submit.sh")
+    return (host.assign(rd=run_dir, tok=remote_sh.check_token(token)) + host.text("submitting.sh")
+            + _file("submit.sh"))
 
 
 def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) -> str:
     """One script for all the Slurm runs of a host: their files, then one Slurm query.
 
     Prints per run `I\\texists=..\\tjob=..\\tcode=..\\tattempt=..\\tstop=..\\tstopped=..\\tlaunched=..`
-    `..\\tunknown=..\\tretry=..` (`attempt`: the job's restart count when `status` was
-    written; `retry`: why its retry loop waits, or why it gave up); for the runs in
+    `..\\tunknown=..\\tsubmitting=..\\tretry=..` (`attempt`: the job's restart count when
+    `status` was written; `submitting`: the sbatch of its job has not answered yet;
+    `retry`: why its retry loop waits, or why it gave up); for the runs in
     `need_end` (by position) that have a job or a code, `I\\tended=EPOCH` (when `status`,
     else the log, was last written; one `stat` for all); then per job
     `J\\tID|STATE|REASON|RAW_EXIT|RESTARTS` lines from squeue (raw wait status),
@@ -112,7 +117,8 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) 
     ends = set(need_end)  # a list of 5,000 would make this loop quadratic
     runs_lines = "".join(f"probe {i} {remote_sh.run_dir_word(workdir, run_id)} "
                          f"{1 if i in ends else 0}\n" for i, (workdir, run_id) in enumerate(runs))
-    return remote_sh.MTIMES + host.render("probe.sh", __package__, runs=runs_lines)
+    return (remote_sh.MTIMES + host.text("submitting.sh")
+            + host.render("probe.sh", __package__, runs=runs_lines))
 
 
 # -- stop -------------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ It checks the argv shape the real trainer demands, then behaves as config.yaml s
 running after SIGTERM), `children` (spawn that many sleeping children in its group),
 `progress_bar` (write \\r-style progress), `bad_utf8` (write an invalid byte),
 `hostile_escapes` (write terminal escapes a hostile trainer could print: see HOSTILE),
-`say` (print that text as one line before the steps), `fill_disk` (save a checkpoint
+`say` (print that text as one line before the steps), `term_exit` (on SIGTERM print a
+line and exit with that code, as torchrun and Lightning answer a TERM with exit 1; after
+`term_seconds` seconds, as a trainer saving its checkpoint first takes), `fill_disk` (save a checkpoint
 until the disk is full, then log a line the full disk cuts short, and exit 1),
 `save_steps` (save `outputs/checkpoint-N/` every that many steps as transformers does;
 with `output_dir`, `ranks` and `die_mid_save`: see checkpoint.py), `resume_from_checkpoint`
@@ -92,6 +94,13 @@ def main():
         print(cfg["say"], flush=True)
     if cfg.get("fill_disk") == "true":
         fill_disk()
+    if "term_exit" in cfg:
+        def term_exit(*_: object) -> None:
+            print(f"SIGTERM received: exiting {cfg['term_exit']}", flush=True)
+            time.sleep(float(cfg.get("term_seconds", 0)))
+            os._exit(int(cfg["term_exit"]))
+
+        signal.signal(signal.SIGTERM, term_exit)
     if cfg.get("ignore_term") == "true":
         signal.signal(signal.SIGTERM, lambda *_: print("ignoring SIGTERM", flush=True))
     children = [subprocess.Popen(["sleep", "3600"]) for _ in range(int(cfg.get("children", 0)))]
