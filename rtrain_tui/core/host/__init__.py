@@ -127,8 +127,6 @@ def bundle(main_module: str, modules: tuple[str, ...]) -> bytes:
                 # rtrain-tui is not installed.
                 todo += _INIT_IMPORT.findall(files[init])
         files["/".join(parts) + ".py"] = source(parts[-1] + ".py", ".".join(parts[:-1]))
-    if "rtrain_tui/__init__.py" in files:  # it imports the package's version (version.py)
-        files["rtrain_tui/version.py"] = source("version.py", "rtrain_tui")
     files["__main__.py"] = (f"import sys\nfrom {main_module} import main\n"
                             "sys.exit(main(sys.argv[1:]))\n")
     out = io.BytesIO()
