@@ -45,8 +45,8 @@ from rtrain_tui.core.local_locks import HostLock, start_in_progress, starting
 from rtrain_tui.core.logs import reasons
 from rtrain_tui.core.logs.retry_rule import separator  # one wording for resume and retry
 from rtrain_tui.core.probing import Prober
+from rtrain_tui.core.runs import attempt_layout, probes
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
-from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.cost import next_attempt as billing  # the one cost rule's
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
@@ -99,7 +99,8 @@ def parse_attempts(text: str) -> list[dict[str, Any]]:
             one = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(one, dict) or not isinstance(one.get("attempt"), int):
+        # Bounded (R09): a line claiming attempt 2,000,000 is no attempt, not a list that long.
+        if not isinstance(one, dict) or attempt_layout.attempt_number(one.get("attempt")) is None:
             continue
         merged.setdefault(one["attempt"], {}).update(one)
     return [merged[n] for n in sorted(merged)]
@@ -518,6 +519,5 @@ def _options(kind: str, saved: object) -> Any:
 async def attempts(ctx: Prober, host: str, workdir: str, run_id: str) -> list[dict[str, Any]]:
     """The run's attempts as attempts.jsonl records them (empty for a run never resumed)."""
     out = await ctx.host(host).run(
-        remote_sh.run_dir_assign(workdir, run_id)
-        + 'head -c 262144 "$rd/attempts.jsonl" 2>/dev/null; exit 0\n')
+        remote_sh.run_dir_assign(workdir, run_id) + attempt_layout.shell_read_attempts_jsonl())
     return parse_attempts(out)

@@ -148,3 +148,17 @@ def test_a_launch_json_the_host_garbled_is_refused_as_launch_json_not_as_flags_n
         with pytest.raises(RemoteError) as refused:
             resume._spec({"spec": json.dumps({**good, **bad})}, "gpu", "r1")
         assert str(refused.value).startswith("r1 on gpu: its launch.json is not usable ("), bad
+
+
+def test_an_attempt_number_the_host_inflated_builds_no_list_that_long() -> None:
+    """R09: one attempts.jsonl line claiming attempt 2,000,000 (or a bool, or 0) is no
+    attempt: `status --json` lists the attempts there are, not two million rows."""
+    recorded = resume.parse_attempts(
+        '{"attempt": 1, "exit": 1, "state": "failed (exit 1)"}\n'
+        '{"attempt": 2000000, "started": 1700000000}\n'
+        '{"attempt": true, "started": 1700000000}\n{"attempt": 0}\n{"attempt": -3}\n'
+        '{"attempt": 2, "started": 1700000100}\n')
+    assert [a["attempt"] for a in recorded] == [1, 2]
+    view = resume.attempts_view(recorded, "running", None, "")
+    assert [a["attempt"] for a in view] == [1, 2]
+    assert view[-1]["state"] == "running"
