@@ -40,7 +40,7 @@ from rtrain_tui.core import backends, launch
 from rtrain_tui.core.backends import GpuChoice, LaunchSpec
 from rtrain_tui.core.errors import NoSuchRunError, RemoteError
 from rtrain_tui.core.host import remote_sh
-from rtrain_tui.core.launch import LAUNCH_JSON, StartedRun, StartRequest, StepCallback
+from rtrain_tui.core.launch import StartedRun, StartRequest, StepCallback
 from rtrain_tui.core.local_locks import HostLock, start_in_progress, starting
 from rtrain_tui.core.logs import reasons
 from rtrain_tui.core.logs.retry_rule import separator  # one wording for resume and retry
@@ -54,6 +54,7 @@ from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.sanitize import safe_line
 from rtrain_tui.core.transport.connection import HostConnection
 
+_LAUNCH_NAME = attempt_layout.LAUNCH_JSON  # as messages name it (launch.LAUNCH_JSON: its path)
 RESUME_ENV = "RTRAIN_RESUME_FROM"
 RESUME_WAIT = 120.0  # how long a resume waits for another resume of the same run here
 # The states a resume takes: the run ended and did not complete.
@@ -173,7 +174,7 @@ def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
             raise ValueError(spec)
     except (KeyError, ValueError):
         raise RemoteError(
-            f"{run_id} on {host} has no usable {LAUNCH_JSON} (it was started by an older "
+            f"{run_id} on {host} has no usable {_LAUNCH_NAME} (it was started by an older "
             "rtrain-tui or by `praisonai train remote`), so what to launch again is not "
             "known; start it again instead.") from None
     try:
@@ -189,7 +190,7 @@ def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError, validate.ValidationError) as exc:
         # Worded as launch.json's: the validators name the flags of `start`, which the
         # user did not give to `resume`.
-        raise RemoteError(f"{run_id} on {host}: its {LAUNCH_JSON} is not usable "
+        raise RemoteError(f"{run_id} on {host}: its {_LAUNCH_NAME} is not usable "
                           f"({safe_line(str(exc))[:120]}); start it again instead.") from None
     try:
         retries = validate.check_retries(int(spec.get("retries") or 0))
@@ -313,7 +314,7 @@ async def _resume_locked(ctx: Prober, host: str, workdir: str, run_id: str,
     try:  # what a start would refuse (--retries on a Slurm job of several nodes), refused
         kind.check_retries(spec["retries"], spec["stall"][2], options)
     except validate.ValidationError as exc:
-        raise RemoteError(f"{run_id} on {host}: its {LAUNCH_JSON} is not usable "
+        raise RemoteError(f"{run_id} on {host}: its {_LAUNCH_NAME} is not usable "
                           f"({str(exc).rstrip('.')}); start it again instead.") from None
     # The processes that saved the checkpoints: one per GPU of each node, under torchrun.
     per_node = getattr(options, "gpus_per_node", None)
@@ -513,7 +514,7 @@ def _options(kind: str, saved: object) -> Any:
         saved = {**saved, "sbatch_args": tuple(saved.get("sbatch_args") or ())}
         return SlurmOptions(**saved).validated()
     except TypeError as exc:
-        raise RemoteError(f"the Slurm options in {LAUNCH_JSON} are not usable: {exc}") from None
+        raise RemoteError(f"the Slurm options in {_LAUNCH_NAME} are not usable: {exc}") from None
 
 
 async def attempts(ctx: Prober, host: str, workdir: str, run_id: str) -> list[dict[str, Any]]:

@@ -57,6 +57,10 @@ DISK_FREE = host.text("disk_free.sh")
 # read when runs ended with it, the listing when runs started.
 MTIMES = host.text("mtimes.sh")
 
+# Where a run's attempts keep their files (see the file; core/runs/attempt_layout.py):
+# every script that reads or writes an attempt's files is sent with it.
+ATTEMPT = host.text("attempt.sh")
+
 
 def check_token(token: str) -> str:
     """A run token is lowercase hex: it reaches scripts and grep patterns unquoted."""
@@ -73,13 +77,13 @@ def make_run_dir(workdir: str, run_id: str, token: str) -> str:
     """
     run_dir_word(workdir, run_id)  # validates both parts
     return (f"{workdir_assign(workdir)}\n" + host.assign(run_id=run_id, tok=check_token(token))
-            + host.text("make_run_dir.sh"))
+            + ATTEMPT + host.text("make_run_dir.sh"))
 
 
 def remove_unlaunched(workdir: str, run_id: str, token: str) -> str:
     """Remove a run dir we created but never launched (a start that failed or was cancelled)."""
     return (run_dir_assign(workdir, run_id) + host.assign(tok=check_token(token))
-            + host.text("remove_unlaunched.sh"))
+            + ATTEMPT + host.text("remove_unlaunched.sh"))
 
 
 # Python buffers stdout that goes to a file (see the file); set unless the trainer's
@@ -226,7 +230,7 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
     this listing prints only the `wd` lines when nothing new is there. Variables are
     prefixed `fr_` so the listing can precede another probe script in one round trip.
     """
-    lines = [MTIMES + host.text("find_runs.sh")]
+    lines = [MTIMES + ATTEMPT + host.text("find_runs.sh")]
     cap = shlex.quote("" if limit is None else str(int(limit)))
     for i, workdir in enumerate(workdirs):
         validate.check_workdir("host", workdir)
@@ -257,7 +261,7 @@ def checkpoints(workdir: str, run_id: str, marker: str) -> str:
 def resume_facts(workdir: str, run_id: str) -> str:
     """Print what a resume reads of a run dir: `attempts=N`, `token=...`, `spec=<launch.json>`
     (or `nodir`)."""
-    return run_dir_assign(workdir, run_id) + host.text("resume_facts.sh")
+    return run_dir_assign(workdir, run_id) + ATTEMPT + host.text("resume_facts.sh")
 
 
 def resume(workdir: str, run_id: str, *, token: str, previous_token: str, attempt: int,
@@ -282,7 +286,7 @@ def resume(workdir: str, run_id: str, *, token: str, previous_token: str, attemp
             + host.assign(tok=check_token(token), prev=previous_token, n=int(attempt),
                           p=int(attempt) - 1, ck=checkpoint, cfg=int(edit_config),
                           sep=separator, rec=ended_record, lf=launch_file)
-            + host.text("liveness.sh") + host.text("resume.sh"))
+            + host.text("liveness.sh") + ATTEMPT + host.text("resume.sh"))
 
 
 def notify_test_dir(workdir: str) -> str:
@@ -323,4 +327,4 @@ def notify_hook(python_word: str, events: Sequence[str], foreground: bool = Fals
             raise ValueError(f"bad notification event {event!r}")
     return (f"rt_np={python_word}\n" + host.assign(rt_non=" ".join(events))
             + (host.assign(rt_nfg=1, rt_nw=FOREGROUND_SEND_S) if foreground else host.assign(rt_nw=""))
-            + host.text("claim_notify.sh") + host.text("notify_send.sh"))
+            + ATTEMPT + host.text("claim_notify.sh") + host.text("notify_send.sh"))
