@@ -35,10 +35,14 @@ def claim(workdir: Path, token: str, checkpoint: str = "outputs/checkpoint-2") -
 
 
 def test_a_claim_moves_attempt_1_aside_and_readies_the_dir_for_attempt_2(tmp_path: Path) -> None:
+    """An older run dir (everything at its top level) gets the attempt layout: attempt
+    1's top-level files go to its own directory, attempt 2's is made and is current."""
     run = ended_run(tmp_path)
     assert claim(tmp_path, NEW) == {"claimed": "2"}
-    assert sorted(p.name for p in (run / "attempts" / "1").iterdir()) == [
+    assert sorted(p.name for p in (run / ".rtrain" / "attempts" / "1").iterdir()) == [
         "launch.lock", "status", "train.ident", "train.pid"]
+    assert list((run / ".rtrain" / "attempts" / "2").iterdir()) == []
+    assert (run / ".rtrain" / "attempt").read_text() == "2\n"
     assert not (run / "status").exists() and not (run / "train.pid").exists()
     assert (run / "train.token").read_text() == NEW + "\n"
     assert (run / "run.sh").read_text() == "# attempt 2\n"
@@ -46,7 +50,7 @@ def test_a_claim_moves_attempt_1_aside_and_readies_the_dir_for_attempt_2(tmp_pat
         "model: tiny\nsteps: 3\nresume_from_checkpoint: 'outputs/checkpoint-2'\n")
     assert (run / "train.log").read_bytes() == (
         b"step 1\r 50%\n=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
-    lines = [json.loads(x) for x in (run / "attempts.jsonl").read_text().splitlines()]
+    lines = [json.loads(x) for x in (run / ".rtrain" / "attempts.jsonl").read_text().splitlines()]
     assert lines[0] == {"attempt": 1, "exit": 1}
     assert (lines[1]["attempt"], lines[1]["checkpoint"]) == (2, "outputs/checkpoint-2")
     # Sent again after a lost answer: the same claim, nothing moved twice.
@@ -68,7 +72,7 @@ def test_a_second_claim_of_the_same_attempt_is_busy_and_changes_nothing(tmp_path
 
 def test_a_claim_that_read_the_run_mid_claim_is_told_the_attempt_the_other_took(
         tmp_path: Path) -> None:
-    """A resume that read the run between the other's `mkdir attempts/1` and its token
+    """A resume that read the run between the other's `mkdir .rtrain/attempts/2` and its token
     write counts one attempt filed and would give its own the number 3: the host says
     which attempt was taken (2), so its line does not name one that never was."""
     run = ended_run(tmp_path)
@@ -79,7 +83,7 @@ def test_a_claim_that_read_the_run_mid_claim_is_told_the_attempt_the_other_took(
         separator=resume.separator(3, "outputs/checkpoint-2"),
         ended_record=json.dumps({"attempt": 2, "exit": 1}), launch_file="run.sh")
     assert dict(probes.parse_key_values(sh(script))) == {"error": "busy", "taken": "2"}
-    assert not (run / "attempts" / "2").exists()
+    assert not (run / ".rtrain" / "attempts" / "3").exists()
 
 
 def test_a_restart_takes_the_resume_line_out_of_the_config(tmp_path: Path) -> None:
@@ -110,7 +114,7 @@ def test_an_unlaunched_attempt_never_has_its_run_dir_removed(tmp_path: Path) -> 
     claim(tmp_path, NEW)
     (run / "run.sh").unlink()
     assert sh(remote_sh.remove_unlaunched(str(tmp_path), "r1", NEW)).strip() == "removed=kept"
-    assert (run / "attempts" / "1" / "status").exists()
+    assert (run / ".rtrain" / "attempts" / "1" / "status").exists()
     fresh = tmp_path / "r2"
     fresh.mkdir()
     (fresh / "train.token").write_text(NEW + "\n")

@@ -12,19 +12,23 @@
 ## `attempt_dir RD`: sets `ad` to the current attempt's own directory (RD in an older run
 ## dir), `aj` to the run's attempts.jsonl and `an` to the attempt's number (empty in an
 ## older run dir: attempt_no counts it). No fork: the probe runs it for every run.
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
 attempt_dir() {
   if [ -d "$1/.rtrain" ]; then
     an=; [ -r "$1/.rtrain/attempt" ] && read -r an < "$1/.rtrain/attempt"
     # Host text, bounded as attempt_layout.MAX_ATTEMPT: a garbled number is attempt 1.
     case $an in ''|0*|*[!0-9]*|?????*) an=1;; esac
     [ "$an" -le 1000 ] || an=1
+    # shellcheck disable=SC2034  # the answer, read by the scripts that call this
     ad=$1/.rtrain/attempts/$an aj=$1/.rtrain/attempts.jsonl
   else
+    # shellcheck disable=SC2034  # the same
     an='' ad=$1 aj=$1/attempts.jsonl
   fi
 }
 ## `attempt_no RD`: sets `an` to the run's current attempt, either layout (an older run
 ## dir's: one more than its attempts/N/), with `ad` and `aj` as attempt_dir.
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
 attempt_no() {
   attempt_dir "$1"
   if [ -z "$an" ]; then
@@ -35,6 +39,7 @@ attempt_no() {
 ## `attempt_begin RD N`: attempt N's own directory, made the current attempt (the number
 ## written whole, by a rename: a reader sees the attempt before or this one). Fails,
 ## saying why on stderr, when it cannot be made.
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
 attempt_begin() {
   mkdir -p "$1/.rtrain/attempts/$2" &&
     printf '%s\n' "$2" > "$1/.rtrain/attempt.tmp" && mv -f "$1/.rtrain/attempt.tmp" "$1/.rtrain/attempt"

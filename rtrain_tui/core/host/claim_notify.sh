@@ -11,7 +11,9 @@
 ## own marker and is `claimed` again, where it would otherwise be nobody's.
 ## `claim_mark RUNDIR EVENT [TOKEN]` is the claim alone: true for the one caller that made it.
 claim_mark() {
-  attempt_no "$1"; cm_n=$an
+  attempt_no "$1"
+  # shellcheck disable=SC2154  # `an`: attempt.sh's, which every script sends before this
+  cm_n=$an
   cm_m="$1/notified/a$cm_n-$2"
   mkdir "$1/notified" 2>/dev/null
   if mkdir "$cm_m" 2>/dev/null; then

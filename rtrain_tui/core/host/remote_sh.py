@@ -319,7 +319,8 @@ FOREGROUND_SEND_S = 15
 def notify_hook(python_word: str, events: Sequence[str], foreground: bool = False) -> str:
     """What a run's wrapper (a box's run.sh, a Slurm job's batch script) needs to tell its
     end (`rt_notify_end CODE`) and a stall (`rt_notify stalled AGE`) itself: see
-    notify_send.sh. `python_word` is already one shell word (template.python_word).
+    notify_send.sh (which needs attempt.sh: the wrapper has it). `python_word` is
+    already one shell word (template.python_word).
     `foreground`: the send runs before the wrapper goes on (a job's processes end with it),
     all its URLs within FOREGROUND_SEND_S."""
     for event in events:
@@ -327,4 +328,4 @@ def notify_hook(python_word: str, events: Sequence[str], foreground: bool = Fals
             raise ValueError(f"bad notification event {event!r}")
     return (f"rt_np={python_word}\n" + host.assign(rt_non=" ".join(events))
             + (host.assign(rt_nfg=1, rt_nw=FOREGROUND_SEND_S) if foreground else host.assign(rt_nw=""))
-            + ATTEMPT + host.text("claim_notify.sh") + host.text("notify_send.sh"))
+            + host.text("claim_notify.sh") + host.text("notify_send.sh"))

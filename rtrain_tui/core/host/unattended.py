@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from rtrain_tui.core import host
 from rtrain_tui.core.safety.validate import ON_STALL  # what --on-stall may be: one list
 
-# Shell helpers for the scripts that need to tell whether a run's processes live, with
-# where an attempt's own files are (attempt.sh): every such script reads or writes them.
-LIVENESS = host.text("liveness.sh") + host.text("attempt.sh")
+# Shell helpers for the scripts that need to tell whether a run's processes live.
+LIVENESS = host.text("liveness.sh")
+
+# Where an attempt's own files are (attempt.sh): the wrapper, its retry loop and watchdog
+# write there, the probes read there.
+ATTEMPT = host.text("attempt.sh")
 
 # The wrapper's own end: ends what is left of the run before its code is recorded.
 END_REST = host.text("end_rest.sh")

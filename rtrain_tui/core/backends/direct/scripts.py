@@ -29,7 +29,7 @@ def _file(name: str) -> str:
 # Shell helpers shared by the scripts that need to tell whether a run's processes live
 # (how a run's processes are recognised: see the file), and the wrapper's own end: both
 # shared with Slurm's batch script, which runs the same retry loop and watchdog.
-_LIVENESS = unattended.LIVENESS
+_LIVENESS = unattended.LIVENESS + unattended.ATTEMPT  # and where an attempt's files are
 _END_REST = unattended.END_REST
 
 # One GPU sample, appended to the per-host probe (`run_states(..., gpus=True)`): its
