@@ -45,8 +45,9 @@ attempt_no() {
 }
 # shellcheck disable=SC2317  # a library: what a script does not call is not dead code
 attempt_begin() {
-  mkdir -p "$1/.rtrain/attempts/$2" &&
-    printf '%s\n' "$2" > "$1/.rtrain/attempt.tmp" && mv -f "$1/.rtrain/attempt.tmp" "$1/.rtrain/attempt"
+  ab_d=$1/.rtrain
+  mkdir -p "$ab_d/attempts/$2" &&
+    printf '%s\n' "$2" > "$ab_d/attempt.tmp" && mv -f "$ab_d/attempt.tmp" "$ab_d/attempt"
 }
 # shellcheck disable=SC2034  # read by the scripts that source this file
 attempt_top='status status.tmp status_attempt stop_requested stopped launch.lock train.pid
@@ -231,8 +232,9 @@ attempt_no() {
 }
 # shellcheck disable=SC2317  # a library: what a script does not call is not dead code
 attempt_begin() {
-  mkdir -p "$1/.rtrain/attempts/$2" &&
-    printf '%s\n' "$2" > "$1/.rtrain/attempt.tmp" && mv -f "$1/.rtrain/attempt.tmp" "$1/.rtrain/attempt"
+  ab_d=$1/.rtrain
+  mkdir -p "$ab_d/attempts/$2" &&
+    printf '%s\n' "$2" > "$ab_d/attempt.tmp" && mv -f "$ab_d/attempt.tmp" "$ab_d/attempt"
 }
 # shellcheck disable=SC2034  # read by the scripts that source this file
 attempt_top='status status.tmp status_attempt stop_requested stopped launch.lock train.pid

@@ -41,8 +41,9 @@ attempt_no() {
 ## saying why on stderr, when it cannot be made.
 # shellcheck disable=SC2317  # a library: what a script does not call is not dead code
 attempt_begin() {
-  mkdir -p "$1/.rtrain/attempts/$2" &&
-    printf '%s\n' "$2" > "$1/.rtrain/attempt.tmp" && mv -f "$1/.rtrain/attempt.tmp" "$1/.rtrain/attempt"
+  ab_d=$1/.rtrain
+  mkdir -p "$ab_d/attempts/$2" &&
+    printf '%s\n' "$2" > "$ab_d/attempt.tmp" && mv -f "$ab_d/attempt.tmp" "$ab_d/attempt"
 }
 ## The current attempt's files that stay at the run dir's top level, where the run-dir
 ## contract (train.pid, status: praisonai-train and older rtrain-tui read them) and the
