@@ -166,3 +166,45 @@ def test_an_attempt_number_the_host_inflated_builds_no_list_that_long() -> None:
     view = resume.attempts_view(recorded, "running", None, "")
     assert [a["attempt"] for a in view] == [1, 2]
     assert view[-1]["state"] == "running"
+
+
+def test_attempt_sh_finds_the_current_attempt_in_either_layout_and_bounds_its_number(
+        tmp_path: Path) -> None:
+    """attempt.sh, the one shell place that knows the layout: `.rtrain/attempt` names the
+    current attempt (a garbled or huge number is attempt 1, never a path out of bounds);
+    an older run dir's attempt is one more than its attempts/N/."""
+    ask = 'attempt_no "$1"; printf "%s|%s|%s\\n" "$an" "$ad" "$aj"'
+    new, old = tmp_path / "new", tmp_path / "old"
+    (old / "attempts" / "1").mkdir(parents=True)
+    (old / "attempts" / "2").mkdir()
+    sh(remote_sh.ATTEMPT + f'mkdir -p "$1" && attempt_begin "$1" 3 && {ask}\n'.replace(
+        '"$1"', f"'{new}'"))
+    assert (new / ".rtrain" / "attempt").read_text() == "3\n"
+    assert (new / ".rtrain" / "attempts" / "3").is_dir()
+    said = sh(remote_sh.ATTEMPT + ask.replace('"$1"', f"'{new}'"))
+    assert said == f"3|{new}/.rtrain/attempts/3|{new}/.rtrain/attempts.jsonl\n"
+    assert sh(remote_sh.ATTEMPT + ask.replace('"$1"', f"'{old}'")) == f"3|{old}|{old}/attempts.jsonl\n"
+    for garbled in ("2000000", "1001", "0", "-1", "../../x", "07", ""):
+        (new / ".rtrain" / "attempt").write_text(garbled + "\n")
+        assert sh(remote_sh.ATTEMPT + ask.replace('"$1"', f"'{new}'")).startswith("1|"), garbled
+
+
+def test_a_claim_in_the_new_layout_leaves_the_attempt_befores_own_files_in_its_directory(
+        tmp_path: Path) -> None:
+    """Attempt 1 gave up (its retry_gave_up in its own directory): the claim of attempt 2
+    makes attempt 2's directory, empty, the current one; what attempt 1 wrote of its own
+    stays where it was, and only the top-level files the contract keeps are filed there."""
+    run = ended_run(tmp_path)
+    one = run / ".rtrain" / "attempts" / "1"
+    one.mkdir(parents=True)
+    (run / ".rtrain" / "attempt").write_text("1\n")
+    (one / "retry_gave_up").write_text("NCCL timeout (gave up after 2 attempts)\n")
+    (run / "trainer_notes.txt").write_text("the trainer's\n")
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
+    assert sorted(p.name for p in one.iterdir()) == [
+        "launch.lock", "retry_gave_up", "status", "train.ident", "train.pid"]
+    assert list((run / ".rtrain" / "attempts" / "2").iterdir()) == []
+    assert (run / ".rtrain" / "attempt").read_text() == "2\n"
+    assert (run / "trainer_notes.txt").exists()
+    facts = dict(probes.parse_key_values(sh(remote_sh.resume_facts(str(tmp_path), "r1"))))
+    assert facts["attempts"] == "2"
