@@ -208,3 +208,25 @@ def test_a_claim_in_the_new_layout_leaves_the_attempt_befores_own_files_in_its_d
     assert (run / "trainer_notes.txt").exists()
     facts = dict(probes.parse_key_values(sh(remote_sh.resume_facts(str(tmp_path), "r1"))))
     assert facts["attempts"] == "2"
+
+
+def test_an_older_run_dir_resumed_before_keeps_its_count_of_attempts_in_the_layout(
+        tmp_path: Path) -> None:
+    """An older run dir with attempts/1/ is on attempt 2: the claim of attempt 3 gives it
+    the layout with attempt 2 current first, files attempt 2's top-level files in
+    .rtrain/attempts/2/ and leaves attempts/1/ as it was."""
+    run = ended_run(tmp_path)
+    (run / "attempts" / "1").mkdir(parents=True)
+    (run / "attempts" / "1" / "status").write_text("137\n")
+    (run / "launch.json").write_text('{"trainer": "x"}\n')
+    script = remote_sh.resume(
+        str(tmp_path), "r1", token=NEW, previous_token=OLD, attempt=3, checkpoint="",
+        edit_config=False, separator=resume.separator(3, ""),
+        ended_record=json.dumps({"attempt": 2, "exit": 1}), launch_file="run.sh")
+    assert dict(probes.parse_key_values(sh(script))) == {"claimed": "3"}
+    assert (run / ".rtrain" / "attempts" / "2" / "status").read_text() == "1\n"
+    assert (run / "attempts" / "1" / "status").read_text() == "137\n"
+    assert (run / ".rtrain" / "launch.json").exists() and not (run / "launch.json").exists()
+    assert (run / ".rtrain" / "attempt").read_text() == "3\n"
+    facts = dict(probes.parse_key_values(sh(remote_sh.resume_facts(str(tmp_path), "r1"))))
+    assert (facts["attempts"], facts["spec"]) == ("3", '{"trainer": "x"}')

@@ -25,16 +25,12 @@ busy() {
     bd=${bd##*/}; case $bd in *[!0-9]*) continue;; esac
     [ "$bd" -gt "$bn" ] && bn=$bd
   done
+  [ "$bn" != 0 ] || { attempt_no .; bn=$an; }  # an older run dir's count
   echo "error=busy"
   echo "taken=$bn"
 }
 rf=; [ -r train.token ] && read -r rf < train.token
 if [ "$rf" != "$tok" ]; then
-  # An older run dir (no .rtrain/) gets the layout: its records move in, once.
-  if [ ! -d .rtrain ] && mkdir .rtrain 2>/dev/null; then
-    for f in attempts.jsonl launch.json; do [ ! -f "$f" ] || mv -f -- "$f" ".rtrain/$f"; done
-  fi
-  mkdir .rtrain/attempts 2>/dev/null
   if [ "$rf" != "$prev" ]; then rm -f -- "$lf.$tok"; busy; exit 0; fi
   # The attempt to supersede wrote no exit code and has a live process (another resume
   # launched it after this one read it claimed, never launched): it runs. Never two
@@ -43,6 +39,16 @@ if [ "$rf" != "$tok" ]; then
   if [ ! -s status ] && [ -n "$prev" ] && [ -n "$(marked_pids "$prev")" ]; then
     rm -f -- "$lf.$tok"; echo "error=running"; exit 0
   fi
+  # An older run dir (no .rtrain/) gets the layout, once: its records move in, and its
+  # current attempt (one more than its attempts/N/) is the layout's current one.
+  if [ ! -d .rtrain ]; then
+    attempt_no .
+    if mkdir .rtrain 2>/dev/null; then
+      for f in attempts.jsonl launch.json; do [ ! -f "$f" ] || mv -f -- "$f" ".rtrain/$f"; done
+      attempt_begin . "$an"
+    fi
+  fi
+  mkdir .rtrain/attempts 2>/dev/null
   if ! why=$(mkdir ".rtrain/attempts/$n" 2>&1); then
     rm -f -- "$lf.$tok"
     # Another resume made it first: busy. Else nothing can be made there (a full disk,
