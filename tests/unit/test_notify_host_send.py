@@ -28,7 +28,7 @@ def test_notify_pyz_runs_on_a_python_with_nothing_of_ours_installed(tmp_path: Pa
     (tmp_path / host_send.SETTINGS).write_bytes(host_send.settings("gpu", "r1", ["mailto://x@y"], 1.0))
     (tmp_path / "train.log").write_text(LOG)
     for argv in (["failed", "1"], ["test", "gpu"]):
-        done = subprocess.run([sys.executable, "-I", host_send.PROGRAM, *argv], cwd=tmp_path,
+        done = subprocess.run([sys.executable, "-I", "-S", host_send.PROGRAM, *argv], cwd=tmp_path,
                               capture_output=True, text=True, timeout=60)
         assert (done.returncode, done.stdout, done.stderr) == (0, "", "")  # no URL it can send
     assert json.loads((tmp_path / host_send.SETTINGS).read_text())["urls"] == []
