@@ -61,6 +61,7 @@ RUN_DIR_FILES = frozenset({
     # The host's queue, retry loop and stall watchdog (the probe reads them), and its own
     # notifications: notify.json holds the webhook URLs, `notified/` the sent markers.
     "gpus", "queued", "running_since", "retry_gave_up", "retry_wait", "retry.pyz",
+    "ran_s",  # a requeued Slurm job's earlier seconds (run.sbatch.sh)
     "stalled", "stall_kill", "stall_note", "gpus_idle",
     "notify.json", "notify.pyz", "notify.log", "notified",
 })
