@@ -53,7 +53,7 @@ def test_status_json_sums_a_resumed_runs_attempts_to_the_cent(cli: Cli, tmp_path
     got = json.loads(cli("status", "gpu", "r1", "--workdir", workdir, "--json").out)
     # The elapsed times as the host and the index recorded them: attempt 1 from the run's
     # start to its end, attempt 2 from its start to the `status` file (the gap between is free).
-    one, two = (json.loads(line) for line in (run / "attempts.jsonl").read_text().splitlines()
+    one, two = (json.loads(line) for line in (run / ".rtrain" / "attempts.jsonl").read_text().splitlines()
                 if '"ended"' in line or '"checkpoint"' in line)
     started = parse_time(RunIndex(cli.index).get("gpu", "r1").started_at)
     assert started is not None

@@ -48,8 +48,8 @@ def test_a_resume_on_the_full_disk_says_so_and_changes_nothing(
 
 def test_a_resume_whose_claim_the_host_cannot_make_says_why_not_that_another_took_it(
         cli: Cli, tmp_path: Path, workdir: str) -> None:
-    """The claim is `mkdir attempts/N`; one that fails because nothing can be made there
-    (here a read-only file system at attempts/; a full disk or inode table alike) is no
+    """The claim is `mkdir .rtrain/attempts/N`; one that fails because nothing can be made
+    there (here a read-only file system at .rtrain/attempts/; a full disk or inode table alike) is no
     other resume's: the refusal says the host could not record the attempt."""
     import subprocess
 
@@ -58,15 +58,15 @@ def test_a_resume_whose_claim_the_host_cannot_make_says_why_not_that_another_too
     assert r.rc == 0, r.err
     run = Path(workdir) / "ro"
     wait_for("attempt 1's end", lambda: (run / "status").exists())
-    (run / "attempts").mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(run / "attempts")],
+    attempts = run / ".rtrain" / "attempts"  # attempt 1's directory is under it: a new one is not
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(attempts)],
                              capture_output=True, text=True)
     assert mounted.returncode == 0, mounted.stderr
     try:
         r = cli("resume", "gpu", "ro", "--workdir", workdir)
     finally:
-        subprocess.run(["umount", "-l", str(run / "attempts")], check=False)
+        subprocess.run(["umount", "-l", str(attempts)], check=False)
     assert (r.rc, r.out) == (1, "")
     assert r.err.startswith("rtrain-tui: gpu: attempt 2 of ro was not started (cannot make "
-                            "attempts/1"), r.err
+                            ".rtrain/attempts/2"), r.err
     assert (run / "status").exists() and not list(run.glob("run.sh.*"))

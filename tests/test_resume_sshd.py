@@ -45,6 +45,12 @@ def marked(token: str) -> list[int]:
     return pids
 
 
+def attempt_dirs(run: Path) -> list[str]:
+    """The run's attempts that have their own directory (core/host/attempt.sh): each one
+    claimed, from its start."""
+    return sorted(os.listdir(run / ".rtrain" / "attempts"))
+
+
 def test_resume_takes_the_newest_complete_checkpoint_past_one_cut_off_mid_save(
         cli: Cli, tmp_path: Path, workdir: str) -> None:
     run = Path(workdir) / "r1"
@@ -68,7 +74,7 @@ def test_resume_takes_the_newest_complete_checkpoint_past_one_cut_off_mid_save(
     assert "'step': 3" in after and "'step': 2," not in after and "training done, exit 0" in after
     assert "resume_from_checkpoint: 'outputs/checkpoint-2'\n" in (run / "config.yaml").read_text()
     # Attempt 1's end is kept apart, and attempt 2 has a marker of its own.
-    assert (run / "attempts" / "1" / "status").read_text().strip() == "137"
+    assert (run / ".rtrain" / "attempts" / "1" / "status").read_text().strip() == "137"
     assert (run / "train.token").read_text().strip() != first_token
     assert (run / "outputs" / "checkpoint-4" / "trainer_state.json").exists()  # saved whole now
 
@@ -93,7 +99,7 @@ def test_resume_without_a_complete_checkpoint_refuses_and_restart_runs_it_again(
     assert (r.rc, r.out) == (1, "")
     assert r.err == ("rtrain-tui: r2 on gpu has no complete checkpoint to resume from; "
                      "`rtrain-tui resume gpu r2 --restart` runs it again from the start.\n")
-    assert not (run / "attempts").exists()
+    assert attempt_dirs(run) == ["1"]  # nothing claimed
 
     r = cli("resume", "gpu", "r2", "--restart", "--workdir", workdir)
     assert r.rc == 0, r.err
@@ -128,7 +134,7 @@ def test_resume_from_a_checkpoint_chosen_by_hand_and_what_from_refuses(
     ):
         r = cli("resume", "gpu", "r3", "--from", path, "--workdir", workdir)
         assert r.rc != 0 and said in r.err, (path, r.err)
-    assert not (run / "attempts").exists()
+    assert attempt_dirs(run) == ["1"]  # nothing claimed
 
     r = cli("resume", "gpu", "r3", "--from", "outputs/checkpoint-2", "--workdir", workdir)
     assert r.rc == 0, r.err
@@ -155,7 +161,7 @@ def test_resume_refuses_a_running_and_a_completed_run_saying_why(
                      "new run to train again.\n")
     r = cli("resume", "gpu", "nope", "--workdir", workdir)
     assert r.rc == 1 and "no run nope on gpu" in r.err
-    assert not (Path(workdir) / "live" / "attempts").exists()
+    assert attempt_dirs(Path(workdir) / "live") == ["1"]
     assert cli("stop", "gpu", "live", "--grace", "5", "--workdir", workdir).rc == 0
 
 
@@ -178,7 +184,7 @@ def test_two_resumes_at_once_start_one_attempt_which_refresh_sees_and_stop_ends(
         run / "train.log").read_text().partition("=== attempt 2")[2])
     assert lost == ["rtrain-tui: r4 is running on gpu: only a run that ended failed, stopped or "
                     "lost can be resumed; stop it first (`rtrain-tui stop gpu r4`).\n"]
-    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert attempt_dirs(run) == ["1", "2"]
     assert (run / "train.log").read_text().count("=== attempt 2:") == 1
     # The resumes' lock (one file per run, here) is gone once both are done.
     assert list((cli.index.parent / "starting").glob("resume-*.lock")) == []
@@ -188,7 +194,7 @@ def test_two_resumes_at_once_start_one_attempt_which_refresh_sees_and_stop_ends(
     assert [(r["run_id"], r["state"]) for r in listed if r["run_id"] == "r4"] == [("r4", "running")]
     token = (run / "train.token").read_text().strip()
     new_pid = int((run / "train.pid").read_text())
-    assert new_pid != old_pid and (run / "attempts" / "1" / "train.pid").read_text().strip() == str(old_pid)
+    assert new_pid != old_pid and (run / ".rtrain" / "attempts" / "1" / "train.pid").read_text().strip() == str(old_pid)
     assert len(marked(token)) >= 3  # wrapper, trainer, its child
 
     r = cli("stop", "gpu", "r4", "--grace", "5", "--workdir", workdir)
@@ -243,12 +249,12 @@ def test_an_attempt_claimed_but_never_launched_reads_unknown_and_resume_takes_th
 
     listed = json.loads(cli("runs", "--refresh", "--json").out)
     assert [r["state"] for r in listed] == ["unknown"]
-    assert (run / "attempts" / "1" / "status").exists()
+    assert (run / ".rtrain" / "attempts" / "1" / "status").exists()
 
     r = cli("resume", "gpu", "r5", "--workdir", workdir)
     assert r.out.splitlines()[0] == "resumed r5 on gpu: attempt 3, from outputs/checkpoint-4", r.err
     wait_state(cli, "r5", workdir, "failed (exit 1)")
-    assert sorted(os.listdir(run / "attempts")) == ["1", "2"]
+    assert attempt_dirs(run) == ["1", "2", "3"]
     after = (run / "train.log").read_text().partition("=== attempt 3: resuming from outputs/checkpoint-4 ===\n")[2]
     assert "Continuing training from global step 4" in after
 
@@ -299,7 +305,7 @@ def test_two_laptops_resuming_at_once_start_one_attempt_and_both_indexes_see_it(
                    "lost can be resumed; stop it first (`rtrain-tui stop gpu r6`).\n",
                    "rtrain-tui: another resume of r6 on gpu took attempt 2 first; "
                    "`rtrain-tui status gpu r6` tells how it is going.\n"), err
-    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert attempt_dirs(run) == ["1", "2"]
     assert (run / "train.log").read_text().count("=== attempt 2:") == 1
     for c in (cli, laptop):
         listed = json.loads(c("runs", "--refresh", "--json").out)
@@ -338,7 +344,7 @@ def test_a_resume_that_read_the_run_ended_before_another_resumed_it_takes_nothin
                     "be resumed; stop it first (`rtrain-tui stop gpu r6b`).",
                     "another resume of r6b on gpu took attempt 2 first; "
                     "`rtrain-tui status gpu r6b` tells how it is going."), said
-    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert attempt_dirs(run) == ["1", "2"]
     assert (run / "train.log").read_text().count("=== attempt ") == 1
     assert cli("status", "gpu", "r6b", "--workdir", workdir).out == "running\n"
     assert cli("stop", "gpu", "r6b", "--grace", "5", "--workdir", workdir).rc == 0
@@ -377,7 +383,7 @@ def test_a_resume_that_finds_the_run_claimed_by_another_before_its_launch_says_s
     assert claimed == ["claimed=2\n"], claimed
     assert said == ("another resume of r6c on gpu took attempt 2 first; "
                     "`rtrain-tui status gpu r6c` tells how it is going."), said
-    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert attempt_dirs(run) == ["1", "2"]
     assert (run / "train.token").read_text().strip() == theirs
     assert (run / "train.log").read_text().count("=== attempt ") == 1
     # Its index keeps no longer attempt 1's end (`stopped`, settled: never probed again by
@@ -432,7 +438,7 @@ def test_a_resume_never_claims_over_an_attempt_launched_since_it_read_the_run(
     assert said_there[0] == "claimed=2\n" and said_there[1].startswith("pid="), said_there
     assert said == ("r6d is running on gpu: only a run that ended failed, stopped or lost "
                     "can be resumed; stop it first (`rtrain-tui stop gpu r6d`)."), said
-    assert sorted(os.listdir(run / "attempts")) == ["1"]
+    assert attempt_dirs(run) == ["1", "2"]
     assert (run / "train.token").read_text().strip() == theirs
     assert cli("status", "gpu", "r6d", "--workdir", workdir).out == "running\n"
     assert cli("stop", "gpu", "r6d", "--grace", "5", "--workdir", workdir).rc == 0
@@ -458,7 +464,7 @@ def test_a_run_whose_start_is_under_way_is_refused(cli: Cli, tmp_path: Path, wor
     assert (r.rc, r.out) == (1, "")
     assert r.err == ("rtrain-tui: r7 is starting on gpu: a start or resume of it is under way; "
                      "wait for it (`rtrain-tui status gpu r7` tells how it is going).\n")
-    assert not (Path(workdir) / "r7" / "attempts").exists()
+    assert attempt_dirs(Path(workdir) / "r7") == ["1"]
 
 
 def test_a_laptop_that_knew_the_run_ended_reads_the_resumed_attempts_own_end(

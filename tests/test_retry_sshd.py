@@ -39,13 +39,13 @@ def test_a_retry_resumes_from_the_newest_checkpoint_with_no_client_connected(
     # No client runs from here on: only the host acts. Watch its files.
     wait_for("the run to end", lambda: (run / "status").exists(), timeout=60)
     assert (run / "status").read_text().strip() == "0"
-    assert (run / "attempts" / "1" / "status").read_text().strip() == "134"
+    assert (run / ".rtrain" / "attempts" / "1" / "status").read_text().strip() == "134"
     log = (run / "train.log").read_text()
     before, sep, after = log.partition("=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
     assert sep and "Watchdog caught collective operation timeout" in before
     assert "Continuing training from global step 2" in after and "training done, exit 0" in after
     assert "env RTRAIN_RESUME_FROM=outputs/checkpoint-2" in after
-    records = [json.loads(line) for line in (run / "attempts.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run / ".rtrain" / "attempts.jsonl").read_text().splitlines()]
     assert records[0]["attempt"] == 1 and records[0]["reason"] == (
         "NCCL timeout: ALLREDUCE collective did not finish after 600 s")
     assert (records[1]["attempt"], records[1]["checkpoint"]) == (2, "outputs/checkpoint-2")
@@ -64,7 +64,7 @@ def test_a_missing_module_is_not_retried_and_its_reason_says_why(
     start(cli, tmp_path, workdir, "t2", "--retries", "3", base="0",
           steps=5, crash_at=2, crash="module")
     wait_state(cli, "t2", workdir, "failed (exit 1)", timeout=60)
-    assert not (run / "attempts" / "1").exists()
+    assert sorted(os.listdir(run / ".rtrain" / "attempts")) == ["1"]  # no attempt 2
     assert "=== attempt 2" not in (run / "train.log").read_text()
     got = json.loads(cli("status", "gpu", "t2", "--workdir", workdir, "--json").out)
     assert got["reason"] == ("missing Python module peft: pip install peft on the host "
@@ -98,7 +98,7 @@ def test_a_stop_during_the_retry_wait_ends_the_run_with_no_further_attempt(
     assert cli("status", "gpu", "t4", "--workdir", workdir).out == "stopped\n"
     assert marked(token) == []
     assert "=== attempt 2" not in (run / "train.log").read_text()
-    assert not (run / "retry_wait").exists()
+    assert not (run / "retry_wait").exists() and not list(run.glob(".rtrain/attempts/*/retry_wait"))
 
 
 def test_a_run_lost_to_a_reboot_is_resumed_by_the_next_refresh_with_retries_left(
@@ -136,7 +136,7 @@ def test_a_run_lost_to_a_reboot_is_resumed_by_the_next_refresh_with_retries_left
         assert "running" in next(line for line in r.out.splitlines() if "t5" in line)
         log = (run / "train.log").read_text()
         assert "=== attempt 2: resuming from " in log
-        first = json.loads((run / "attempts.jsonl").read_text().splitlines()[0])
+        first = json.loads((run / ".rtrain" / "attempts.jsonl").read_text().splitlines()[0])
         assert (first["attempt"], first["state"], first["reason"]) == (1, "lost", "lost: the host rebooted")
 
         # Its one retry is spent: lost to a second reboot, it stays lost.
@@ -186,7 +186,7 @@ def test_on_stall_restart_resumes_a_hung_run_from_its_checkpoint(
     before, sep, after = log.partition("=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
     assert sep and "; restarting it (--on-stall restart)" in before
     assert "Continuing training from global step 2" in after and "training done, exit 0" in after
-    first = json.loads((run / "attempts.jsonl").read_text().splitlines()[0])
+    first = json.loads((run / ".rtrain" / "attempts.jsonl").read_text().splitlines()[0])
     assert first["reason"].startswith("stalled: no output for ") and first["exit"] == 143
 
 

@@ -61,7 +61,7 @@ def test_start_form_retries_and_stall_reach_the_host_and_bad_values_name_their_f
             assert not start.disabled, str(errors.render())
             await pilot.press("ctrl+s")
             await until(pilot, lambda: app.screen is not form, "the start")
-            launched = json.loads(Path(workdir, "tries", "launch.json").read_text())
+            launched = json.loads(Path(workdir, "tries", ".rtrain", "launch.json").read_text())
             assert (launched["retries"], launched["stall_after_s"], launched["on_stall"]) == \
                 (3, 90, "restart")
             await app.workers.wait_for_complete()

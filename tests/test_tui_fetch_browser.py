@@ -24,6 +24,21 @@ def test_checkpoints_sort_by_number_and_folders_come_before_their_files() -> Non
         "checkpoint-50", "checkpoint-50/a", "checkpoint-100", "checkpoint-100/a"]
 
 
+def test_the_users_artefacts_come_first_and_our_bookkeeping_last() -> None:
+    """lora_model, checkpoints and outputs (and the run's log and config) lead the list;
+    rtrain-tui's own files (pids, marks, records, scripts, `.rtrain/`) follow them all."""
+    names = [".rtrain", ".rtrain/attempts", ".rtrain/attempts/1", ".rtrain/attempts.jsonl",
+             "attempts.jsonl", "launch.json", "launch.lock", "notify.json", "run.sh",
+             f"run.sh.{'a' * 32}", "status", "status.tmp", "train.pid", "train.token",
+             "checkpoint-100", "checkpoint-20", "config.yaml", "lora_model",
+             "lora_model/adapter.bin", "outputs", "train.jsonl", "train.log", "zz.txt"]
+    entries = [RemoteEntry(n, 0, "." not in n.rpartition("/")[2]) for n in reversed(names)]
+    got = [e.path for e in sorted_entries(entries)]
+    assert got[:9] == ["checkpoint-20", "checkpoint-100", "config.yaml", "lora_model",
+                       "lora_model/adapter.bin", "outputs", "train.jsonl", "train.log", "zz.txt"]
+    assert sorted(got[9:]) == sorted(names[:14])
+
+
 def test_host_names_and_file_names_are_shown_literally(tmp_path: Path) -> None:
     record = RunRecord(host="box[@click=app.quit]", run_id="r1", workdir="~/rt",
                        started_at="2026-11-30T08:00:00Z", state="completed")

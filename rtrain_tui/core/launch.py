@@ -43,8 +43,8 @@ from rtrain_tui.core.local_locks import HostLock, gpu_choice_lock
 from rtrain_tui.core.metrics import gpus as gpu_choice
 from rtrain_tui.core.notify import host_send
 from rtrain_tui.core.probing import Prober
+from rtrain_tui.core.runs import attempt_layout, probes
 from rtrain_tui.core.runs import cost as run_cost
-from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.safety import template as trainer_template
 from rtrain_tui.core.safety import validate
@@ -208,8 +208,9 @@ def trainer_command(template: str, python: str, dataset: str | None, gpus: int) 
     return trainer_template.render(template, python, dataset, gpus)
 
 
-# What a start records in the run dir for a later resume (core/resume.py reads it back).
-LAUNCH_JSON = "launch.json"
+# What a start records in the run dir for a later resume (core/resume.py reads it back):
+# its path, under .rtrain/, apart from what the trainer writes (core/runs/attempt_layout.py).
+LAUNCH_JSON = attempt_layout.launch_json()
 
 
 def launch_json(trainer: str, python: str, dataset: str | None, gpus: int,

@@ -40,13 +40,13 @@ from rtrain_tui.core import backends, launch
 from rtrain_tui.core.backends import GpuChoice, LaunchSpec
 from rtrain_tui.core.errors import NoSuchRunError, RemoteError
 from rtrain_tui.core.host import remote_sh
-from rtrain_tui.core.launch import LAUNCH_JSON, StartedRun, StartRequest, StepCallback
+from rtrain_tui.core.launch import StartedRun, StartRequest, StepCallback
 from rtrain_tui.core.local_locks import HostLock, start_in_progress, starting
 from rtrain_tui.core.logs import reasons
 from rtrain_tui.core.logs.retry_rule import separator  # one wording for resume and retry
 from rtrain_tui.core.probing import Prober
+from rtrain_tui.core.runs import attempt_layout, probes
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
-from rtrain_tui.core.runs import probes
 from rtrain_tui.core.runs.cost import next_attempt as billing  # the one cost rule's
 from rtrain_tui.core.runs.index import RunRecord
 from rtrain_tui.core.runs.index import utc_now as index_now
@@ -54,6 +54,7 @@ from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.sanitize import safe_line
 from rtrain_tui.core.transport.connection import HostConnection
 
+_LAUNCH_NAME = attempt_layout.LAUNCH_JSON  # as messages name it (launch.LAUNCH_JSON: its path)
 RESUME_ENV = "RTRAIN_RESUME_FROM"
 RESUME_WAIT = 120.0  # how long a resume waits for another resume of the same run here
 # The states a resume takes: the run ended and did not complete.
@@ -99,7 +100,8 @@ def parse_attempts(text: str) -> list[dict[str, Any]]:
             one = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(one, dict) or not isinstance(one.get("attempt"), int):
+        # Bounded (R09): a line claiming attempt 2,000,000 is no attempt, not a list that long.
+        if not isinstance(one, dict) or attempt_layout.attempt_number(one.get("attempt")) is None:
             continue
         merged.setdefault(one["attempt"], {}).update(one)
     return [merged[n] for n in sorted(merged)]
@@ -172,7 +174,7 @@ def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
             raise ValueError(spec)
     except (KeyError, ValueError):
         raise RemoteError(
-            f"{run_id} on {host} has no usable {LAUNCH_JSON} (it was started by an older "
+            f"{run_id} on {host} has no usable {_LAUNCH_NAME} (it was started by an older "
             "rtrain-tui or by `praisonai train remote`), so what to launch again is not "
             "known; start it again instead.") from None
     try:
@@ -188,7 +190,7 @@ def _spec(facts: dict[str, str], host: str, run_id: str) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError, validate.ValidationError) as exc:
         # Worded as launch.json's: the validators name the flags of `start`, which the
         # user did not give to `resume`.
-        raise RemoteError(f"{run_id} on {host}: its {LAUNCH_JSON} is not usable "
+        raise RemoteError(f"{run_id} on {host}: its {_LAUNCH_NAME} is not usable "
                           f"({safe_line(str(exc))[:120]}); start it again instead.") from None
     try:
         retries = validate.check_retries(int(spec.get("retries") or 0))
@@ -312,7 +314,7 @@ async def _resume_locked(ctx: Prober, host: str, workdir: str, run_id: str,
     try:  # what a start would refuse (--retries on a Slurm job of several nodes), refused
         kind.check_retries(spec["retries"], spec["stall"][2], options)
     except validate.ValidationError as exc:
-        raise RemoteError(f"{run_id} on {host}: its {LAUNCH_JSON} is not usable "
+        raise RemoteError(f"{run_id} on {host}: its {_LAUNCH_NAME} is not usable "
                           f"({str(exc).rstrip('.')}); start it again instead.") from None
     # The processes that saved the checkpoints: one per GPU of each node, under torchrun.
     per_node = getattr(options, "gpus_per_node", None)
@@ -514,12 +516,11 @@ def _options(kind: str, saved: object) -> Any:
         saved = {**saved, "sbatch_args": tuple(saved.get("sbatch_args") or ())}
         return SlurmOptions(**saved).validated()
     except TypeError as exc:
-        raise RemoteError(f"the Slurm options in {LAUNCH_JSON} are not usable: {exc}") from None
+        raise RemoteError(f"the Slurm options in {_LAUNCH_NAME} are not usable: {exc}") from None
 
 
 async def attempts(ctx: Prober, host: str, workdir: str, run_id: str) -> list[dict[str, Any]]:
     """The run's attempts as attempts.jsonl records them (empty for a run never resumed)."""
     out = await ctx.host(host).run(
-        remote_sh.run_dir_assign(workdir, run_id)
-        + 'head -c 262144 "$rd/attempts.jsonl" 2>/dev/null; exit 0\n')
+        remote_sh.run_dir_assign(workdir, run_id) + attempt_layout.shell_read_attempts_jsonl())
     return parse_attempts(out)

@@ -21,6 +21,37 @@ mtimes() {
     { t = $1; sub(/^[^ ]* /, ""); when[$0] = t }
     END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
 }
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_dir() {
+  if [ -d "$1/.rtrain" ]; then
+    an=; [ -r "$1/.rtrain/attempt" ] && read -r an < "$1/.rtrain/attempt"
+    # Host text, bounded as attempt_layout.MAX_ATTEMPT: a garbled number is attempt 1.
+    case $an in ''|0*|*[!0-9]*|?????*) an=1;; esac
+    [ "$an" -le 1000 ] || an=1
+    # shellcheck disable=SC2034  # the answer, read by the scripts that call this
+    ad=$1/.rtrain/attempts/$an aj=$1/.rtrain/attempts.jsonl
+  else
+    # shellcheck disable=SC2034  # the same
+    an='' ad=$1 aj=$1/attempts.jsonl
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_no() {
+  attempt_dir "$1"
+  if [ -z "$an" ]; then
+    an=1
+    for an_d in "$1"/attempts/[0-9]*; do [ -d "$an_d" ] && an=$((an + 1)); done
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_begin() {
+  ab_d=$1/.rtrain
+  mkdir -p "$ab_d/attempts/$2" &&
+    printf '%s\n' "$2" > "$ab_d/attempt.tmp" && mv -f "$ab_d/attempt.tmp" "$ab_d/attempt"
+}
+# shellcheck disable=SC2034  # read by the scripts that source this file
+attempt_top='status status.tmp status_attempt stop_requested stopped launch.lock train.pid
+  train.ident slurm_job_id submit_unknown submit_error submit_message gpus queued'
 fr_list() {
   fr_i=$1 fr_wd=$2 fr_known=$3 fr_limit=$4
   case $fr_wd in /*) ;; *) fr_wd=$(pwd)/$fr_wd;; esac
@@ -42,8 +73,8 @@ fr_list() {
       fr_e=${fr_n#*:}
       fr_n=${fr_n%%:*}
       fr_r=${fr_e#*:} fr_e=${fr_e%%:*}
-      fr_d=$fr_wd/$fr_n fr_a=1
-      for fr_f in "$fr_d"/attempts/[0-9]*; do [ -d "$fr_f" ] && fr_a=$((fr_a + 1)); done
+      fr_d=$fr_wd/$fr_n
+      attempt_no "$fr_d"; fr_a=$an
       # More attempts than recorded: it went on, even when its end mark was written in
       # the very second of the recorded end (times are whole seconds).
       [ "$fr_r" = 0 ] || [ "$fr_r" = "$fr_a" ] || fr_e=went
@@ -177,6 +208,37 @@ RTRAIN_RUN=$1
 "*) return 0;; esac
   return 1
 }
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_dir() {
+  if [ -d "$1/.rtrain" ]; then
+    an=; [ -r "$1/.rtrain/attempt" ] && read -r an < "$1/.rtrain/attempt"
+    # Host text, bounded as attempt_layout.MAX_ATTEMPT: a garbled number is attempt 1.
+    case $an in ''|0*|*[!0-9]*|?????*) an=1;; esac
+    [ "$an" -le 1000 ] || an=1
+    # shellcheck disable=SC2034  # the answer, read by the scripts that call this
+    ad=$1/.rtrain/attempts/$an aj=$1/.rtrain/attempts.jsonl
+  else
+    # shellcheck disable=SC2034  # the same
+    an='' ad=$1 aj=$1/attempts.jsonl
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_no() {
+  attempt_dir "$1"
+  if [ -z "$an" ]; then
+    an=1
+    for an_d in "$1"/attempts/[0-9]*; do [ -d "$an_d" ] && an=$((an + 1)); done
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_begin() {
+  ab_d=$1/.rtrain
+  mkdir -p "$ab_d/attempts/$2" &&
+    printf '%s\n' "$2" > "$ab_d/attempt.tmp" && mv -f "$ab_d/attempt.tmp" "$ab_d/attempt"
+}
+# shellcheck disable=SC2034  # read by the scripts that source this file
+attempt_top='status status.tmp status_attempt stop_requested stopped launch.lock train.pid
+  train.ident slurm_job_id submit_unknown submit_error submit_message gpus queued'
 tab='	'
 mt_nl='
 '
@@ -223,11 +285,12 @@ probe() {
       unwritten=1; free=$(df -Pk "$rd" 2>/dev/null | awk 'NR == 2 { print $4 }')
     fi
   fi
-  rw=; st=; gi=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf; read_file "$rd/stalled"; st=$rf
-    read_file "$rd/gpus_idle"; gi=$rf
-  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf
-    [ -n "$rw" ] || { read_file "$rd/gave_up"; rw=$rf; }
-    if [ "$stop_by" = stall ]; then read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
+  attempt_dir "$rd"
+  rw=; st=; gi=; if [ $alive = 1 ]; then read_file "$ad/retry_wait"; rw=$rf; read_file "$ad/stalled"; st=$rf
+    read_file "$ad/gpus_idle"; gi=$rf
+  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$ad/retry_gave_up"; rw=$rf
+    [ -n "$rw" ] || { read_file "$ad/gave_up"; rw=$rf; }
+    if [ "$stop_by" = stall ]; then read_file "$ad/stalled"; st=$rf; read_file "$ad/gpus_idle"; gi=$rf; fi
   fi
   rebooted=0
   if [ $alive = 0 ] && [ -z "$code" ] && [ $stopped = 0 ] && [ -n "$ident" ]; then

@@ -21,6 +21,37 @@ mtimes() {
     { t = $1; sub(/^[^ ]* /, ""); when[$0] = t }
     END { for (i = 1; i <= n; i++) print pre[i] ((path[i] in when) ? when[path[i]] : "") }'
 }
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_dir() {
+  if [ -d "$1/.rtrain" ]; then
+    an=; [ -r "$1/.rtrain/attempt" ] && read -r an < "$1/.rtrain/attempt"
+    # Host text, bounded as attempt_layout.MAX_ATTEMPT: a garbled number is attempt 1.
+    case $an in ''|0*|*[!0-9]*|?????*) an=1;; esac
+    [ "$an" -le 1000 ] || an=1
+    # shellcheck disable=SC2034  # the answer, read by the scripts that call this
+    ad=$1/.rtrain/attempts/$an aj=$1/.rtrain/attempts.jsonl
+  else
+    # shellcheck disable=SC2034  # the same
+    an='' ad=$1 aj=$1/attempts.jsonl
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_no() {
+  attempt_dir "$1"
+  if [ -z "$an" ]; then
+    an=1
+    for an_d in "$1"/attempts/[0-9]*; do [ -d "$an_d" ] && an=$((an + 1)); done
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_begin() {
+  ab_d=$1/.rtrain
+  mkdir -p "$ab_d/attempts/$2" &&
+    printf '%s\n' "$2" > "$ab_d/attempt.tmp" && mv -f "$ab_d/attempt.tmp" "$ab_d/attempt"
+}
+# shellcheck disable=SC2034  # read by the scripts that source this file
+attempt_top='status status.tmp status_attempt stop_requested stopped launch.lock train.pid
+  train.ident slurm_job_id submit_unknown submit_error submit_message gpus queued'
 su_start() {
   su_st='' su_z=''
   read -r su_l 2>/dev/null < "/proc/$1/stat" || return 0
@@ -53,11 +84,12 @@ probe() {
   case $job in ''|*[!0-9_]*) job=;; *) ids="$ids${ids:+,}$job";; esac
   read_file "$rd/status"; code=$rf
   read_file "$rd/status_attempt"; attempt=$rf
-  rw=; if [ -z "$code" ]; then read_file "$rd/retry_wait"; rw=$rf
-  elif [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
+  attempt_dir "$rd"
+  rw=; if [ -z "$code" ]; then read_file "$ad/retry_wait"; rw=$rf
+  elif [ "$code" != 0 ]; then read_file "$ad/retry_gave_up"; rw=$rf; fi
   read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1; stop_by=$rf
   st=; gi=; if [ "$stop_by" = stall ] || { [ -z "$code" ] && [ "$stop" = 0 ]; }; then
-    read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
+    read_file "$ad/stalled"; st=$rf; read_file "$ad/gpus_idle"; gi=$rf; fi
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
   unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1

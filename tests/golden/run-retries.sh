@@ -114,6 +114,37 @@ RTRAIN_RUN=$1
 "*) return 0;; esac
   return 1
 }
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_dir() {
+  if [ -d "$1/.rtrain" ]; then
+    an=; [ -r "$1/.rtrain/attempt" ] && read -r an < "$1/.rtrain/attempt"
+    # Host text, bounded as attempt_layout.MAX_ATTEMPT: a garbled number is attempt 1.
+    case $an in ''|0*|*[!0-9]*|?????*) an=1;; esac
+    [ "$an" -le 1000 ] || an=1
+    # shellcheck disable=SC2034  # the answer, read by the scripts that call this
+    ad=$1/.rtrain/attempts/$an aj=$1/.rtrain/attempts.jsonl
+  else
+    # shellcheck disable=SC2034  # the same
+    an='' ad=$1 aj=$1/attempts.jsonl
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_no() {
+  attempt_dir "$1"
+  if [ -z "$an" ]; then
+    an=1
+    for an_d in "$1"/attempts/[0-9]*; do [ -d "$an_d" ] && an=$((an + 1)); done
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_begin() {
+  ab_d=$1/.rtrain
+  mkdir -p "$ab_d/attempts/$2" &&
+    printf '%s\n' "$2" > "$ab_d/attempt.tmp" && mv -f "$ab_d/attempt.tmp" "$ab_d/attempt"
+}
+# shellcheck disable=SC2034  # read by the scripts that source this file
+attempt_top='status status.tmp status_attempt stop_requested stopped launch.lock train.pid
+  train.ident slurm_job_id submit_unknown submit_error submit_message gpus queued'
 rest_of_run() {
   live_of "$(marked_pids "$RTRAIN_RUN") $(GROUP=$$; group_pids)"; rr_left=$live
 }
@@ -132,6 +163,10 @@ end_rest() {
   # shellcheck disable=SC2086  # a list of pids
   kill -KILL $rr_left 2>/dev/null
 }
+attempt_dir .
+# shellcheck disable=SC2034  # rt_aj: read by the queue's and the retry loop's lines, when there are any
+rt_ad=$ad rt_aj=$aj
+mkdir -p "$rt_ad"
 if proc_fields $$ && [ -n "$start" ]; then
   boot_id
   printf '%s %s\n' "$start" "$bi" > train.ident.tmp && mv train.ident.tmp train.ident
@@ -193,8 +228,9 @@ state_word() {
   else sw=lost; fi
 }
 claim_mark() {
-  cm_n=1
-  for cm_f in "$1"/attempts/[0-9]*; do [ -d "$cm_f" ] && cm_n=$((cm_n + 1)); done
+  attempt_no "$1"
+  # shellcheck disable=SC2154  # `an`: attempt.sh's, which every script sends before this
+  cm_n=$an
   cm_m="$1/notified/a$cm_n-$2"
   mkdir "$1/notified" 2>/dev/null
   if mkdir "$cm_m" 2>/dev/null; then
@@ -243,10 +279,10 @@ rt_wi=60
 rt_on=restart
 rt_gi=600
 rt_noted() {
-  [ -s stall_note ] || return 0
+  [ -s "$rt_ad/stall_note" ] || return 0
   if [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
-  cat stall_note >> train.log
-  rm -f stall_note
+  cat "$rt_ad/stall_note" >> train.log
+  rm -f "$rt_ad/stall_note"
 }
 rt_reap() {
   [ -n "${rt_wd-}" ] || return 0
@@ -260,7 +296,7 @@ rt_reap() {
 }
 rt_watch() {
   rt_reap
-  rm -f stalled stall_kill stall_note gpus_idle
+  rm -f "$rt_ad/stalled" "$rt_ad/stall_kill" "$rt_ad/stall_note" "$rt_ad/gpus_idle"
   (
     trap 'exit 0' TERM
     read -r wd_self _ < /proc/self/stat || wd_self=none
@@ -279,26 +315,26 @@ rt_watch() {
         if [ "$wd_busy" = 0 ]; then
           [ -n "$wd_idle0" ] || wd_idle0=$wd_now
           if [ $((wd_now - wd_idle0)) -ge "$rt_gi" ]; then
-            echo $((wd_now - wd_idle0)) > gpus_idle.tmp && mv -f gpus_idle.tmp gpus_idle
+            echo $((wd_now - wd_idle0)) > "$rt_ad/gpus_idle.tmp" && mv -f "$rt_ad/gpus_idle.tmp" "$rt_ad/gpus_idle"
           fi
         else
-          wd_idle0=''; rm -f gpus_idle
+          wd_idle0=''; rm -f "$rt_ad/gpus_idle"
         fi
       fi
       wd_mt=$(stat -c %Y train.log 2>/dev/null || stat -f %m train.log 2>/dev/null) || continue
       wd_age=$((wd_now - wd_mt))
-      if [ "$wd_age" -lt "$rt_sa" ]; then rm -f stalled; continue; fi
-      [ -e stalled ] || [ -z "${rt_non-}" ] || rt_notify stalled "$wd_age"  # notify_send.sh
-      echo "$wd_age" > stalled.tmp && mv -f stalled.tmp stalled
+      if [ "$wd_age" -lt "$rt_sa" ]; then rm -f "$rt_ad/stalled"; continue; fi
+      [ -e "$rt_ad/stalled" ] || [ -z "${rt_non-}" ] || rt_notify stalled "$wd_age"  # notify_send.sh
+      echo "$wd_age" > "$rt_ad/stalled.tmp" && mv -f "$rt_ad/stalled.tmp" "$rt_ad/stalled"
       [ "$rt_on" = warn ] && continue
       wd_why="stalled: no output for $((wd_age / 60))m"  # as probes.stall_reason words it
       [ "$wd_age" -ge 60 ] || wd_why="stalled: no output for ${wd_age}s"
       if [ "$rt_on" = stop ]; then
         [ -s stop_requested ] || echo stall > stop_requested
-        printf 'rtrain-tui: %s; stopping the run (--on-stall stop)\n' "$wd_why" > stall_note
+        printf 'rtrain-tui: %s; stopping the run (--on-stall stop)\n' "$wd_why" > "$rt_ad/stall_note"
       else
-        echo "$wd_why" > stall_kill
-        printf 'rtrain-tui: %s; restarting it (--on-stall restart)\n' "$wd_why" > stall_note
+        echo "$wd_why" > "$rt_ad/stall_kill"
+        printf 'rtrain-tui: %s; restarting it (--on-stall restart)\n' "$wd_why" > "$rt_ad/stall_note"
       fi
       # What end_rest ends, but for this watchdog and its own sleep (the wrapper, $$,
       # is spared by live_of): the trainer and all its processes.
@@ -368,17 +404,29 @@ done
   eval "$rt_out"
   if [ "$rt_go" != 1 ]; then
     [ -n "$rt_why" ] || rt_why="retry could not decide (retry.pyz said nothing: see train.log)"
-    printf '%s\n' "$rt_why" > retry_gave_up.tmp && mv -f retry_gave_up.tmp retry_gave_up
+    printf '%s\n' "$rt_why" > "$rt_ad/retry_gave_up.tmp" && mv -f "$rt_ad/retry_gave_up.tmp" "$rt_ad/retry_gave_up"
     break
   fi
-  mkdir -p "attempts/$rt_a" && echo "$rc" > "attempts/$rt_a/status"
-  printf '%s\n' "$rt_rec" >> attempts.jsonl
-  printf '%s\n' "$rt_why" > retry_wait.tmp && mv -f retry_wait.tmp retry_wait
+  rt_a=$((rt_a + 1))
+  rt_nd=$rt_ad
+  if [ "$rt_ad" != . ]; then
+    # The next attempt, current from its wait on, its why there before it is current.
+    rt_nd=.rtrain/attempts/$rt_a
+    mkdir -p "$rt_nd"
+  fi
+  printf '%s\n' "$rt_why" > "$rt_nd/retry_wait.tmp" && mv -f "$rt_nd/retry_wait.tmp" "$rt_nd/retry_wait"
+  if [ "$rt_ad" != . ]; then
+    attempt_begin . "$rt_a"
+    echo "$rc" > "$rt_ad/status"
+  else  # an older run dir's ended attempts are filed in attempts/N
+    mkdir -p "attempts/$((rt_a - 1))" && echo "$rc" > "attempts/$((rt_a - 1))/status"
+  fi
+  rt_ad=$rt_nd
+  printf '%s\n' "$rt_rec" >> "$rt_aj"
   sleep "$rt_wait" &
   wait $!
-  rm -f retry_wait
+  rm -f "$rt_ad/retry_wait"
   if [ -n "$rt_signalled" ] || [ -e stop_requested ]; then rc=143; break; fi
-  rt_a=$((rt_a + 1))
   if [ "$rt_cfg" = 1 ] && [ -f config.yaml ]; then
     awk '!/^resume_from_checkpoint[ \t]*:/' config.yaml > config.yaml.tmp &&
       { [ -z "$rt_ck" ] || printf "resume_from_checkpoint: '%s'\n" "$rt_ck"; } >> config.yaml.tmp &&
@@ -388,7 +436,7 @@ done
   printf '%s\n' "$rt_sep" >> train.log
   rt_st=$(date +%s)
   printf '{"attempt": %s, "started": %s, "checkpoint": "%s", "retry": true}\n' \
-    "$rt_a" "$rt_st" "$rt_ck" >> attempts.jsonl
+    "$rt_a" "$rt_st" "$rt_ck" >> "$rt_aj"
   rt_waited=$(( ${rt_waited:-0} + rt_st - ${rt_end:-$rt_st} ))
   echo "$rt_a $rt_st $rt_waited" > running_since.tmp && mv -f running_since.tmp running_since
 rt_watch

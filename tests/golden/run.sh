@@ -114,6 +114,37 @@ RTRAIN_RUN=$1
 "*) return 0;; esac
   return 1
 }
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_dir() {
+  if [ -d "$1/.rtrain" ]; then
+    an=; [ -r "$1/.rtrain/attempt" ] && read -r an < "$1/.rtrain/attempt"
+    # Host text, bounded as attempt_layout.MAX_ATTEMPT: a garbled number is attempt 1.
+    case $an in ''|0*|*[!0-9]*|?????*) an=1;; esac
+    [ "$an" -le 1000 ] || an=1
+    # shellcheck disable=SC2034  # the answer, read by the scripts that call this
+    ad=$1/.rtrain/attempts/$an aj=$1/.rtrain/attempts.jsonl
+  else
+    # shellcheck disable=SC2034  # the same
+    an='' ad=$1 aj=$1/attempts.jsonl
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_no() {
+  attempt_dir "$1"
+  if [ -z "$an" ]; then
+    an=1
+    for an_d in "$1"/attempts/[0-9]*; do [ -d "$an_d" ] && an=$((an + 1)); done
+  fi
+}
+# shellcheck disable=SC2317  # a library: what a script does not call is not dead code
+attempt_begin() {
+  ab_d=$1/.rtrain
+  mkdir -p "$ab_d/attempts/$2" &&
+    printf '%s\n' "$2" > "$ab_d/attempt.tmp" && mv -f "$ab_d/attempt.tmp" "$ab_d/attempt"
+}
+# shellcheck disable=SC2034  # read by the scripts that source this file
+attempt_top='status status.tmp status_attempt stop_requested stopped launch.lock train.pid
+  train.ident slurm_job_id submit_unknown submit_error submit_message gpus queued'
 rest_of_run() {
   live_of "$(marked_pids "$RTRAIN_RUN") $(GROUP=$$; group_pids)"; rr_left=$live
 }
@@ -132,6 +163,10 @@ end_rest() {
   # shellcheck disable=SC2086  # a list of pids
   kill -KILL $rr_left 2>/dev/null
 }
+attempt_dir .
+# shellcheck disable=SC2034  # rt_aj: read by the queue's and the retry loop's lines, when there are any
+rt_ad=$ad rt_aj=$aj
+mkdir -p "$rt_ad"
 if proc_fields $$ && [ -n "$start" ]; then
   boot_id
   printf '%s %s\n' "$start" "$bi" > train.ident.tmp && mv train.ident.tmp train.ident

@@ -30,7 +30,7 @@ def test_a_failed_job_resumes_as_a_new_job_in_its_run_dir(
     assert done["slurm_job_id"] == job and done["attempt"] == 2
     assert [(a["attempt"], a["state"]) for a in done["attempts"]] == [
         (1, "failed (exit 137)"), (2, "completed")]
-    assert (run / "attempts" / "1" / "slurm_job_id").read_text().strip() == first
+    assert (run / ".rtrain" / "attempts" / "1" / "slurm_job_id").read_text().strip() == first
     after = (run / "train.log").read_text().partition(
         "=== attempt 2: resuming from outputs/checkpoint-2 ===\n")[2]
     assert "Continuing training from global step 2" in after and "training done, exit 0" in after
@@ -45,8 +45,8 @@ def test_a_resume_sbatch_refuses_reads_unknown_and_the_next_resume_launches(
     start(scli, tmp_path, workdir, "sq", "--gpus", "0", steps=3, save_steps=1, exit_code=1,
           step_seconds=0.05)
     wait_for(scli, "sq", workdir, lambda s: s["state"] == "failed (exit 1)")
-    spec = json.loads((run / "launch.json").read_text())
-    (run / "launch.json").write_text(json.dumps({**spec, "options": {**spec["options"],
+    spec = json.loads((run / ".rtrain" / "launch.json").read_text())
+    (run / ".rtrain" / "launch.json").write_text(json.dumps({**spec, "options": {**spec["options"],
                                                                      "partition": "nope"}}))
     r = scli("resume", LOGIN, "sq", "--workdir", workdir, timeout=180)
     assert (r.rc, r.out) == (1, "")
@@ -54,7 +54,7 @@ def test_a_resume_sbatch_refuses_reads_unknown_and_the_next_resume_launches(
     assert r.err.endswith("); `rtrain-tui resume cluster sq` tries again.\n")
     assert status(scli, "sq", workdir)["state"] == "unknown"
 
-    (run / "launch.json").write_text(json.dumps(spec))
+    (run / ".rtrain" / "launch.json").write_text(json.dumps(spec))
     r = scli("resume", LOGIN, "sq", "--workdir", workdir, timeout=180)
     assert r.rc == 0, r.err
     assert r.out.startswith("resumed sq on cluster: attempt 3, from outputs/checkpoint-3 (Slurm job ")

@@ -60,10 +60,10 @@ def test_a_failed_attempt_is_retried_in_the_same_job_and_status_says_the_attempt
     assert sep and "Watchdog caught collective operation timeout" in before
     assert "Continuing training from global step 2" in after and "training done, exit 0" in after
     assert "env RTRAIN_RESUME_FROM=outputs/checkpoint-2" in after
-    assert (run / "attempts" / "1" / "status").read_text().strip() == "134"
+    assert (run / ".rtrain" / "attempts" / "1" / "status").read_text().strip() == "134"
     # Slurm never requeued it: its restart count stays 0 whatever our attempt number.
     assert (run / "status_attempt").read_text().strip() == "0"
-    assert (run / "retry.pyz").exists() and not (run / "retry_wait").exists()
+    assert (run / "retry.pyz").exists() and not list(run.glob(".rtrain/attempts/*/retry_wait"))
 
 
 def test_a_job_requeued_on_its_second_attempt_goes_on_as_that_attempt(
@@ -85,8 +85,9 @@ def test_a_job_requeued_on_its_second_attempt_goes_on_as_that_attempt(
     assert got["slurm_job_id"] == job and got["attempt"] == 2
     assert [a["attempt"] for a in got["attempts"]] == [1, 2]
     # What the requeued batch script recorded as it started: attempt 2 launched again.
-    last = json.loads((run / "attempts.jsonl").read_text().splitlines()[-1])
-    assert set(last) == {"attempt", "launched"} and last["attempt"] == 2
+    last = json.loads((run / ".rtrain" / "attempts.jsonl").read_text().splitlines()[-1])
+    # (With `ran`: the seconds its run before the requeue ran, billed by the cost rule.)
+    assert set(last) - {"ran"} == {"attempt", "launched"} and last["attempt"] == 2
     assert "rt_a=$rt_attempt" in (run / "run.sbatch").read_text()
     assert scli("stop", LOGIN, "rq", "--workdir", workdir, "--grace", "2", timeout=120).rc == 0
 
@@ -117,7 +118,7 @@ def test_a_stop_during_the_retry_wait_ends_the_job_with_no_further_attempt(
     assert r.out.strip().endswith("stopped rs on cluster")
     assert status(scli, "rs", workdir)["state"] == "stopped"
     assert "=== attempt 2" not in (run / "train.log").read_text()
-    records = [json.loads(line) for line in (run / "attempts.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (run / ".rtrain" / "attempts.jsonl").read_text().splitlines()]
     assert not any(r.get("attempt") == 2 for r in records)
 
 
@@ -209,8 +210,8 @@ def test_a_resume_whose_launch_json_asks_retries_of_several_nodes_is_refused(
              "--trainer", trainer, timeout=180)
     assert r.rc == 0, r.err
     job = wait_for(scli, "mn", workdir, lambda s: s["state"].startswith("failed"), timeout=60)["slurm_job_id"]
-    spec = json.loads((run / "launch.json").read_text())
-    (run / "launch.json").write_text(json.dumps({**spec, "retries": 1}))
+    spec = json.loads((run / ".rtrain" / "launch.json").read_text())
+    (run / ".rtrain" / "launch.json").write_text(json.dumps({**spec, "retries": 1}))
     r = scli("resume", LOGIN, "mn", "--workdir", workdir, timeout=180)
     assert (r.rc, r.out) == (1, "")
     assert r.err == ("rtrain-tui: mn on cluster: its launch.json is not usable (--retries works in "
@@ -218,4 +219,4 @@ def test_a_resume_whose_launch_json_asks_retries_of_several_nodes_is_refused(
                      "and use `rtrain-tui resume HOST RUN` after a failure); start it again "
                      "instead.\n")
     assert (run / "slurm_job_id").read_text().strip() == job
-    assert not (run / "attempts").exists()
+    assert sorted(p.name for p in (run / ".rtrain" / "attempts").iterdir()) == ["1"]  # none claimed

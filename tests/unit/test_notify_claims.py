@@ -64,7 +64,8 @@ def test_a_claim_sent_again_with_its_token_finds_its_own_marker_and_no_one_elses
 def claims_sh() -> str:
     from rtrain_tui.core import host as host_files
 
-    return host_files.text("claim_notify.sh")
+    # As every script sends it: after attempt.sh, which counts the run's attempt.
+    return host_files.text("attempt.sh") + host_files.text("claim_notify.sh")
 
 
 @pytest.mark.parametrize("token", ["", "x;rm -rf", "ABCDEF0123456789", "a" * 7])

@@ -86,6 +86,7 @@ exec python3 "$@"
 def test_the_wrapper_claims_the_end_only_with_a_python_that_can_send_it(tmp_path: Path, python: str,
                                                                          claimed: bool) -> None:
     from rtrain_tui.core.backends.direct import scripts
+    from rtrain_tui.core.host import unattended
 
     if python == "python3.7":
         python = str(tmp_path / "python3.7")
@@ -94,7 +95,9 @@ def test_the_wrapper_claims_the_end_only_with_a_python_that_can_send_it(tmp_path
 
     (tmp_path / host_send.PROGRAM).write_bytes(host.bundle(*host_send.MODULES))
     (tmp_path / host_send.SETTINGS).write_bytes(host_send.settings("gpu", "r1", [], 1.0))
-    script = scripts._notify(scripts.Notify(python, ("failed",))) + 'rt_notify_end 1\nrt_notify_end 0\n'
+    # As the wrapper sends it: after attempt.sh, which says which attempt's marker it is.
+    script = (unattended.ATTEMPT + scripts._notify(scripts.Notify(python, ("failed",)))
+              + 'rt_notify_end 1\nrt_notify_end 0\n')
     subprocess.run(["/bin/sh", "-c", script], cwd=tmp_path, check=True, timeout=60)
     # Only what the user wants is claimed (`completed` is not among the events here).
     assert [p.name for p in (tmp_path / "notified").glob("*")] == (["a1-failed"] if claimed else [])

@@ -36,10 +36,14 @@ def claim(workdir: Path, token: str, checkpoint: str = "outputs/checkpoint-2") -
 
 
 def test_a_claim_moves_attempt_1_aside_and_readies_the_dir_for_attempt_2(tmp_path: Path) -> None:
+    """An older run dir (everything at its top level) gets the attempt layout: attempt
+    1's top-level files go to its own directory, attempt 2's is made and is current."""
     run = ended_run(tmp_path)
     assert claim(tmp_path, NEW) == {"claimed": "2"}
-    assert sorted(p.name for p in (run / "attempts" / "1").iterdir()) == [
+    assert sorted(p.name for p in (run / ".rtrain" / "attempts" / "1").iterdir()) == [
         "launch.lock", "status", "train.ident", "train.pid"]
+    assert list((run / ".rtrain" / "attempts" / "2").iterdir()) == []
+    assert (run / ".rtrain" / "attempt").read_text() == "2\n"
     assert not (run / "status").exists() and not (run / "train.pid").exists()
     assert (run / "train.token").read_text() == NEW + "\n"
     assert (run / "run.sh").read_text() == "# attempt 2\n"
@@ -47,7 +51,7 @@ def test_a_claim_moves_attempt_1_aside_and_readies_the_dir_for_attempt_2(tmp_pat
         "model: tiny\nsteps: 3\nresume_from_checkpoint: 'outputs/checkpoint-2'\n")
     assert (run / "train.log").read_bytes() == (
         b"step 1\r 50%\n=== attempt 2: resuming from outputs/checkpoint-2 ===\n")
-    lines = [json.loads(x) for x in (run / "attempts.jsonl").read_text().splitlines()]
+    lines = [json.loads(x) for x in (run / ".rtrain" / "attempts.jsonl").read_text().splitlines()]
     assert lines[0] == {"attempt": 1, "exit": 1}
     assert (lines[1]["attempt"], lines[1]["checkpoint"]) == (2, "outputs/checkpoint-2")
     # Sent again after a lost answer: the same claim, nothing moved twice.
@@ -69,7 +73,7 @@ def test_a_second_claim_of_the_same_attempt_is_busy_and_changes_nothing(tmp_path
 
 def test_a_claim_that_read_the_run_mid_claim_is_told_the_attempt_the_other_took(
         tmp_path: Path) -> None:
-    """A resume that read the run between the other's `mkdir attempts/1` and its token
+    """A resume that read the run between the other's `mkdir .rtrain/attempts/2` and its token
     write counts one attempt filed and would give its own the number 3: the host says
     which attempt was taken (2), so its line does not name one that never was."""
     run = ended_run(tmp_path)
@@ -80,7 +84,7 @@ def test_a_claim_that_read_the_run_mid_claim_is_told_the_attempt_the_other_took(
         separator=resume.separator(3, "outputs/checkpoint-2"),
         ended_record=json.dumps({"attempt": 2, "exit": 1}), launch_file="run.sh")
     assert dict(probes.parse_key_values(sh(script))) == {"error": "busy", "taken": "2"}
-    assert not (run / "attempts" / "2").exists()
+    assert not (run / ".rtrain" / "attempts" / "3").exists()
 
 
 def being_submitted(run: Path, start: str | None = None) -> None:
@@ -145,7 +149,7 @@ def test_an_unlaunched_attempt_never_has_its_run_dir_removed(tmp_path: Path) -> 
     claim(tmp_path, NEW)
     (run / "run.sh").unlink()
     assert sh(remote_sh.remove_unlaunched(str(tmp_path), "r1", NEW)).strip() == "removed=kept"
-    assert (run / "attempts" / "1" / "status").exists()
+    assert (run / ".rtrain" / "attempts" / "1" / "status").exists()
     fresh = tmp_path / "r2"
     fresh.mkdir()
     (fresh / "train.token").write_text(NEW + "\n")
@@ -183,3 +187,81 @@ def test_a_launch_json_the_host_garbled_is_refused_as_launch_json_not_as_flags_n
         with pytest.raises(RemoteError) as refused:
             resume._spec({"spec": json.dumps({**good, **bad})}, "gpu", "r1")
         assert str(refused.value).startswith("r1 on gpu: its launch.json is not usable ("), bad
+
+
+def test_an_attempt_number_the_host_inflated_builds_no_list_that_long() -> None:
+    """R09: one attempts.jsonl line claiming attempt 2,000,000 (or a bool, or 0) is no
+    attempt: `status --json` lists the attempts there are, not two million rows."""
+    recorded = resume.parse_attempts(
+        '{"attempt": 1, "exit": 1, "state": "failed (exit 1)"}\n'
+        '{"attempt": 2000000, "started": 1700000000}\n'
+        '{"attempt": true, "started": 1700000000}\n{"attempt": 0}\n{"attempt": -3}\n'
+        '{"attempt": 2, "started": 1700000100}\n')
+    assert [a["attempt"] for a in recorded] == [1, 2]
+    view = resume.attempts_view(recorded, "running", None, "")
+    assert [a["attempt"] for a in view] == [1, 2]
+    assert view[-1]["state"] == "running"
+
+
+def test_attempt_sh_finds_the_current_attempt_in_either_layout_and_bounds_its_number(
+        tmp_path: Path) -> None:
+    """attempt.sh, the one shell place that knows the layout: `.rtrain/attempt` names the
+    current attempt (a garbled or huge number is attempt 1, never a path out of bounds);
+    an older run dir's attempt is one more than its attempts/N/."""
+    ask = 'attempt_no "$1"; printf "%s|%s|%s\\n" "$an" "$ad" "$aj"'
+    new, old = tmp_path / "new", tmp_path / "old"
+    (old / "attempts" / "1").mkdir(parents=True)
+    (old / "attempts" / "2").mkdir()
+    sh(remote_sh.ATTEMPT + f'mkdir -p "$1" && attempt_begin "$1" 3 && {ask}\n'.replace(
+        '"$1"', f"'{new}'"))
+    assert (new / ".rtrain" / "attempt").read_text() == "3\n"
+    assert (new / ".rtrain" / "attempts" / "3").is_dir()
+    said = sh(remote_sh.ATTEMPT + ask.replace('"$1"', f"'{new}'"))
+    assert said == f"3|{new}/.rtrain/attempts/3|{new}/.rtrain/attempts.jsonl\n"
+    assert sh(remote_sh.ATTEMPT + ask.replace('"$1"', f"'{old}'")) == f"3|{old}|{old}/attempts.jsonl\n"
+    for garbled in ("2000000", "1001", "0", "-1", "../../x", "07", ""):
+        (new / ".rtrain" / "attempt").write_text(garbled + "\n")
+        assert sh(remote_sh.ATTEMPT + ask.replace('"$1"', f"'{new}'")).startswith("1|"), garbled
+
+
+def test_a_claim_in_the_new_layout_leaves_the_attempt_befores_own_files_in_its_directory(
+        tmp_path: Path) -> None:
+    """Attempt 1 gave up (its retry_gave_up in its own directory): the claim of attempt 2
+    makes attempt 2's directory, empty, the current one; what attempt 1 wrote of its own
+    stays where it was, and only the top-level files the contract keeps are filed there."""
+    run = ended_run(tmp_path)
+    one = run / ".rtrain" / "attempts" / "1"
+    one.mkdir(parents=True)
+    (run / ".rtrain" / "attempt").write_text("1\n")
+    (one / "retry_gave_up").write_text("NCCL timeout (gave up after 2 attempts)\n")
+    (run / "trainer_notes.txt").write_text("the trainer's\n")
+    assert claim(tmp_path, NEW) == {"claimed": "2"}
+    assert sorted(p.name for p in one.iterdir()) == [
+        "launch.lock", "retry_gave_up", "status", "train.ident", "train.pid"]
+    assert list((run / ".rtrain" / "attempts" / "2").iterdir()) == []
+    assert (run / ".rtrain" / "attempt").read_text() == "2\n"
+    assert (run / "trainer_notes.txt").exists()
+    facts = dict(probes.parse_key_values(sh(remote_sh.resume_facts(str(tmp_path), "r1"))))
+    assert facts["attempts"] == "2"
+
+
+def test_an_older_run_dir_resumed_before_keeps_its_count_of_attempts_in_the_layout(
+        tmp_path: Path) -> None:
+    """An older run dir with attempts/1/ is on attempt 2: the claim of attempt 3 gives it
+    the layout with attempt 2 current first, files attempt 2's top-level files in
+    .rtrain/attempts/2/ and leaves attempts/1/ as it was."""
+    run = ended_run(tmp_path)
+    (run / "attempts" / "1").mkdir(parents=True)
+    (run / "attempts" / "1" / "status").write_text("137\n")
+    (run / "launch.json").write_text('{"trainer": "x"}\n')
+    script = remote_sh.resume(
+        str(tmp_path), "r1", token=NEW, previous_token=OLD, attempt=3, checkpoint="",
+        edit_config=False, separator=resume.separator(3, ""),
+        ended_record=json.dumps({"attempt": 2, "exit": 1}), launch_file="run.sh")
+    assert dict(probes.parse_key_values(sh(script))) == {"claimed": "3"}
+    assert (run / ".rtrain" / "attempts" / "2" / "status").read_text() == "1\n"
+    assert (run / "attempts" / "1" / "status").read_text() == "137\n"
+    assert (run / ".rtrain" / "launch.json").exists() and not (run / "launch.json").exists()
+    assert (run / ".rtrain" / "attempt").read_text() == "3\n"
+    facts = dict(probes.parse_key_values(sh(remote_sh.resume_facts(str(tmp_path), "r1"))))
+    assert (facts["attempts"], facts["spec"]) == ("3", '{"trainer": "x"}')

@@ -87,13 +87,14 @@ def test_only_the_last_attempts_lines_decide() -> None:
 
 def test_the_shipped_zip_runs_under_an_isolated_python_and_agrees_with_the_client(
         tmp_path: Path) -> None:
-    """The zip holds every module the rule imports (`python -I`: no rtrain_tui installed),
+    """The zip holds every module the rule imports (`python -I -S`: no rtrain_tui installed,
+    not even as this checkout's editable install),
     and its verdict on a run dir is the in-process one."""
     write_checkpoint(tmp_path, "outputs/checkpoint-2", 2, save_order())
     (tmp_path / "train.log").write_text(steps(1, 2, 3) + NCCL + "\n")
     (tmp_path / unattended.RETRY_PROGRAM).write_bytes(unattended.retry_program())
     before = int(time.time())
-    out = subprocess.run([sys.executable, "-I", unattended.RETRY_PROGRAM, "134", "1", "3", "0.5", "MK"],
+    out = subprocess.run([sys.executable, "-I", "-S", unattended.RETRY_PROGRAM, "134", "1", "3", "0.5", "MK"],
                          input=listing(tmp_path), capture_output=True, text=True, cwd=tmp_path,
                          check=True).stdout
     said = subprocess.run(["sh", "-c", out + 'printf "%s|%s|%s|%s\\n" "$rt_go" "$rt_wait" "$rt_ck" "$rt_why"; '

@@ -190,9 +190,11 @@ def _written_in_run_dirs() -> set[str]:
 
 def test_a_dataset_is_never_named_like_a_file_a_run_writes_in_its_dir() -> None:
     """Placed under its own name, such a dataset would be copied over that file (the
-    host's notify.json, the queue's gpus, the watchdog's stalled…), or it over the data."""
-    names = _written_in_run_dirs()
-    assert {"status", "notify.json", "stalled", "gpus"} <= names  # the scan finds them
+    host's notify.json, the queue's gpus, a stop's stop_requested…), or it over the data.
+    An attempt's own files (the watchdog's stalled…) are under `.rtrain/`, a name no
+    dataset takes either."""
+    names = _written_in_run_dirs() | {".rtrain"}
+    assert {"status", "notify.json", "stop_requested", "gpus"} <= names  # the scan finds them
     accepted = []
     for name in sorted(names):
         try:

@@ -1,9 +1,9 @@
 ## Claim notifications: `claim I RUNDIR EVENT TOKEN` makes RUNDIR/notified/aN-EVENT. mkdir
 ## is atomic, so of every client (and the run's own wrapper, notify_send.sh) that asks,
 ## exactly one gets `claimed` and sends the message; the others get `taken`. N is the
-## run's attempt by the host's own count (one more than the attempts filed in attempts/,
-## as resume.sh and find_runs.sh count them): the wrapper of a run its host retried and a
-## client that saw only its end name the same attempt. With `claimed` comes the tail of
+## run's attempt by the host's own count (attempt.sh's `attempt_no`, as resume.sh and
+## find_runs.sh count them): the wrapper of a run its host retried and a client that saw
+## only its end name the same attempt. Needs attempt.sh. With `claimed` comes the tail of
 ## the run's train.log, base64 on one line, for the message's step and loss.
 ## The claimer's TOKEN goes into the marker (`by`): a claim sent again with the same
 ## token (the connection dropped after the host made the marker, so its answer was lost
@@ -11,8 +11,9 @@
 ## own marker and is `claimed` again, where it would otherwise be nobody's.
 ## `claim_mark RUNDIR EVENT [TOKEN]` is the claim alone: true for the one caller that made it.
 claim_mark() {
-  cm_n=1
-  for cm_f in "$1"/attempts/[0-9]*; do [ -d "$cm_f" ] && cm_n=$((cm_n + 1)); done
+  attempt_no "$1"
+  # shellcheck disable=SC2154  # `an`: attempt.sh's, which every script sends before this
+  cm_n=$an
   cm_m="$1/notified/a$cm_n-$2"
   mkdir "$1/notified" 2>/dev/null
   if mkdir "$cm_m" 2>/dev/null; then

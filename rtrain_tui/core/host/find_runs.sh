@@ -10,7 +10,7 @@
 ## are looked at (a run dir's mtime moves when a resume or retry files its attempt).
 ## Variables are prefixed `fr_` so the listing can precede another probe script in one
 ## round trip. The times are read for all the runs of a workdir at once (`mt_add`,
-## needs mtimes.sh): a `date` per run cost ~5 s of a listing of 5,000.
+## needs mtimes.sh; and attempt.sh): a `date` per run cost ~5 s of a listing of 5,000.
 fr_list() {
   fr_i=$1 fr_wd=$2 fr_known=$3 fr_limit=$4
   case $fr_wd in /*) ;; *) fr_wd=$(pwd)/$fr_wd;; esac
@@ -37,8 +37,8 @@ fr_list() {
       fr_e=${fr_n#*:}
       fr_n=${fr_n%%:*}
       fr_r=${fr_e#*:} fr_e=${fr_e%%:*}
-      fr_d=$fr_wd/$fr_n fr_a=1
-      for fr_f in "$fr_d"/attempts/[0-9]*; do [ -d "$fr_f" ] && fr_a=$((fr_a + 1)); done
+      fr_d=$fr_wd/$fr_n
+      attempt_no "$fr_d"; fr_a=$an
       # More attempts than recorded: it went on, even when its end mark was written in
       # the very second of the recorded end (times are whole seconds).
       [ "$fr_r" = 0 ] || [ "$fr_r" = "$fr_a" ] || fr_e=went

@@ -57,6 +57,10 @@ DISK_FREE = host.text("disk_free.sh")
 # read when runs ended with it, the listing when runs started.
 MTIMES = host.text("mtimes.sh")
 
+# Where a run's attempts keep their files (see the file; core/runs/attempt_layout.py):
+# every script that reads or writes an attempt's files is sent with it.
+ATTEMPT = host.text("attempt.sh")
+
 
 def check_token(token: str) -> str:
     """A run token is lowercase hex: it reaches scripts and grep patterns unquoted."""
@@ -73,13 +77,13 @@ def make_run_dir(workdir: str, run_id: str, token: str) -> str:
     """
     run_dir_word(workdir, run_id)  # validates both parts
     return (f"{workdir_assign(workdir)}\n" + host.assign(run_id=run_id, tok=check_token(token))
-            + host.text("make_run_dir.sh"))
+            + ATTEMPT + host.text("make_run_dir.sh"))
 
 
 def remove_unlaunched(workdir: str, run_id: str, token: str) -> str:
     """Remove a run dir we created but never launched (a start that failed or was cancelled)."""
     return (run_dir_assign(workdir, run_id) + host.assign(tok=check_token(token))
-            + host.text("remove_unlaunched.sh"))
+            + ATTEMPT + host.text("remove_unlaunched.sh"))
 
 
 # Python buffers stdout that goes to a file (see the file); set unless the trainer's
@@ -226,7 +230,7 @@ def find_runs(workdirs: Sequence[str], known: Sequence[Collection[str]] = (),
     this listing prints only the `wd` lines when nothing new is there. Variables are
     prefixed `fr_` so the listing can precede another probe script in one round trip.
     """
-    lines = [MTIMES + host.text("find_runs.sh")]
+    lines = [MTIMES + ATTEMPT + host.text("find_runs.sh")]
     cap = shlex.quote("" if limit is None else str(int(limit)))
     for i, workdir in enumerate(workdirs):
         validate.check_workdir("host", workdir)
@@ -257,7 +261,7 @@ def checkpoints(workdir: str, run_id: str, marker: str) -> str:
 def resume_facts(workdir: str, run_id: str) -> str:
     """Print what a resume reads of a run dir: `attempts=N`, `token=...`, `spec=<launch.json>`
     (or `nodir`)."""
-    return run_dir_assign(workdir, run_id) + host.text("resume_facts.sh")
+    return run_dir_assign(workdir, run_id) + ATTEMPT + host.text("resume_facts.sh")
 
 
 def resume(workdir: str, run_id: str, *, token: str, previous_token: str, attempt: int,
@@ -282,7 +286,8 @@ def resume(workdir: str, run_id: str, *, token: str, previous_token: str, attemp
             + host.assign(tok=check_token(token), prev=previous_token, n=int(attempt),
                           p=int(attempt) - 1, ck=checkpoint, cfg=int(edit_config),
                           sep=separator, rec=ended_record, lf=launch_file)
-            + host.text("liveness.sh") + host.text("submitting.sh") + host.text("resume.sh"))
+            + host.text("liveness.sh") + host.text("submitting.sh") + ATTEMPT
+            + host.text("resume.sh"))
 
 
 def notify_test_dir(workdir: str) -> str:
@@ -315,7 +320,8 @@ FOREGROUND_SEND_S = 15
 def notify_hook(python_word: str, events: Sequence[str], foreground: bool = False) -> str:
     """What a run's wrapper (a box's run.sh, a Slurm job's batch script) needs to tell its
     end (`rt_notify_end CODE`) and a stall (`rt_notify stalled AGE`) itself: see
-    notify_send.sh. `python_word` is already one shell word (template.python_word).
+    notify_send.sh (which needs attempt.sh: the wrapper has it). `python_word` is
+    already one shell word (template.python_word).
     `foreground`: the send runs before the wrapper goes on (a job's processes end with it),
     all its URLs within FOREGROUND_SEND_S."""
     for event in events:

@@ -20,6 +20,10 @@ from rtrain_tui.core.safety.validate import ON_STALL  # what --on-stall may be: 
 # Shell helpers for the scripts that need to tell whether a run's processes live.
 LIVENESS = host.text("liveness.sh")
 
+# Where an attempt's own files are (attempt.sh): the wrapper, its retry loop and watchdog
+# write there, the probes read there.
+ATTEMPT = host.text("attempt.sh")
+
 # The wrapper's own end: ends what is left of the run before its code is recorded.
 END_REST = host.text("end_rest.sh")
 
@@ -29,6 +33,7 @@ END_REST = host.text("end_rest.sh")
 RETRY_PROGRAM = "retry.pyz"
 RETRY_MODULES = ("rtrain_tui.core.logs.retry_rule", (
     "rtrain_tui.core.logs.retry_rule", "rtrain_tui.core.logs.reasons",
+    "rtrain_tui.core.runs.attempt_layout",
     "rtrain_tui.core.metrics.metrics", "rtrain_tui.core.metrics.metrics_jsonl",
     "rtrain_tui.core.safety.sanitize", "rtrain_tui.core.runs.checkpoints"))
 

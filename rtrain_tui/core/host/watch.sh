@@ -12,14 +12,16 @@
 ## its end: a zombie left in the job keeps Slurm from ending it). It also samples the
 ## run's GPUs (CUDA_VISIBLE_DEVICES) at each look: once all stayed under 5% busy for
 ## $rt_gi seconds (600) it keeps how long in `gpus_idle` (a warning only: it stops
-## nothing). Needs liveness.sh, end_rest.sh, $rt_sa, $rt_wi, $rt_on, $rt_gi.
+## nothing). Its files are the attempt's own, in $rt_ad (attempt.sh): a stall of one
+## attempt never explains the next. Needs liveness.sh, end_rest.sh, $rt_sa, $rt_wi,
+## $rt_on, $rt_gi, $rt_ad.
 ## `rt_noted`, once the attempt is over: the watchdog's note goes to the log then, not
 ## while the trainer's own descriptor (opened without O_APPEND) may still write over it.
 rt_noted() {
-  [ -s stall_note ] || return 0
+  [ -s "$rt_ad/stall_note" ] || return 0
   if [ -n "$(tail -c 1 train.log)" ]; then echo >> train.log; fi
-  cat stall_note >> train.log
-  rm -f stall_note
+  cat "$rt_ad/stall_note" >> train.log
+  rm -f "$rt_ad/stall_note"
 }
 rt_reap() {
   [ -n "${rt_wd-}" ] || return 0
@@ -33,7 +35,7 @@ rt_reap() {
 }
 rt_watch() {
   rt_reap
-  rm -f stalled stall_kill stall_note gpus_idle
+  rm -f "$rt_ad/stalled" "$rt_ad/stall_kill" "$rt_ad/stall_note" "$rt_ad/gpus_idle"
   (
     trap 'exit 0' TERM
     read -r wd_self _ < /proc/self/stat || wd_self=none
@@ -52,26 +54,26 @@ rt_watch() {
         if [ "$wd_busy" = 0 ]; then
           [ -n "$wd_idle0" ] || wd_idle0=$wd_now
           if [ $((wd_now - wd_idle0)) -ge "$rt_gi" ]; then
-            echo $((wd_now - wd_idle0)) > gpus_idle.tmp && mv -f gpus_idle.tmp gpus_idle
+            echo $((wd_now - wd_idle0)) > "$rt_ad/gpus_idle.tmp" && mv -f "$rt_ad/gpus_idle.tmp" "$rt_ad/gpus_idle"
           fi
         else
-          wd_idle0=''; rm -f gpus_idle
+          wd_idle0=''; rm -f "$rt_ad/gpus_idle"
         fi
       fi
       wd_mt=$(stat -c %Y train.log 2>/dev/null || stat -f %m train.log 2>/dev/null) || continue
       wd_age=$((wd_now - wd_mt))
-      if [ "$wd_age" -lt "$rt_sa" ]; then rm -f stalled; continue; fi
-      [ -e stalled ] || [ -z "${rt_non-}" ] || rt_notify stalled "$wd_age"  # notify_send.sh
-      echo "$wd_age" > stalled.tmp && mv -f stalled.tmp stalled
+      if [ "$wd_age" -lt "$rt_sa" ]; then rm -f "$rt_ad/stalled"; continue; fi
+      [ -e "$rt_ad/stalled" ] || [ -z "${rt_non-}" ] || rt_notify stalled "$wd_age"  # notify_send.sh
+      echo "$wd_age" > "$rt_ad/stalled.tmp" && mv -f "$rt_ad/stalled.tmp" "$rt_ad/stalled"
       [ "$rt_on" = warn ] && continue
       wd_why="stalled: no output for $((wd_age / 60))m"  # as probes.stall_reason words it
       [ "$wd_age" -ge 60 ] || wd_why="stalled: no output for ${wd_age}s"
       if [ "$rt_on" = stop ]; then
         [ -s stop_requested ] || echo stall > stop_requested
-        printf 'rtrain-tui: %s; stopping the run (--on-stall stop)\n' "$wd_why" > stall_note
+        printf 'rtrain-tui: %s; stopping the run (--on-stall stop)\n' "$wd_why" > "$rt_ad/stall_note"
       else
-        echo "$wd_why" > stall_kill
-        printf 'rtrain-tui: %s; restarting it (--on-stall restart)\n' "$wd_why" > stall_note
+        echo "$wd_why" > "$rt_ad/stall_kill"
+        printf 'rtrain-tui: %s; restarting it (--on-stall restart)\n' "$wd_why" > "$rt_ad/stall_note"
       fi
       # What end_rest ends, but for this watchdog and its own sleep (the wrapper, $$,
       # is spared by live_of): the trainer and all its processes.

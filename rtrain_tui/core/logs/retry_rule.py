@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from rtrain_tui.core.logs.reasons import repeat_cannot_fix, why_it_ended
 from rtrain_tui.core.metrics.metrics import parse_text
-from rtrain_tui.core.runs import checkpoints
+from rtrain_tui.core.runs import attempt_layout, checkpoints
 
 TAIL_BYTES = 32 * 1024  # as core/logs/run_reason.py reads: a traceback fits
 DEFAULT_BASE_S = 30.0  # the wait before attempt K is K × this
@@ -157,8 +157,9 @@ def main(argv: list[str]) -> int:
         base = DEFAULT_BASE_S
     listing = checkpoints.parse_listing(sys.stdin.read(), argv[4])
     tail = _read_tail("train.log", TAIL_BYTES)
-    jsonl = _read_tail("attempts.jsonl", 256 * 1024)
-    stalled = _one_line(_read_tail("stall_kill", 400))  # watch.sh's, when it ended the attempt
+    jsonl = _read_tail(attempt_layout.here_attempts_jsonl(), 256 * 1024)
+    # watch.sh's, when it ended the attempt: in the ended attempt's own directory.
+    stalled = _one_line(_read_tail(f"{attempt_layout.here_attempt_dir()}/stall_kill", 400))
     verdict = decide(code, tail, listing, attempt, last, base, _previous(jsonl, attempt),
                      stalled=stalled)
     # `ended`: the host's clock, as a resume records it; the wait before the next attempt

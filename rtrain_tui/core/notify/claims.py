@@ -49,7 +49,7 @@ def claim_script(items: Sequence[tuple[str, str, str]], token: str) -> str:
     it), as `token`'s; output parsed by `parse_claims`."""
     if not _TOKEN.fullmatch(token):
         raise ValueError("bad claim token")
-    lines = [host_files.text("claim_notify.sh")]
+    lines = [host_files.text("attempt.sh") + host_files.text("claim_notify.sh")]
     for i, (workdir, run_id, event) in enumerate(items):
         lines.append(f"set -- {remote_sh.run_dir_word(workdir, run_id)}; "
                      f"claim {i} \"$1\" {check_event(event)} {token}\n")

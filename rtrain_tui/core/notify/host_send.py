@@ -37,7 +37,7 @@ from rtrain_tui.core.logs.reasons import why_it_ended
 from rtrain_tui.core.metrics.metrics import parse_text
 from rtrain_tui.core.notify import message, webhooks
 from rtrain_tui.core.notify.send import BACKOFF_S, TRIES
-from rtrain_tui.core.runs import cost_rule
+from rtrain_tui.core.runs import attempt_layout, cost_rule
 from rtrain_tui.core.runs.state_rule import HostFacts, run_state
 from rtrain_tui.core.safety.mask import mask_text, mask_url
 from rtrain_tui.core.safety.sanitize import safe_line
@@ -52,7 +52,7 @@ MODULES = (MAIN, (
     "rtrain_tui.core.notify.send", "rtrain_tui.core.logs.reasons",
     "rtrain_tui.core.metrics.metrics", "rtrain_tui.core.metrics.metrics_jsonl",
     "rtrain_tui.core.runs.probes", "rtrain_tui.core.runs.cost_rule", "rtrain_tui.core.runs.state_rule",
-    "rtrain_tui.core.errors", "rtrain_tui.core.safety.mask",
+    "rtrain_tui.core.runs.attempt_layout", "rtrain_tui.core.errors", "rtrain_tui.core.safety.mask",
     "rtrain_tui.core.safety.sanitize"))
 TAIL_BYTES = 32 * 1024  # as much of train.log as a client's claim reads (claim_notify.sh)
 TEST_TITLE = "rtrain-tui: test"
@@ -110,7 +110,7 @@ def billed_seconds(started: float, attempts: Sequence[Mapping[str, object]], now
 def _attempts() -> list[dict[str, object]]:
     found = []
     try:
-        with open("attempts.jsonl", encoding="utf-8", errors="replace") as f:
+        with open(attempt_layout.here_attempts_jsonl(), encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     item = json.loads(line)
@@ -154,7 +154,8 @@ def compose(config: dict[str, object], event: str, arg: int, now: float) -> mess
         stop = bool(_read("stop_requested").partition("\n")[0].strip())
         state, _ = run_state(HostFacts(exit_code=arg, stop_requested=stop,
                                        stopped=os.path.exists("stopped"), launched=True))
-        reason = safe_line(_read("retry_gave_up"))[:300] if state.startswith("failed") else ""
+        gave_up = f"{attempt_layout.here_attempt_dir()}/retry_gave_up"  # this attempt's own
+        reason = safe_line(_read(gave_up))[:300] if state.startswith("failed") else ""
         if not reason:
             reason = why_it_ended(state, arg, stop, tail.splitlines(), host)
     started = _when(config.get("started"))

@@ -63,11 +63,23 @@ RUN_DIR_FILES = frozenset({
     # The host's queue, retry loop and stall watchdog (the probe reads them), and its own
     # notifications: notify.json holds the webhook URLs, `notified/` the sent markers.
     "gpus", "queued", "running_since", "retry_gave_up", "retry_wait", "retry.pyz",
+    "ran_s",  # a requeued Slurm job's earlier seconds (run.sbatch.sh)
     "stalled", "stall_kill", "stall_note", "gpus_idle",
     "notify.json", "notify.pyz", "notify.log", "notified",
 })
 _RUN_DIR_PREFIXES = ("launch.", ".rtrain")
 _TEMP_SUFFIXES = (".tmp", ".part")
+
+
+def run_dir_own(name: str) -> str:
+    """The run dir's own file that the top-level `name` is (or is a temporary copy of,
+    or shares a reserved prefix with: `.rtrain`, `launch.*`), '' when it is none."""
+    base = name
+    for suffix in _TEMP_SUFFIXES:
+        base = base.removesuffix(suffix)
+    if base in RUN_DIR_FILES:
+        return base
+    return name if name.startswith(_RUN_DIR_PREFIXES) else ""
 
 
 def _has_controls(text: str) -> bool:
@@ -232,11 +244,7 @@ def check_dataset_name(name: str) -> str:
             f"dataset file name {shown} starts with '-', which the trainer would read as an "
             "option: rename the file."
         )
-    base = name
-    for suffix in _TEMP_SUFFIXES:
-        base = base.removesuffix(suffix)
-    if base in RUN_DIR_FILES or name.startswith(_RUN_DIR_PREFIXES):
-        clash = base if base in RUN_DIR_FILES else name
+    if clash := run_dir_own(name):
         raise ValidationError(
             f"dataset file name {shown} collides with the run directory's own {clash!r}: "
             "rename the dataset file."

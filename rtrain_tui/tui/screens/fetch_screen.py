@@ -31,6 +31,7 @@ from rtrain_tui.core.errors import RemoteError
 from rtrain_tui.core.runs import checkpoints as checkpoint_rule
 from rtrain_tui.core.runs.checkpoints import Checkpoint
 from rtrain_tui.core.runs.index import RunRecord
+from rtrain_tui.core.safety import validate
 from rtrain_tui.core.safety.sanitize import safe_line, safe_text
 from rtrain_tui.core.transfers.transfer import RemoteEntry
 
@@ -50,9 +51,22 @@ def natural_key(path: str) -> tuple[list[str | int], ...]:
                  for part in path.split("/"))
 
 
+# What the user comes for besides the trainer's outputs: the run's log and config. The
+# run dir's other own files (pids, stop marks, records, scripts, `.rtrain/`) are
+# rtrain-tui's bookkeeping.
+_USERS = frozenset({"lora_model", "train.log", "config.yaml"})
+
+
+def is_bookkeeping(path: str) -> bool:
+    """Whether `path` (relative to the run dir) is rtrain-tui's own bookkeeping."""
+    top = path.split("/", 1)[0]
+    return top not in _USERS and bool(validate.run_dir_own(top) or top.startswith("run.sh."))
+
+
 def sorted_entries(entries: list[RemoteEntry]) -> list[RemoteEntry]:
-    # Part by part, so a folder sorts right before its own contents.
-    return sorted(entries, key=lambda e: natural_key(e.path))
+    # The user's artefacts (lora_model, checkpoints, outputs) first, our bookkeeping last;
+    # part by part, so a folder sorts right before its own contents.
+    return sorted(entries, key=lambda e: (is_bookkeeping(e.path), natural_key(e.path)))
 
 
 class FetchScreen(ModalScreen[Path | None]):

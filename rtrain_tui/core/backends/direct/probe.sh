@@ -6,7 +6,9 @@
 ## once (its `status` file's last write, else its log's; one `stat`, not a fork per run).
 ## A queued run (queue.sh) says so in a line of its own: `I<TAB>queued=1<TAB>place=N<TAB>reason=...`.
 ## When a queued attempt got its GPUs, a line of its own too: `I<TAB>running_since=ATTEMPT EPOCH`.
-## Needs liveness.sh, mtimes.sh and `own_groups` run first.
+## Why an attempt waits, gave up or stalled is read from its own directory (attempt.sh's
+## `ad`): never an earlier attempt's. Needs liveness.sh, attempt.sh, mtimes.sh and
+## `own_groups` run first.
 probe() {
   rd=$2
   if [ ! -d "$rd" ]; then printf '%s\texists=0\n' "$1"; return; fi
@@ -32,13 +34,14 @@ probe() {
   ## Retry by itself (retry.sh): a live wrapper waiting to try again says why; a
   ## failed one that gave up says why it did not retry.
   ## A live run's stall watchdog (watch.sh) keeps the log's age in `stalled`.
-  rw=; st=; gi=; if [ $alive = 1 ]; then read_file "$rd/retry_wait"; rw=$rf; read_file "$rd/stalled"; st=$rf
-    read_file "$rd/gpus_idle"; gi=$rf
-  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf
+  attempt_dir "$rd"
+  rw=; st=; gi=; if [ $alive = 1 ]; then read_file "$ad/retry_wait"; rw=$rf; read_file "$ad/stalled"; st=$rf
+    read_file "$ad/gpus_idle"; gi=$rf
+  elif [ -n "$code" ] && [ "$code" != 0 ]; then read_file "$ad/retry_gave_up"; rw=$rf
     ## A queued run that could not wait (queue.sh's lock): why, in the same slot.
-    [ -n "$rw" ] || { read_file "$rd/gave_up"; rw=$rf; }
+    [ -n "$rw" ] || { read_file "$ad/gave_up"; rw=$rf; }
     ## Stopped by its stall watchdog (watch.sh, `--on-stall stop`): the stall is why.
-    if [ "$stop_by" = stall ]; then read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
+    if [ "$stop_by" = stall ]; then read_file "$ad/stalled"; st=$rf; read_file "$ad/gpus_idle"; gi=$rf; fi
   fi
   ## Gone with no exit code, and the host booted since the wrapper started (train.ident
   ## holds its boot id then): a reboot, which a refresh may retry (core/resume.py).

@@ -29,7 +29,7 @@ def _file(name: str) -> str:
 # Shell helpers shared by the scripts that need to tell whether a run's processes live
 # (how a run's processes are recognised: see the file), and the wrapper's own end: both
 # shared with Slurm's batch script, which runs the same retry loop and watchdog.
-_LIVENESS = unattended.LIVENESS
+_LIVENESS = unattended.LIVENESS + unattended.ATTEMPT  # and where an attempt's files are
 _END_REST = unattended.END_REST
 
 # One GPU sample, appended to the per-host probe (`run_states(..., gpus=True)`): its
@@ -87,12 +87,12 @@ def wrapper(trainer_cmd: str, env: dict[str, str], append: bool = False,
                 "if [ $rt_q = 1 ]; then echo 143 > status.tmp && mv status.tmp status; exit 143; fi\n"
                 # It cannot wait (a read-only workdir): it fails, and `gave_up` says why.
                 "if [ $rt_q != 0 ]; then\n"
-                "  printf '%s\\n' \"$wq_why\" > gave_up.tmp && mv gave_up.tmp gave_up\n"
+                "  printf '%s\\n' \"$wq_why\" > \"$rt_ad/gave_up.tmp\" && mv \"$rt_ad/gave_up.tmp\" \"$rt_ad/gave_up\"\n"
                 "  printf '%s\\n' \"$wq_why\" >> train.log\n"
                 "  echo 1 > status.tmp && mv status.tmp status; exit 1\nfi\n"
                 "rt_at=$(date +%s)\n"
                 f"printf '{{\"attempt\": {int(attempt)}, \"launched\": %s}}\\n' \"$rt_at\""
-                " >> attempts.jsonl\n"
+                " >> \"$rt_aj\"\n"
                 # The same time, one line the refresh probe reads without parsing JSON:
                 # the index keeps it, so `runs` and `costs` leave the wait out too.
                 f"echo \"{int(attempt)} $rt_at\" > running_since.tmp && mv running_since.tmp running_since\n")

@@ -2,6 +2,13 @@
 # Written by rtrain-tui: the detached wrapper of one training run.
 #@ liveness
 #@ end_rest
+## This attempt's own directory and the run's attempts.jsonl (attempt.sh): the claim that
+## made the attempt (make_run_dir.sh, resume.sh) made it the current one. Its retry wait
+## and give-up, its stall watchdog's and its queue's files go there, never at the top.
+attempt_dir .
+# shellcheck disable=SC2034  # rt_aj: read by the queue's and the retry loop's lines, when there are any
+rt_ad=$ad rt_aj=$aj
+mkdir -p "$rt_ad"
 if proc_fields $$ && [ -n "$start" ]; then
   boot_id
   printf '%s %s\n' "$start" "$bi" > train.ident.tmp && mv train.ident.tmp train.ident

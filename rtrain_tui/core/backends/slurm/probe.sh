@@ -2,7 +2,9 @@
 ## line each, in the `#@ runs` slot), then one Slurm query for all their jobs. With
 ## NEED_END=1 a run with a job or an exit code also reports when its `status` (else its
 ## log) was last written, `I<TAB>ended=EPOCH`, all at once by `mt_flush` (mtimes.sh):
-## the client keeps it only for a run that Slurm's answer shows ended. Needs submitting.sh.
+## the client keeps it only for a run that Slurm's answer shows ended. Why an attempt
+## waits, gave up or stalled is read from its own directory (attempt.sh's `ad`). Needs
+## submitting.sh.
 read_file() { rf=; [ -r "$1" ] && read -r rf < "$1"; }
 ids=
 probe() {
@@ -14,14 +16,15 @@ probe() {
   read_file "$rd/status_attempt"; attempt=$rf
   ## The job's retry loop (core/host/retry.sh): waiting to try again says why; a failed
   ## run that gave up says why it did not retry.
-  rw=; if [ -z "$code" ]; then read_file "$rd/retry_wait"; rw=$rf
-  elif [ "$code" != 0 ]; then read_file "$rd/retry_gave_up"; rw=$rf; fi
+  attempt_dir "$rd"
+  rw=; if [ -z "$code" ]; then read_file "$ad/retry_wait"; rw=$rf
+  elif [ "$code" != 0 ]; then read_file "$ad/retry_gave_up"; rw=$rf; fi
   ## Its stall watchdog (core/host/watch.sh) keeps the log's age in `stalled`, and how
   ## long the job's GPUs idled in `gpus_idle`: read while the job runs unstopped, or when
   ## the watchdog stopped it (`--on-stall stop`: `stop_requested` says `stall`), as its why.
   read_file "$rd/stop_requested"; stop=0; [ -n "$rf" ] && stop=1; stop_by=$rf
   st=; gi=; if [ "$stop_by" = stall ] || { [ -z "$code" ] && [ "$stop" = 0 ]; }; then
-    read_file "$rd/stalled"; st=$rf; read_file "$rd/gpus_idle"; gi=$rf; fi
+    read_file "$ad/stalled"; st=$rf; read_file "$ad/gpus_idle"; gi=$rf; fi
   stopped=0; [ -e "$rd/stopped" ] && stopped=1
   launched=0; [ -e "$rd/launch.lock" ] && launched=1
   unknown=0; [ -s "$rd/submit_unknown" ] && unknown=1

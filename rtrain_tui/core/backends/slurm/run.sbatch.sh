@@ -17,34 +17,43 @@
 ## (core/host/notify_send.sh, [notify] on_host).
 #@ token
 export RTRAIN_RUN
+## `#@ attempt` is core/host/attempt.sh: where this attempt's own files go.
+#@ attempt
+attempt_dir .; rt_aj=$aj
 ## A requeued job (preemption, `scontrol requeue`, a node failure) runs this script again:
-## it goes on as the attempt it was on, the highest attempts.jsonl records (its retry
-## loop's too), so neither that number nor what is left of --retries starts over.
+## it goes on as the attempt it was on, the host's current one (an older run dir's: the
+## highest attempts.jsonl records; its retry loop's too), so neither that number nor what
+## is left of --retries starts over.
 ## Its earlier runs' seconds (`ran_s`, written as each run of this script ends) are the
 ## attempt's too: billed, and the wait in the queue between them not (core/runs/cost_rule.py).
 rt_ran=0 rt_st=''
-if [ "${SLURM_RESTART_COUNT:-0}" != 0 ] && [ -s attempts.jsonl ]; then
-  rt_now=$(sed -n 's/^{"attempt": \([0-9][0-9]*\)[,}].*/\1/p' attempts.jsonl | sort -n | tail -n 1)
+if [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then
+  rt_now=$an
+  if [ -z "$rt_now" ] && [ -s "$rt_aj" ]; then
+    rt_now=$(sed -n 's/^{"attempt": \([0-9][0-9]*\)[,}].*/\1/p' "$rt_aj" | sort -n | tail -n 1)
+  fi
   [ -z "$rt_now" ] || [ "$rt_now" -le "$rt_attempt" ] || rt_attempt=$rt_now
   rt_was=$(cat ran_s 2>/dev/null)
   [ "${rt_was%% *}" != "$rt_attempt" ] || rt_ran=${rt_was#* }
   case "$rt_ran" in ''|*[!0-9]*) rt_ran=0 ;; esac
 fi
 [ "${SLURM_RESTART_COUNT:-0}" != 0 ] || rm -f ran_s
+## This attempt's own directory (an older run dir's: its top level).
+rt_ad=.; [ -z "$an" ] || { rt_ad=.rtrain/attempts/$rt_attempt; mkdir -p "$rt_ad"; }
 echo "$SLURM_JOB_ID" > slurm_job_id.tmp && mv slurm_job_id.tmp slurm_job_id
 ## When the job left Slurm's queue: the run's cost counts from here (core/runs/cost.py).
 rt_at=$(date +%s)
 if [ "$rt_ran" = 0 ]; then
-  printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$rt_at" >> attempts.jsonl
+  printf '{"attempt": %s, "launched": %s}\n' "$rt_attempt" "$rt_at" >> "$rt_aj"
 else
-  printf '{"attempt": %s, "launched": %s, "ran": %s}\n' "$rt_attempt" "$rt_at" "$rt_ran" >> attempts.jsonl
+  printf '{"attempt": %s, "launched": %s, "ran": %s}\n' "$rt_attempt" "$rt_at" "$rt_ran" >> "$rt_aj"
 fi
 ## The same, one line the refresh probe reads: the index keeps it for `runs` and `costs`
 ## (a requeued job's earlier seconds as an earlier start: the index bills the same total).
 echo "$rt_attempt $((rt_at - rt_ran))" > running_since.tmp && mv running_since.tmp running_since
-# What an earlier job of this run dir (before a resume) said of its retries or a stall
-# is not ours.
-rm -f retry_wait retry_gave_up stalled gpus_idle
+# What this attempt's job said of its retries or a stall before Slurm requeued it is
+# over: it begins again.
+rm -f "$rt_ad/retry_wait" "$rt_ad/retry_gave_up" "$rt_ad/stalled" "$rt_ad/gpus_idle"
 #@ unbuffered
 #@ exports
 #@ unattended

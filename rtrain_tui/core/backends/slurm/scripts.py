@@ -58,7 +58,8 @@ def batch_script(run_id: str, token: str, trainer_cmd: str, env: Mapping[str, st
     return host.render(
         "run.sbatch.sh", __package__,
         sbatch="".join(f"{line}\n" for line in options.sbatch_lines(run_id, gpus)),
-        token=host.assign(RTRAIN_RUN=tok, rt_attempt=int(attempt)), unbuffered=remote_sh.UNBUFFERED, exports=exports,
+        token=host.assign(RTRAIN_RUN=tok, rt_attempt=int(attempt)), attempt=remote_sh.ATTEMPT,
+        unbuffered=remote_sh.UNBUFFERED, exports=exports,
         unattended=unattended.LIVENESS + unattended.END_REST if looks_after else "",
         watch=watching, launch=_launch(trainer_cmd, options), watched=unattended.watched(watch),
         retry=retry_text, end_rest=("end_rest\n" + ("rt_reap\n" if watching else "")) if looks_after else "",
@@ -117,7 +118,7 @@ def run_states(runs: Sequence[tuple[str, str]], need_end: Collection[int] = ()) 
     ends = set(need_end)  # a list of 5,000 would make this loop quadratic
     runs_lines = "".join(f"probe {i} {remote_sh.run_dir_word(workdir, run_id)} "
                          f"{1 if i in ends else 0}\n" for i, (workdir, run_id) in enumerate(runs))
-    return (remote_sh.MTIMES + host.text("submitting.sh")
+    return (remote_sh.MTIMES + remote_sh.ATTEMPT + host.text("submitting.sh")
             + host.render("probe.sh", __package__, runs=runs_lines))
 
 

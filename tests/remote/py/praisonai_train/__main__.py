@@ -15,7 +15,8 @@ with `output_dir`, `ranks` and `die_mid_save`: see checkpoint.py), `resume_from_
 `crash_at` (at that step die as `crash` names, see hf_style.CRASHES; with `crash_once:
 true` only the first time: a file `crashed-at-N` in the run dir remembers it), `hang_at`
 (at that step print nothing more and sleep, as an NCCL deadlock does; with `hang_once:
-true` only the first time).
+true` only the first time), `scribble` (write an `attempts.jsonl` and a `launch.json` of
+its own in its working directory, as any trainer may).
 It logs Hugging Face style lines, writes lora_model/ and exits with `exit_code`.
 """
 
@@ -92,6 +93,12 @@ def main():
           f"CUDA_DEVICE_ORDER={os.environ.get('CUDA_DEVICE_ORDER', '<unset>')}", flush=True)
     if "say" in cfg:
         print(cfg["say"], flush=True)
+    if cfg.get("scribble") == "true":
+        # A trainer's own files that happen to bear rtrain-tui's old names, in its cwd.
+        with open("attempts.jsonl", "w") as f:
+            f.write('{"attempt": 7, "state": "completed", "exit": 0, "reason": "the trainer\'s"}\n')
+        with open("launch.json", "w") as f:
+            f.write('{"trainer": "rm -rf ~", "python": "python3"}\n')
     if cfg.get("fill_disk") == "true":
         fill_disk()
     if "term_exit" in cfg:
