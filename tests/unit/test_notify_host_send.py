@@ -108,16 +108,20 @@ def test_the_wrappers_end_tells_a_stop_of_ours_as_stopped_whatever_the_exit_code
     `stop_requested` on record, exit 1 is our stop, told as `stopped` if that is wanted
     and by no one if not; without it, exit 1 is a failure."""
     from rtrain_tui.core.backends.direct import scripts
+    from rtrain_tui.core.host import unattended
 
     (tmp_path / host_send.PROGRAM).write_bytes(host.bundle(*host_send.MODULES))
     (tmp_path / host_send.SETTINGS).write_bytes(host_send.settings("gpu", "r1", [], 1.0))
     (tmp_path / "stop_requested").write_text("nonce\n")
     for events in (("failed",), ("failed", "stopped")):
-        script = scripts._notify(scripts.Notify(sys.executable, events)) + "rt_notify_end 1\n"
+        # As the wrapper sends it: after attempt.sh, which says which attempt's marker it is.
+        script = (unattended.ATTEMPT + scripts._notify(scripts.Notify(sys.executable, events))
+                  + "rt_notify_end 1\n")
         subprocess.run(["/bin/sh", "-c", script], cwd=tmp_path, check=True, timeout=60)
     assert [p.name for p in (tmp_path / "notified").glob("*")] == ["a1-stopped"]
     (tmp_path / "stop_requested").unlink()
     (tmp_path / "notified" / "a1-stopped").rmdir()
-    script = scripts._notify(scripts.Notify(sys.executable, ("failed", "stopped"))) + "rt_notify_end 1\n"
+    script = (unattended.ATTEMPT + scripts._notify(scripts.Notify(sys.executable, ("failed", "stopped")))
+              + "rt_notify_end 1\n")
     subprocess.run(["/bin/sh", "-c", script], cwd=tmp_path, check=True, timeout=60)
     assert [p.name for p in (tmp_path / "notified").glob("*")] == ["a1-failed"]
