@@ -184,7 +184,7 @@ def test_resuming_a_queued_run_does_not_bill_its_wait_for_gpus(
     wait_state(cli, "rq", workdir, "completed")
 
     spent = one_figure(cli, "rq", workdir)
-    lines = [json.loads(x) for x in Path(workdir, "rq", "attempts.jsonl").read_text().splitlines()]
+    lines = [json.loads(x) for x in Path(workdir, "rq", ".rtrain", "attempts.jsonl").read_text().splitlines()]
     first = {k: v for x in lines if x["attempt"] == 1 for k, v in x.items()}
     second = {k: v for x in lines if x["attempt"] == 2 for k, v in x.items()}
     started = parse_time(RunIndex(cli.index).get("gpu", "rq").started_at)

@@ -41,7 +41,7 @@ def test_a_resume_on_the_full_disk_says_so_and_changes_nothing(
     r = cli("resume", "gpu", "full", "--restart", "--workdir", str(small_disk))
     assert (r.rc, r.out) == (1, "")
     assert r.err.startswith("rtrain-tui: gpu: no space left") and "bug" not in r.err, r.err
-    assert not (small_disk / "full" / "attempts").exists()
+    assert not (small_disk / "full" / ".rtrain" / "attempts" / "2").exists()  # no attempt claimed
     assert sorted(p.name for p in (small_disk / "full").iterdir() if ".part" in p.name) == []
     assert [row["state"] for row in json.loads(cli("runs", "--json").out)] == ["failed"]
 

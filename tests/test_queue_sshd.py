@@ -260,7 +260,7 @@ def test_resume_queue_waits_on_the_host_for_the_new_attempts_gpus(
     assert cli("status", "gpu", "again", "--workdir", workdir).out == "queued\n"
     gpus(ONE_FREE)
     wait_for("attempt 2 to get GPU 1", lambda: read(Path(workdir, "again", "gpus")) == "1")
-    assert read(Path(workdir, "again", "attempts", "1", "gpus")) == "0"  # attempt 1's, kept apart
+    assert read(Path(workdir, "again", ".rtrain", "attempts", "1", "gpus")) == "0"  # attempt 1's, kept apart
     wait_for("attempt 2 running", lambda: cli("status", "gpu", "again", "--workdir", workdir).out
              == "running\n")
 

@@ -55,4 +55,5 @@ def test_R_resumes_the_selected_run_and_its_row_says_attempt_2(
             await app.workers.wait_for_complete()
 
     asyncio.run(go())
-    assert sorted(p.name for p in (tmp_path / "work" / "crashed" / "attempts").iterdir()) == ["1"]
+    # Attempt 1 and the resumed attempt 2, each its own directory (.rtrain/attempts/N).
+    assert sorted(p.name for p in (tmp_path / "work" / "crashed" / ".rtrain" / "attempts").iterdir()) == ["1", "2"]

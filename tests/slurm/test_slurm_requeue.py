@@ -63,13 +63,13 @@ def test_a_requeued_jobs_earlier_running_time_is_billed_and_its_wait_is_not(
         time.sleep(0.2)
     first_end = int((run_dir / "status").stat().st_mtime)
     wait_for(scli, "billed", workdir, lambda s: s["state"] == "running"
-             and (run_dir / "attempts.jsonl").read_text().count('"launched"') == 2, timeout=150)
+             and (run_dir / ".rtrain" / "attempts.jsonl").read_text().count('"launched"') == 2, timeout=150)
     time.sleep(2)
     assert scli("stop", LOGIN, "billed", "--workdir", workdir, "--grace", "1").rc == 0
     got = status(scli, "billed", workdir)
     assert got["state"] == "stopped"
 
-    launches = [json.loads(x) for x in (run_dir / "attempts.jsonl").read_text().splitlines()
+    launches = [json.loads(x) for x in (run_dir / ".rtrain" / "attempts.jsonl").read_text().splitlines()
                 if '"launched"' in x]
     assert len(launches) == 2
     end = int((run_dir / "status").stat().st_mtime)

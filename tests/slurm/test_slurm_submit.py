@@ -118,5 +118,5 @@ def test_a_run_whose_sbatch_is_still_submitting_reads_starting_and_no_other_lapt
     assert launch.returncode == 0, err
     assert out.startswith("started slowsub on slow (Slurm job ")
     assert len(set(slurm.job_ids()) - before) == 1  # one job, one trainer in the run dir
-    assert not (run / "attempts" / "1").exists()
+    assert not (run / ".rtrain" / "attempts" / "2").exists()  # the refused resume claimed nothing
     assert not (run / "submitting").exists()
