@@ -215,10 +215,9 @@ state_word() {
   if [ "$1" != 1 ]; then sw=unknown
   elif [ "$2" = 1 ]; then sw=stopped
   elif [ -n "$4" ]; then
-    # A stop we asked for is `stopped`, whatever the trainer answered its TERM with;
-    # exit 0 is the trainer's own finish (the stop never reached it): `completed`.
-    if [ "$4" = 0 ]; then sw=completed
-    elif [ "$3" = 1 ]; then sw=stopped
+    # A stop we asked for is `stopped`, whatever the trainer answered its TERM with.
+    if [ "$3" = 1 ]; then sw=stopped
+    elif [ "$4" = 0 ]; then sw=completed
     else sw="failed (exit $4)"; fi
   elif [ "$5" = 1 ]; then sw=queued
   elif [ "$6" = 1 ]; then sw=running

@@ -57,11 +57,9 @@ def test_status_precedence() -> None:
     # a stop under way: still running while anything of the run lives
     assert P(exists=True, pid=5, alive=True, stop_requested=True, launched=True).state == "running"
     # a stop we asked for is `stopped` whatever the trainer exits with: its TERM, KILL, or
-    # the trainer's own answer to the TERM (torchrun and Lightning exit 1, R02) ...
-    for code in (143, 137, 1, 3, -15):
+    # the trainer's own answer to the TERM (torchrun and Lightning exit 1, R02), even 0
+    for code in (143, 137, 1, 3, 0, -15):
         assert P(exists=True, pid=5, exit_code=code, stop_requested=True, launched=True).state == "stopped"
-    # ... but exit 0 is the trainer's own finish (the stop never reached it): completed
-    assert P(exists=True, pid=5, exit_code=0, stop_requested=True, launched=True).state == "completed"
     assert P(exists=True, pid=5, exit_code=143, launched=True).state == "failed (exit 143)"  # not ours
     # an issued stop whose processes are all gone, killed before recording anything
     assert P(exists=True, pid=5, stop_requested=True, launched=True).state == "stopped"

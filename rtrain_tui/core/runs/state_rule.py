@@ -9,10 +9,9 @@ the two equal on generated facts. Change both together.
 
 The order of the checks is the precedence docs/design.md sets:
 - no run directory: `unknown`;
-- a stop of ours (`stopped` verified, or `stop_requested` and the trainer ended with a
-  non-zero code, or no process of it is left): `stopped`, whatever that code; torchrun and
-  Lightning answer SIGTERM with exit 1, and that is still our stop, never a failure (R02).
-  Exit 0 stays `completed`: the trainer finished (the stop never reached it);
+- a stop of ours (`stopped` verified, or `stop_requested` and the trainer ended, or no
+  process of it is left): `stopped`, whatever exit code the trainer gave; torchrun and
+  Lightning answer SIGTERM with exit 1, and that is still our stop, never a failure (R02);
 - a recorded exit code: `completed` (0) or `failed (exit N)`;
 - waiting (a host queue, a retry's wait, the scheduler): `queued`; a live process:
   `running`;
@@ -79,11 +78,9 @@ def run_state(facts: HostFacts) -> tuple[str, str]:
     if facts.stopped:
         return STOPPED, ""
     if facts.exit_code is not None:
-        if facts.stop_requested and facts.exit_code != 0:
+        if facts.stop_requested:
             # Our stop ended it: its TERM (143), KILL (137), or the trainer's own answer to
-            # the TERM (torchrun and Lightning exit 1). The stop was asked for. Exit 0 is
-            # not our stop's doing: the trainer finished its work (a stop cut off before
-            # its signal, or one that came as the run ended), and its outputs are whole.
+            # the TERM (torchrun and Lightning exit 1). The stop was asked for.
             return STOPPED, ""
         return (COMPLETED if facts.exit_code == 0 else failed_word(facts.exit_code)), ""
     if facts.queued:
