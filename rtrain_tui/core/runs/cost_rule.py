@@ -26,10 +26,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from typing import Optional, Tuple  # noqa: UP035 (the host's Python 3.8: see Span)
 
 US = 1_000_000
-MAX_ATTEMPT = 100_000  # host text: an attempt number past this is not one (a bound, R09)
-Span = tuple[int | None, int | None]  # (start, end) in microseconds since the epoch
+# Host text: an attempt number past this is not one (a bound, R09). The same bound as
+# attempt_layout.MAX_ATTEMPT (this module imports nothing of ours, as it runs on the host;
+# tests/unit/test_cost.py holds the two equal).
+MAX_ATTEMPT = 1000
+# (start, end) in microseconds since the epoch. Spelled with typing's names: this line runs
+# when notify.pyz imports the module on the host's Python, 3.8 included, where
+# `tuple[int | None, ...]` raises TypeError.
+Span = Tuple[Optional[int], Optional[int]]  # noqa: UP006, UP045
 
 
 def when_us(value: object) -> int | None:
@@ -65,7 +72,7 @@ def merged(attempts: Sequence[Mapping[str, object]]) -> dict[int, dict[str, obje
     by_number: dict[int, dict[str, object]] = {}
     for a in attempts:
         n = a.get("attempt")
-        if isinstance(n, int) and not isinstance(n, bool) and 0 < n < MAX_ATTEMPT:
+        if isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_ATTEMPT:
             by_number.setdefault(n, {}).update(a)
     return by_number
 
@@ -83,11 +90,20 @@ def spans(attempts: Sequence[Mapping[str, object]], run_start: int | None) -> li
         start = launched - _seconds(one.get("ran")) if launched is not None else started
         if n == 1 and start is None:
             start = run_start
-        found.append((start, when_us(one.get("ended"))))
         began.append(started if started is not None else start)
+        if never_launched(one) and n != max(by_number, default=1):
+            start = None  # claimed by a resume, never launched: nothing of it ran
+        found.append((start, when_us(one.get("ended"))))
     # An attempt whose end was not recorded ended as the next one began.
     return [(start, ended if ended is not None or i == len(found) - 1 else began[i + 1])
             for i, (start, ended) in enumerate(found)]
+
+
+def never_launched(record: Mapping[str, object]) -> bool:
+    """An attempt a resume claimed and the next resume found never launched: the probe
+    said `unknown`, with no exit code and no launch recorded."""
+    return (record.get("state") == "unknown" and record.get("exit") is None
+            and record.get("launched") is None)
 
 
 def closed(found: Sequence[Span], last_end: int | None) -> list[tuple[int, int]]:
