@@ -233,3 +233,29 @@ def test_a_resume_bills_the_attempt_before_from_when_it_got_its_gpus() -> None:
                       **next_attempt(old, epoch(105), iso(140)))
     assert resumed.earlier_s == 3600
     assert seconds_billed(resumed, T0) == Decimal(3600 + 60 * 60)  # 45 → 105, then 140 → 200
+
+
+def test_an_attempt_a_resume_claimed_and_never_launched_costs_nothing() -> None:
+    """Its claim wrote when it started; its launch failed (GPUs refused, a lost link), and
+    the next resume came a day later and found it `unknown`, with no exit code: nothing of
+    it ran, so the day between is not billed (it was, from the claim to the next resume)."""
+    run = RunRecord("box", "r", "~/w", state="completed", attempt=3, started_at=iso(0),
+                    ended_at=iso(1600))
+    attempts = [
+        {"attempt": 1, "started": iso(0), "ended": epoch(40), "state": "failed (exit 1)", "exit": 1},
+        {"attempt": 2, "started": epoch(50)},  # the claim
+        {"attempt": 2, "state": "unknown", "exit": None, "ended": None},  # the next resume's record
+        {"attempt": 3, "started": epoch(1500)},
+    ]
+    assert seconds_billed(run, T0, attempts) == Decimal((40 + 100) * 60)
+
+
+def test_the_cost_rule_and_the_attempt_layout_bound_attempt_numbers_alike() -> None:
+    """Both read attempt numbers from host text (R09); one bound, or a number one accepts
+    and the other drops makes the run's attempt count disagree between faces."""
+    from rtrain_tui.core.runs import attempt_layout, cost_rule
+
+    assert cost_rule.MAX_ATTEMPT == attempt_layout.MAX_ATTEMPT
+    for n in (1, attempt_layout.MAX_ATTEMPT, attempt_layout.MAX_ATTEMPT + 1, 0):
+        kept = n in cost_rule.merged([{"attempt": n}])
+        assert kept == (attempt_layout.attempt_number(n) is not None), n
